@@ -1,0 +1,46 @@
+"""Cohort kinds: what ONE fresh process of a cohort executes.
+
+A cohort (``conf/cohort/<name>.yaml``) names its ``kind``: a module here
+(``stateaware.cohorts.<kind>``) or any importable dotted module path. A kind module
+provides
+
+``run(spec: ProcessSpec, writer: RecordWriter) -> None``
+    Execute process ``spec.process_index`` and write its rows with
+    ``writer.write(table, rows, part=...)``. Part names must be deterministic (e.g. one
+    per method), so a retried process replaces rather than duplicates its rows. Raise on
+    failure: the worker records the exception as the process's terminal status.
+
+``expand(cohort: dict, hardware: dict, processes: int) -> list[dict]`` (optional)
+    The per-process parameters, one dict per process (merged over ``cohort.params``
+    into ``spec.params``). Without it every process gets ``{}``; the process index and
+    ``spec.seed`` tell processes apart.
+
+Kinds import the library and the record writer only; the launcher never imports a kind
+in the submitting process except to call ``expand``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["load_kind"]
+
+
+def load_kind(kind: str) -> ModuleType:
+    """Import the module of cohort kind ``kind``; ``ValueError`` naming the kind if absent."""
+    name = kind if "." in kind else f"{__name__}.{kind}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (name, *_parents(name)):
+            raise
+        raise ValueError(f"cohort kind {kind!r}: no module {name!r}") from None
+    if not callable(getattr(module, "run", None)):
+        raise ValueError(f"cohort kind {kind!r}: module {name!r} has no run(spec, writer)")
+    return module
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]

@@ -1,0 +1,219 @@
+"""The record store's tables: one explicit Arrow schema per table, for every cohort.
+
+Every cohort the paper runs lands in these few tables, so SQL written against one cohort
+works against the next:
+
+==============  =====================================================================
+``runs``        one row per run: the manifest (config, source hash, versions, host)
+``processes``   one row per process attempt: terminal status, node, Slurm ids, error
+``records``     one row per outcome: semantic matches/rejections/divergences, finite
+                suites (derivative, bytes, engines, joint alias), application scores
+``timings``     one row per measured or warm-up step: time and measured peaks
+``policies``    one row per planned method: the chosen per-segment policy or infeasible
+``profiles``    one row per (profile card, segment, option): r, q and c of eq. 3
+``epochs``      one row per application epoch (encoder or probe)
+``peaks``       one row per allocator observation (before a reset, or at exit)
+``artifacts``   one row per file a process produced and hashed (test-score files, cards)
+==============  =====================================================================
+
+Identity columns (``IDENTITY``) lead every table; a writer fills them from the process
+spec, never the cohort. Every other column is nullable, so a cohort writes only what
+applies to it. A column a cohort needs and no table has is added *here*, once, with a
+bump of ``SCHEMA_VERSION`` — never smuggled into a JSON blob; ``detail`` exists only for
+free-form diagnostics that no query should depend on.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "IDENTITY",
+    "TABLES",
+    "OUTCOMES",
+    "STATUSES",
+    "schema_for",
+]
+
+#: Bumped whenever a column is added, renamed or retyped. Rows and file metadata carry it.
+SCHEMA_VERSION = 1
+
+#: Semantic outcomes (paper Table 2): ``match`` preserved execution, ``reject`` the
+#: framework refused explicitly, ``diverge`` an observed mismatch, ``unsupported`` refused
+#: by our own admission check before execution (e.g. integer-write differentiation).
+OUTCOMES = ("match", "reject", "diverge", "unsupported")
+
+#: Terminal process statuses. ``source_drift``: the worker found different code from what
+#: the launcher hashed at submission and refused to run. ``cancelled``: ended by the
+#: scheduler (scancel, preemption without requeue). The launcher writes ``lost`` for a
+#: process that died without writing any status (SIGKILL, OOM killer, node failure).
+STATUSES = ("completed", "failed", "source_drift", "cancelled", "lost")
+
+_ts = pa.timestamp("us", tz="UTC")
+
+IDENTITY: list[pa.Field] = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("cohort", pa.string(), nullable=False),
+    pa.field("process_index", pa.int32(), nullable=False),
+    pa.field("source_hash", pa.string(), nullable=False),
+    pa.field("schema_version", pa.int16(), nullable=False),
+    # Which hardware profile produced the row, and its declared shape scale (1.0 = paper).
+    pa.field("hardware", pa.string(), nullable=False),
+    pa.field("scale", pa.float64(), nullable=False),
+]
+
+# Columns shared by the tables that describe one workload configuration (timing cohorts,
+# policies, profiles), so a join on them lines up measured and planned rows.
+_WORKLOAD = [
+    ("workload", pa.string()),  # feature_queue | prototype_memory | unrolled_recurrence | cifar
+    ("cell", pa.string()),  # a cohort's name for the shape (e.g. "large_sparse", "q1024-f0.001-l64")
+    ("buffer_bytes", pa.int64()),
+    ("write_fraction", pa.float64()),
+    ("live_segments", pa.int32()),
+    ("granularity_bytes", pa.int64()),
+    ("width", pa.int32()),
+    ("batch", pa.int32()),
+    ("budget_bytes", pa.int64()),
+]
+
+_COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
+    "runs": [
+        ("launcher", pa.string()),
+        ("processes", pa.int32()),
+        ("started_at", _ts),
+        ("git_commit", pa.string()),
+        ("git_dirty", pa.bool_()),
+        ("host", pa.string()),
+        ("python", pa.string()),
+        ("torch", pa.string()),
+        ("jax", pa.string()),
+        ("cuda", pa.string()),
+        ("driver", pa.string()),
+        ("config_yaml", pa.string()),
+    ],
+    "processes": [
+        ("status", pa.string()),  # one of STATUSES
+        ("attempt", pa.int32()),  # 1 for the first try; resumes and requeues count up
+        ("node", pa.string()),
+        ("pid", pa.int64()),
+        ("launcher", pa.string()),
+        ("slurm_job_id", pa.string()),  # null off Slurm
+        ("slurm_array_task_id", pa.int32()),
+        ("started_at", _ts),
+        ("finished_at", _ts),
+        ("wall_s", pa.float64()),
+        ("exception_type", pa.string()),
+        ("exception_message", pa.string()),
+        ("traceback", pa.string()),
+        ("spec_json", pa.string()),  # the process spec's seeds and parameters
+    ],
+    "records": [
+        ("backend", pa.string()),  # torch | jax | finite
+        ("method", pa.string()),
+        ("family", pa.string()),
+        ("precision", pa.string()),  # fp32 | fp64
+        ("seed", pa.int64()),
+        ("outcome", pa.string()),  # one of OUTCOMES
+        ("check", pa.string()),  # which check produced the row when a cohort runs several
+        ("phase", pa.string()),  # forward | backward1 | backward2 | state_readback | ...
+        ("exception_type", pa.string()),
+        ("exception_message", pa.string()),
+        ("max_error", pa.float64()),
+        ("tolerance", pa.float64()),
+        ("forward_calls", pa.int32()),
+        ("backward_calls", pa.int32()),
+        ("recompute_calls", pa.int32()),
+        ("dimension", pa.int32()),
+        ("operations", pa.int32()),
+        ("coordinates", pa.int32()),  # complex-step coordinates checked
+        ("retained_bytes", pa.int64()),
+        ("workload", pa.string()),
+        ("sha256", pa.string()),  # e.g. of an application's test-score file
+        ("detail", pa.string()),  # free-form diagnostics only; no query may depend on it
+    ],
+    "timings": [
+        ("method", pa.string()),
+        ("precision", pa.string()),
+        ("step", pa.int32()),  # 0-based; warm-ups and measured steps each count from 0
+        ("warmup", pa.bool_()),
+        ("step_ms", pa.float64()),
+        ("peak_allocated_bytes", pa.int64()),
+        ("peak_reserved_bytes", pa.int64()),
+        # Where the peak came from: cuda_allocator | torch_profiler | memtracker — never a
+        # prediction (DESIGN.md, "Budgets are logical").
+        ("peak_source", pa.string()),
+        ("device", pa.string()),
+        ("seed", pa.int64()),
+        *_WORKLOAD,
+    ],
+    "policies": [
+        ("method", pa.string()),
+        ("planner", pa.string()),  # joint | eager_whole | agnostic | eager | whole | region
+        ("feasible", pa.bool_()),
+        ("policy", pa.list_(pa.string())),  # per segment: eager | whole | region
+        ("predicted_peak_bytes", pa.int64()),
+        ("predicted_ms", pa.float64()),
+        ("min_peak_bytes", pa.int64()),  # the least achievable peak (set when infeasible)
+        ("frontier_size", pa.int64()),
+        ("truncated", pa.bool_()),
+        ("card_digest", pa.string()),
+        ("plan_digest", pa.string()),
+        *_WORKLOAD,
+    ],
+    "profiles": [
+        ("card_digest", pa.string()),
+        ("segment", pa.int32()),
+        ("option", pa.string()),  # eager | whole | region
+        ("retained_bytes", pa.int64()),
+        ("temp_bytes", pa.int64()),
+        ("ms", pa.float64()),
+        ("persistent_bytes", pa.int64()),
+        ("provenance_json", pa.string()),
+        *_WORKLOAD,
+    ],
+    "epochs": [
+        ("method", pa.string()),
+        ("seed", pa.int64()),
+        ("phase", pa.string()),  # encoder | probe
+        ("epoch", pa.int32()),
+        ("loss", pa.float64()),
+        ("accuracy", pa.float64()),
+        ("seconds", pa.float64()),
+        ("peak_allocated_bytes", pa.int64()),
+        ("peak_reserved_bytes", pa.int64()),
+        ("peak_source", pa.string()),
+    ],
+    "peaks": [
+        ("method", pa.string()),
+        ("seed", pa.int64()),
+        ("event", pa.string()),  # before_reset | exit
+        ("event_index", pa.int64()),
+        ("peak_allocated_bytes", pa.int64()),
+        ("peak_reserved_bytes", pa.int64()),
+        ("peak_source", pa.string()),
+    ],
+    "artifacts": [
+        ("method", pa.string()),
+        ("seed", pa.int64()),
+        ("name", pa.string()),
+        ("path", pa.string()),  # relative to the results directory
+        ("bytes", pa.int64()),
+        ("sha256", pa.string()),
+    ],
+}
+
+TABLES: dict[str, pa.Schema] = {
+    name: pa.schema(IDENTITY + [pa.field(col, typ) for col, typ in cols])
+    for name, cols in _COLUMNS.items()
+}
+
+
+def schema_for(table: str) -> pa.Schema:
+    """The Arrow schema of ``table``; a ``KeyError`` that lists the valid tables otherwise."""
+    try:
+        return TABLES[table]
+    except KeyError:
+        raise KeyError(
+            f"unknown table {table!r}; valid tables are: {', '.join(TABLES)}"
+        ) from None
