@@ -91,6 +91,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("cuda", pa.string()),
         ("driver", pa.string()),
         ("config_yaml", pa.string()),
+        ("launches", pa.int32()),  # 1, plus one per resume of the same run
     ],
     "processes": [
         ("status", pa.string()),  # one of STATUSES

@@ -1,0 +1,104 @@
+"""``python -m stateaware.analysis COMMAND``: SQL and reports over a results directory.
+
+Commands::
+
+    sql [--results DIR] [--format table|csv|json] [QUERY | --file F | -]
+        run a read-only query over the views (runs, processes, attempts, records,
+        timings, policies, profiles, epochs, peaks, artifacts, ...); QUERY "-" or no
+        QUERY reads standard input
+    views [--results DIR]
+        list the views and their columns
+    report [--results DIR] ...
+        write the Markdown report and figures (see `report --help`)
+
+``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
+``out``. This command never imports torch or jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["main", "default_results"]
+
+
+def default_results() -> Path:
+    """The launcher's default ``out``: ``$STATEAWARE_RESULTS`` or ``results``."""
+    return Path(os.environ.get("STATEAWARE_RESULTS", "results"))
+
+
+def _results_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
+                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from stateaware.analysis.sql import ReadOnlyError, format_result, query
+
+    if args.file is not None:
+        text = Path(args.file).read_text()
+    elif args.query in (None, "-"):
+        text = sys.stdin.read()
+    else:
+        text = args.query
+    try:
+        answers = query(args.results, text)
+    except ReadOnlyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # duckdb's own errors (syntax, unknown column) name the problem
+        import duckdb
+
+        if isinstance(exc, (duckdb.Error, ValueError)):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise
+    print("\n\n".join(format_result(names, rows, args.format) for names, rows in answers))
+    return 0
+
+
+def _views(args: argparse.Namespace) -> int:
+    from stateaware.analysis.views import connect
+
+    con = connect(args.results)
+    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall():
+        columns = con.execute(f"DESCRIBE {name}").fetchall()
+        print(f"{name}: " + ", ".join(c[0] for c in columns))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sql = commands.add_parser("sql", help="run a read-only SQL query over the results")
+    _results_arg(sql)
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default: table)")
+    sql.add_argument("--file", "-f", default=None, help="read the query from this file")
+    sql.add_argument("query", nargs="?", default=None, help='the SQL; "-" or absent reads standard input')
+    sql.set_defaults(func=_sql)
+
+    views = commands.add_parser("views", help="list the views and their columns")
+    _results_arg(views)
+    views.set_defaults(func=_views)
+
+    report = commands.add_parser("report", help="write the Markdown report and figures", add_help=False)
+    report.add_argument("rest", nargs=argparse.REMAINDER)
+    report.set_defaults(func=None)
+
+    args = parser.parse_args(argv)
+    if args.command == "report":
+        from stateaware.analysis.report import main as report_main
+
+        return report_main(args.rest)
+    if args.results is None:
+        args.results = default_results()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""The configuration schema (Hydra structured configs) and the checks made before launch.
+
+Hydra composes ``conf/config.yaml`` with one option from each group (``cohort/``,
+``launcher/``, ``hardware/``) onto these dataclasses, so an unknown key or a value of the
+wrong type fails at composition. :func:`validate` then checks what types cannot express
+(ranges, a writable ``out``, an importable cohort kind), always before anything launches,
+with a message that names the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import II, MISSING, DictConfig, OmegaConf
+
+__all__ = [
+    "CohortConfig",
+    "LauncherConfig",
+    "HardwareConfig",
+    "Config",
+    "ConfigError",
+    "LAUNCHERS",
+    "HARDWARE_PROFILES",
+    "register_configs",
+    "resolve_hardware",
+    "validate",
+]
+
+LAUNCHERS = ("inline", "local", "slurm")
+HARDWARE_PROFILES = ("auto", "cpu", "h100")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and what is allowed."""
+
+
+@dataclass
+class CohortConfig:
+    name: str = MISSING  # equals the file name under conf/cohort/
+    kind: str = MISSING  # module stateaware.cohorts.<kind>, or a dotted module path
+    timing: bool = False  # timing cohorts run one process at a time per node by default
+    processes: int = 1  # default process count; the top-level `processes` overrides it
+    seed: int = 0  # base seed; process i gets seed + i
+    params: Dict[str, Any] = field(default_factory=dict)  # passed to the kind's expand/run
+    comparisons: List[Any] = field(default_factory=list)  # prespecified, for the analysis
+
+
+@dataclass
+class LauncherConfig:
+    name: str = "local"  # inline | local | slurm
+    # Processes running at once. None: 1 for timing cohorts (timing hygiene), else the
+    # number of CPUs available to this process.
+    max_parallel: Optional[int] = None
+    timeout_min: float = 24 * 60.0  # per process; submitit kills a process past it
+    poll_s: float = 0.05  # how often the launcher polls running processes
+    # Slurm (launcher=slurm); null means "the cluster's default".
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    cpus_per_task: Optional[int] = None
+    mem_gb: Optional[float] = None
+    gpus_per_node: Optional[int] = None
+    constraint: Optional[str] = None
+    exclusive: Optional[bool] = None
+    array_parallelism: Optional[int] = None
+    additional_parameters: Dict[str, Any] = field(default_factory=dict)  # extra sbatch flags
+    snapshot: bool = True  # run a copy of the code taken at submission (queued jobs)
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "auto"  # auto | cpu | h100 (auto picks h100 on a CUDA device >= min_gpu_gib)
+    device: str = "cpu"  # cpu | cuda
+    scale: float = 1.0  # declared shape scale relative to the paper's (1.0 = paper)
+    min_gpu_gib: float = 80.0
+    description: str = ""
+    params: Dict[str, Any] = field(default_factory=dict)  # shapes and budgets per cohort
+
+
+@dataclass
+class Config:
+    cohort: CohortConfig = MISSING
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    out: str = "results"  # results directory (Parquet parts, manifests, submitit logs)
+    run_id: Optional[str] = None  # default: <cohort>-<digest of config and source>
+    processes: int = II("cohort.processes")
+    dry_run: bool = False  # print the process specs that would launch, then exit
+    wait: bool = True  # false: submit and return (launcher=slurm only)
+
+
+def register_configs() -> None:
+    """Register the schema with Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="base_config", node=Config)
+
+
+def _conf_dir() -> Path:
+    import stateaware.conf
+
+    return Path(stateaware.conf.__file__).parent
+
+
+def resolve_hardware(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with ``hardware=auto`` replaced by the profile this machine gets."""
+    if cfg.hardware.name != "auto":
+        return cfg
+    from stateaware.hardware import choose_profile
+
+    chosen = choose_profile(cfg.hardware.min_gpu_gib)
+    profile = OmegaConf.merge(OmegaConf.structured(HardwareConfig), OmegaConf.load(_conf_dir() / "hardware" / f"{chosen}.yaml"))
+    resolved = cfg.copy()
+    with _writable(resolved):
+        resolved.hardware = profile
+    return resolved
+
+
+class _writable:
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+
+    def __enter__(self) -> None:
+        self.readonly = OmegaConf.is_readonly(self.cfg)
+        self.struct = OmegaConf.is_struct(self.cfg)
+        OmegaConf.set_readonly(self.cfg, False)
+        OmegaConf.set_struct(self.cfg, False)
+
+    def __exit__(self, *exc: object) -> None:
+        OmegaConf.set_struct(self.cfg, self.struct)
+        OmegaConf.set_readonly(self.cfg, self.readonly)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise :class:`ConfigError` for any value the launch cannot honour.
+
+    Checked: ``processes`` >= 1; ``launcher.name`` and ``hardware.name`` among the known
+    ones; ``launcher.max_parallel`` and ``launcher.array_parallelism`` >= 1 when set;
+    ``launcher.timeout_min`` > 0; ``wait=false`` only with ``launcher=slurm``; every
+    config value whose key ends in ``budget``/``budget_bytes``/``budget_gib`` non-negative;
+    the cohort kind importable; ``out`` creatable and writable.
+    """
+    _check(cfg.processes >= 1, "processes", cfg.processes, "an integer >= 1")
+    _check(cfg.launcher.name in LAUNCHERS, "launcher.name", cfg.launcher.name, f"one of {', '.join(LAUNCHERS)}")
+    _check(cfg.hardware.name in HARDWARE_PROFILES, "hardware.name", cfg.hardware.name, f"one of {', '.join(HARDWARE_PROFILES)}")
+    for key in ("max_parallel", "array_parallelism"):
+        value = cfg.launcher[key]
+        _check(value is None or value >= 1, f"launcher.{key}", value, "null or an integer >= 1")
+    _check(cfg.launcher.timeout_min > 0, "launcher.timeout_min", cfg.launcher.timeout_min, "minutes > 0")
+    _check(cfg.wait or cfg.launcher.name == "slurm", "wait", cfg.wait, "true, unless launcher=slurm (local processes need a waiting launcher)")
+    for path, value in _budget_values(OmegaConf.to_container(cfg, resolve=True)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        if isinstance(value, str):
+            from stateaware.units import parse_bytes
+
+            try:
+                ok = parse_bytes(value) >= 0
+            except ValueError:
+                ok = False
+        _check(ok, path, value, "a non-negative size (bytes, or a string like '44GiB')")
+    from stateaware.cohorts import load_kind
+
+    try:
+        load_kind(cfg.cohort.kind)
+    except ValueError as exc:
+        raise ConfigError(f"cohort.kind={cfg.cohort.kind!r} (cohort {cfg.cohort.name!r}): {exc}") from None
+    _check_writable(Path(cfg.out))
+
+
+def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"invalid {name}={value!r}: allowed values are {allowed}")
+
+
+def _budget_values(node: Any, prefix: str = ""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if str(key).endswith(("budget", "budget_bytes", "budget_gib")) and not isinstance(value, (dict, list)):
+                yield path, value
+            else:
+                yield from _budget_values(value, path)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _budget_values(value, f"{prefix}[{i}]")
+
+
+def _check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"invalid out={str(out)!r}: the results directory must be creatable and writable "
+            f"({exc.strerror or exc}); pass out=DIR with a writable DIR"
+        ) from None
+    if not os.access(out, os.W_OK):
+        raise ConfigError(f"invalid out={str(out)!r}: not writable; pass out=DIR with a writable DIR")

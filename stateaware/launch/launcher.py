@@ -1,0 +1,254 @@
+"""From a composed config to finished processes: plan, resume, launch, summarise.
+
+The launcher knows process specs, executors and record files — never what a cohort
+computes. It drives submitit itself rather than handing it the whole array, because
+submitit's local executor would start every job at once and hide the GPU:
+
+- ``inline``: submitit's DebugExecutor, in this process, one after another (debugging);
+- ``local``: submitit's LocalExecutor, each process a fresh interpreter, at most
+  ``max_parallel`` at once (1 for timing cohorts, so timed processes never share cores
+  or a device), the machine's GPUs left visible;
+- ``slurm``: submitit's SlurmExecutor, one job array, ``array_parallelism`` at once.
+
+A failed process never stops the others. Resume is by records, not by memory: a process
+counts as done only if its latest ``processes`` row says ``completed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.worker import ProcessResult, attempts_so_far, identity_of, run_one_process, status_row
+from stateaware.records.writer import RecordWriter
+
+__all__ = ["RunPlan", "Summary", "plan_run", "latest_statuses", "launch"]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The processes of one run, and which of them still need to run."""
+
+    run_id: str
+    cohort: str
+    source_hash: str
+    out: Path
+    specs: tuple[ProcessSpec, ...]
+    statuses: dict[int, str]  # latest recorded status per process index, if any
+
+    @property
+    def pending(self) -> list[ProcessSpec]:
+        return [s for s in self.specs if self.statuses.get(s.process_index) != "completed"]
+
+
+@dataclass
+class Summary:
+    run_id: str
+    cohort: str
+    results: list[ProcessResult] = field(default_factory=list)
+    skipped: int = 0  # already completed in an earlier launch
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(r.status for r in self.results)
+
+    @property
+    def unsuccessful(self) -> list[ProcessResult]:
+        return sorted((r for r in self.results if r.status != "completed"), key=lambda r: r.process_index)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.unsuccessful else 0
+
+
+def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -> str:
+    """``<cohort>-<10 hex>``: same cohort, process count, hardware and code → same run.
+
+    So re-running a command resumes it, while editing the code or the cohort starts a new
+    run instead of mixing source hashes in one. Launcher settings and ``out`` do not
+    count: they change how a run is executed, not what it measures.
+    """
+    identity = json.dumps({"cohort": cohort, "processes": processes, "hardware": hardware, "source_hash": source},
+                          sort_keys=True, default=str)
+    return f"{cohort['name']}-{hashlib.sha256(identity.encode()).hexdigest()[:10]}"
+
+
+def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
+    """Latest recorded status per process index of a run (reads only the ``processes`` parts)."""
+    import pyarrow.parquet as pq
+
+    folder = Path(out) / "processes" / f"cohort={cohort}" / f"run_id={run_id}"
+    latest: dict[int, tuple[int, str]] = {}
+    for part in sorted(folder.glob("p*-a*.parquet")):
+        table = pq.read_table(part, columns=["process_index", "attempt", "status"])
+        for index, attempt, status in zip(*(table.column(c).to_pylist() for c in ("process_index", "attempt", "status"))):
+            if index not in latest or attempt >= latest[index][0]:
+                latest[index] = (attempt, status)
+    return {index: status for index, (_, status) in latest.items()}
+
+
+def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
+    """Expand the cohort into process specs and read which ones already completed."""
+    from stateaware.cohorts import load_kind
+    from stateaware.config import ConfigError
+
+    cohort = OmegaConf.to_container(cfg.cohort, resolve=True)
+    hardware = OmegaConf.to_container(cfg.hardware, resolve=True)
+    processes = int(cfg.processes)
+    run_id = cfg.run_id or _default_run_id(cohort, processes, hardware, source_hash)
+    kind = load_kind(cohort["kind"])
+    expand: Callable[..., list[dict]] | None = getattr(kind, "expand", None)
+    per_process = expand(cohort, hardware, processes) if expand else [{} for _ in range(processes)]
+    if len(per_process) != processes:
+        raise ConfigError(f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets for processes={processes}")
+    out = Path(cfg.out).resolve()
+    specs = tuple(
+        ProcessSpec(
+            run_id=run_id, cohort=cohort["name"], kind=cohort["kind"], process_index=i, processes=processes,
+            seed=int(cohort["seed"]) + i, source_hash=source_hash, out=str(out), launcher=cfg.launcher.name,
+            timing=bool(cohort["timing"]), hardware=hardware, params={**cohort["params"], **extra},
+        )
+        for i, extra in enumerate(per_process)
+    )
+    return RunPlan(run_id, cohort["name"], source_hash, out, specs, latest_statuses(out, cohort["name"], run_id))
+
+
+def max_parallel(cfg: DictConfig, timing: bool) -> int:
+    if cfg.launcher.max_parallel is not None:
+        return int(cfg.launcher.max_parallel)
+    if timing:
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _executor(cfg: DictConfig, folder: Path, timing: bool) -> Any:
+    import submitit
+
+    launcher = cfg.launcher
+    if launcher.name == "inline":
+        return submitit.DebugExecutor(folder)
+    if launcher.name == "local":
+        from stateaware.hardware import visible_gpus
+
+        executor = submitit.LocalExecutor(folder)
+        gpus = [g.index for g in visible_gpus()]
+        # submitit sets CUDA_VISIBLE_DEVICES to the first gpus_per_node GPUs (none by
+        # default): pass them all, so a local GPU stays visible to the processes.
+        executor.update_parameters(timeout_min=launcher.timeout_min, gpus_per_node=len(gpus), visible_gpus=tuple(gpus))
+        return executor
+    from stateaware.launch.slurm import slurm_executor
+
+    return slurm_executor(cfg, folder, timing)
+
+
+def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
+    """Run every pending process of ``plan``; return how each ended. Never raises for a process."""
+    summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending))
+    pending = plan.pending
+    if not pending:
+        return summary
+    timing = pending[0].timing
+    folder = plan.out / ".submitit" / plan.run_id
+    executor = _executor(cfg, folder, timing)
+    bar = _progress(len(pending), plan.cohort, enabled=progress)
+    try:
+        if cfg.launcher.name == "slurm":
+            from stateaware.launch.slurm import run_array
+
+            run_array(executor, pending, summary, lambda r: _advance(bar, summary, r), poll_s=cfg.launcher.poll_s)
+        else:
+            _run_throttled(executor, pending, summary, bar, limit=max_parallel(cfg, timing),
+                           inline=cfg.launcher.name == "inline", poll_s=cfg.launcher.poll_s)
+    finally:
+        bar.close()
+    return summary
+
+
+def _run_throttled(executor: Any, pending: list[ProcessSpec], summary: Summary, bar: Any, *, limit: int,
+                   inline: bool, poll_s: float) -> None:
+    queue = deque(pending)
+    running: dict[Any, ProcessSpec] = {}
+    while queue or running:
+        while queue and len(running) < limit:
+            spec = queue.popleft()
+            job = executor.submit(run_one_process, spec)
+            if inline:
+                _advance(bar, summary, collect(job, spec))
+            else:
+                running[job] = spec
+        _postfix(bar, summary, len(running))
+        finished = [job for job in running if job.done()]
+        for job in finished:
+            _advance(bar, summary, collect(job, running.pop(job)))
+        if running and not finished:
+            time.sleep(poll_s)
+
+
+def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
+    """The result a finished job returned, or a ``lost`` row if it died without one."""
+    try:
+        result = job.result()
+        if isinstance(result, ProcessResult):
+            return result
+        message = f"process returned {result!r} instead of a ProcessResult"
+        exc: BaseException | None = None
+    except Exception as error:  # noqa: BLE001 - the job died: record it, keep going
+        message, exc = f"died without recording a status: {error}", error
+    attempt = attempts_so_far(spec) + 1
+    row = status_row(spec, "lost", attempt, datetime.now(timezone.utc), pid=_job_pid(job), exc=exc, message=message)
+    RecordWriter(spec.out, identity_of(spec)).write("processes", [row], part=f"a{attempt:03d}")
+    return ProcessResult(spec.process_index, "lost", attempt, row["pid"], message)
+
+
+def _job_pid(job: Any) -> int:
+    try:
+        return int(job.job_id)
+    except (TypeError, ValueError):
+        return -1
+
+
+def _progress(total: int, cohort: str, *, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=cohort, unit="proc", file=sys.stderr, disable=not enabled,
+                mininterval=0.5, dynamic_ncols=True)
+
+
+def _advance(bar: Any, summary: Summary, result: ProcessResult) -> None:
+    summary.results.append(result)
+    bar.update(1)
+
+
+def _postfix(bar: Any, summary: Summary, running: int) -> None:
+    counts = summary.counts
+    bar.set_postfix_str(f"done={counts['completed']} failed={len(summary.results) - counts['completed']} running={running}",
+                        refresh=False)
+
+
+def describe(summary: Summary, plan: RunPlan) -> str:
+    """The final summary: counts, and every unsuccessful process with its message."""
+    counts = summary.counts
+    total = len(plan.specs)
+    done = summary.skipped + counts["completed"]
+    lines = [f"{plan.cohort}: run {plan.run_id}: {done}/{total} processes completed"
+             + (f" ({summary.skipped} from earlier launches)" if summary.skipped else "")
+             + f"; results in {plan.out}"]
+    for result in summary.unsuccessful:
+        first = (result.message or "").strip().splitlines()
+        lines.append(f"  process {result.process_index} {result.status} (attempt {result.attempt}): {first[0] if first else ''}")
+    if summary.unsuccessful:
+        lines.append("  re-run the same command to retry only these; details: "
+                     f"python -m stateaware.analysis sql --results {plan.out} \"SELECT process_index, status, exception_type, traceback "
+                     f"FROM processes WHERE run_id = '{plan.run_id}' AND status <> 'completed'\"")
+    return "\n".join(lines)

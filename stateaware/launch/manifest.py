@@ -1,0 +1,113 @@
+"""The run manifest: what was launched, from which code, on what, and when.
+
+Written by the launcher to ``OUT/runs/cohort=<c>/run_id=<r>/manifest.json`` and as the
+run's row of the ``runs`` table (``process_index`` is -1 there: the row describes the
+run, not a process). A resumed run keeps its first ``started_at`` and counts launches.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import socket
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from stateaware.records.writer import Identity, RecordWriter
+
+__all__ = ["manifest_path", "collect_manifest", "write_manifest", "git_state", "versions"]
+
+RUN_ROW_INDEX = -1
+
+
+def manifest_path(out: Path | str, cohort: str, run_id: str) -> Path:
+    return Path(out) / "runs" / f"cohort={cohort}" / f"run_id={run_id}" / "manifest.json"
+
+
+def git_state(where: Path) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the git checkout containing ``where``; ``(None, None)`` outside one."""
+    try:
+        commit = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0:
+            return None, None
+        status = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+        return commit.stdout.strip(), bool(status.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of python, torch, jax, CUDA and the driver, without importing torch or jax."""
+    from stateaware.hardware import visible_gpus
+
+    def dist(name: str) -> str | None:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    gpus = visible_gpus()
+    cuda = None
+    if gpus:
+        try:
+            text = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
+            cuda = text.split("CUDA Version:")[1].split()[0] if "CUDA Version:" in text else None
+        except (OSError, subprocess.SubprocessError):
+            cuda = None
+    return {
+        "python": platform.python_version(),
+        "torch": dist("torch"),
+        "jax": dist("jax"),
+        "cuda": cuda,
+        "driver": gpus[0].driver if gpus else None,
+        "gpus": ", ".join(g.name for g in gpus) or None,
+    }
+
+
+def collect_manifest(cfg: DictConfig, run_id: str, source_hash: str, processes: int) -> dict[str, Any]:
+    import stateaware
+
+    commit, dirty = git_state(Path(stateaware.__file__).parent)
+    return {
+        "run_id": run_id,
+        "cohort": cfg.cohort.name,
+        "source_hash": source_hash,
+        "processes": processes,
+        "launcher": cfg.launcher.name,
+        "hardware": cfg.hardware.name,
+        "scale": cfg.hardware.scale,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "host": socket.gethostname(),
+        **versions(),
+        "started_at": datetime.now(timezone.utc).isoformat(),
+        "launches": 1,
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+
+
+def write_manifest(out: Path | str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write (or, on resume, update) the manifest file and the run's ``runs`` row."""
+    path = manifest_path(out, manifest["cohort"], manifest["run_id"])
+    if path.exists():
+        previous = json.loads(path.read_text())
+        manifest = {**manifest, "started_at": previous["started_at"], "launches": previous.get("launches", 1) + 1}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    tmp.replace(path)
+
+    identity = Identity(manifest["run_id"], manifest["cohort"], RUN_ROW_INDEX, manifest["source_hash"],
+                        str(manifest["hardware"]), float(manifest["scale"]))
+    row = {key: manifest[key] for key in ("launcher", "processes", "git_commit", "git_dirty", "host", "python",
+                                          "torch", "jax", "cuda", "driver", "launches")}
+    row["started_at"] = datetime.fromisoformat(manifest["started_at"])
+    row["config_yaml"] = OmegaConf.to_yaml(OmegaConf.create(manifest["config"]))
+    RecordWriter(out, identity).write("runs", [row], part="manifest")
+    return manifest
