@@ -1,0 +1,478 @@
+"""Verification before analysis: a run is analysed only when its records are whole.
+
+The paper verified "terminal status, source identity and the archived raw timings" before
+any interval was computed (§11). :func:`verify` does that over the DuckDB views of a
+results directory and either returns a :class:`Verification` or raises
+:class:`VerificationError` whose message names every problem it found — not just the first.
+
+Checks, per run (rule numbers are cited in the code):
+
+1. The run is in ``runs`` with one expected process count ``processes``.
+2. Every process ``0 .. processes-1`` exists and its latest attempt ended ``completed``;
+   no process index lies outside that range.
+3. One source hash across the run's rows, in every table that has rows for it.
+4. In ``policies``: one ``card_digest`` per (workload, cell) and one ``plan_digest`` per
+   (workload, cell, method) — the profile card and plan are frozen for the cohort, so every
+   process must have planned from the same card to the same policy. (A cohort with one cell
+   thus has exactly one card digest.)
+5. In ``timings``: the same number of rows in every process x method cell — the mode over
+   cells unless ``expected_rows`` is given — including cells with no rows at all.
+6. No duplicated rows: a row identity (process, method, step, ... — ``_ROW_KEYS``) that
+   appears twice means a part was written twice under different names; the message names
+   the part files.
+
+``allow_partial=True`` tolerates rule 2 only (missing or unfinished processes): the other
+rules are then checked over the completed processes, and the result says
+``partial (k of n processes)``. Integrity problems — mixed hashes, digests, row counts,
+duplicates — always stop the analysis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "COMPLETED",
+    "Verification",
+    "RunVerification",
+    "VerificationError",
+    "verify",
+]
+
+#: The only terminal status whose rows enter an analysis (``records.schema.STATUSES``).
+COMPLETED = "completed"
+
+#: How many offending items one message lists before summarising the rest: enough to see
+#: the pattern, few enough that a 150-process failure stays readable.
+_LIST_AT_MOST = 12
+
+#: Columns that identify one logical row per table (rule 6). Only the columns a view has
+#: are used. ``records`` has no such key — a cohort may legitimately log the same outcome
+#: twice (two checks of one program) — so it is not checked for duplicates.
+_ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "timings": (
+        "process_index", "method", "precision", "warmup", "step",
+        "workload", "cell", "budget_bytes", "seed",
+    ),
+    "policies": ("process_index", "method", "planner", "workload", "cell", "budget_bytes"),
+    "epochs": ("process_index", "method", "seed", "phase", "epoch"),
+    "peaks": ("process_index", "method", "seed", "event", "event_index"),
+}
+
+#: Tables whose rows carry the run's source hash (rule 3), checked when the view exists.
+_HASHED_TABLES = (
+    "runs", "processes", "records", "timings", "policies", "profiles", "epochs", "peaks", "artifacts",
+)
+
+
+class VerificationError(RuntimeError):
+    """The records of a run are not fit for analysis; ``problems`` lists every reason."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"verification failed with {len(self.problems)} problem(s):\n{lines}\n"
+            "Fix or re-run the named processes; pass allow_partial=True (--partial) only to "
+            "analyse the completed processes of an unfinished run."
+        )
+
+
+@dataclass(frozen=True)
+class RunVerification:
+    """One run's verified state: which processes are complete out of how many expected."""
+
+    run_id: str
+    cohort: str
+    expected: int
+    completed: tuple[int, ...]
+    #: Rule-2 problems tolerated under ``allow_partial`` (empty for a complete run).
+    incomplete: tuple[str, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        return len(self.completed) < self.expected
+
+    @property
+    def label(self) -> str:
+        """``complete (n of n processes)`` or ``partial (k of n processes)``."""
+        state = "partial" if self.partial else "complete"
+        return f"{state} ({len(self.completed)} of {self.expected} processes)"
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The verified runs. ``partial`` is true when any run lacks completed processes."""
+
+    runs: tuple[RunVerification, ...]
+
+    @property
+    def partial(self) -> bool:
+        return any(r.partial for r in self.runs)
+
+    @property
+    def expected(self) -> int:
+        return sum(r.expected for r in self.runs)
+
+    @property
+    def completed(self) -> int:
+        return sum(len(r.completed) for r in self.runs)
+
+    @property
+    def label(self) -> str:
+        """``complete (n of n processes)`` or ``partial (k of n processes)`` over all runs."""
+        state = "partial" if self.partial else "complete"
+        return f"{state} ({self.completed} of {self.expected} processes)"
+
+    def run(self, run_id: str) -> RunVerification:
+        for r in self.runs:
+            if r.run_id == run_id:
+                return r
+        raise KeyError(f"run {run_id!r} was not verified; verified runs: {[r.run_id for r in self.runs]}")
+
+
+def verify(
+    con: Any,
+    *,
+    run_id: str | None = None,
+    allow_partial: bool = False,
+    expected_rows: int | None = None,
+) -> Verification:
+    """Check one run (or, with ``run_id=None``, every run in ``runs``) before analysis.
+
+    ``con`` is a DuckDB connection with at least the views ``runs`` and ``processes``;
+    ``timings``, ``records``, ``policies`` and the other record tables are checked when
+    present. ``expected_rows`` fixes the timing rows per process x method (warm-ups and
+    measured steps together) instead of taking the mode. Raises :class:`VerificationError`
+    naming every problem; see the module docstring for the rules and what
+    ``allow_partial`` tolerates.
+    """
+    views = _views(con)
+    missing = [v for v in ("runs", "processes") if v not in views]
+    if missing:
+        raise VerificationError([f"view(s) {missing} missing; verification needs runs and processes"])
+
+    problems: list[str] = []
+    run_rows = con.execute(
+        "SELECT run_id, list(DISTINCT cohort), list(DISTINCT processes) FROM runs "
+        + ("WHERE run_id = ? " if run_id is not None else "")
+        + "GROUP BY run_id ORDER BY run_id",
+        [run_id] if run_id is not None else [],
+    ).fetchall()
+    if run_id is not None and not run_rows:
+        known = [r for (r,) in con.execute("SELECT DISTINCT run_id FROM runs ORDER BY 1").fetchall()]
+        raise VerificationError([f"run {run_id!r} is not in runs; runs present: {known}"])
+    if not run_rows:
+        raise VerificationError(["runs is empty: no run to verify"])
+    if run_id is None:
+        # Rule 1 from the other side: rows of a run nobody declared cannot be analysed.
+        orphans = [
+            r for (r,) in con.execute(
+                "SELECT DISTINCT run_id FROM processes WHERE run_id NOT IN (SELECT run_id FROM runs) ORDER BY 1"
+            ).fetchall()
+        ]
+        if orphans:
+            problems.append(f"processes has rows for run(s) {orphans} that are not in runs")
+
+    verified = []
+    for rid, cohorts, counts in run_rows:
+        run_problems, run = _verify_run(con, views, rid, cohorts, counts, allow_partial, expected_rows)
+        problems.extend(run_problems)
+        if run is not None:
+            verified.append(run)
+    if problems:
+        raise VerificationError(problems)
+    return Verification(tuple(verified))
+
+
+def _verify_run(
+    con: Any,
+    views: Mapping[str, set[str]],
+    run_id: str,
+    cohorts: list[str],
+    counts: list[int | None],
+    allow_partial: bool,
+    expected_rows: int | None,
+) -> tuple[list[str], RunVerification | None]:
+    problems: list[str] = []
+    where = f"run {run_id!r}"
+    # Rule 1: one declared process count.
+    counts = [c for c in counts if c is not None]
+    if len(counts) != 1 or len(cohorts) != 1:
+        return [
+            f"{where}: runs must give one cohort and one process count; found cohorts {sorted(cohorts)} "
+            f"and process counts {sorted(counts)}"
+        ], None
+    cohort, expected = cohorts[0], int(counts[0])
+
+    # Rule 2: the latest attempt of every expected process completed. Taking the latest
+    # attempt here (not trusting the view to have done it) keeps this correct over both the
+    # lead's latest-attempt `processes` view and a raw view of all attempts.
+    latest = con.execute(
+        """
+        SELECT process_index, status, attempt, exception_type, exception_message
+        FROM processes WHERE run_id = ?
+        QUALIFY row_number() OVER (
+            PARTITION BY process_index ORDER BY attempt DESC NULLS LAST, finished_at DESC NULLS LAST
+        ) = 1
+        ORDER BY process_index
+        """,
+        [run_id],
+    ).fetchall()
+    seen = {int(p): (status, attempt, etype, emsg) for p, status, attempt, etype, emsg in latest}
+    incomplete: list[str] = []
+    absent = [p for p in range(expected) if p not in seen]
+    if absent:
+        incomplete.append(
+            f"{where}: {len(absent)} of {expected} process(es) have no status row: "
+            f"process(es) {_ranges(absent)}"
+        )
+    for p, (status, attempt, etype, emsg) in sorted(seen.items()):
+        if p < 0 or p >= expected:
+            problems.append(f"{where}: process {p} is outside 0..{expected - 1} (runs declares {expected})")
+        elif status != COMPLETED:
+            reason = f": {etype}: {_shorten(emsg)}" if etype or emsg else ""
+            incomplete.append(f"{where}: process {p} ended {status!r} (attempt {attempt}){reason}")
+    completed = tuple(p for p, (status, *_rest) in sorted(seen.items()) if status == COMPLETED and 0 <= p < expected)
+    if incomplete and not allow_partial:
+        problems.extend(incomplete)
+    if allow_partial and not completed:
+        problems.append(f"{where}: no completed process; nothing to analyse even partially")
+    # Under allow_partial the integrity rules look only at completed processes' rows; a
+    # complete run's scope is every row, so a failed process's stray rows are still judged.
+    scope = _scope_sql(completed if allow_partial else None)
+
+    problems.extend(_check_source_hash(con, views, run_id, scope))  # rule 3
+    if "policies" in views:
+        problems.extend(_check_digests(con, views["policies"], run_id, scope))  # rule 4
+    if "timings" in views:
+        problems.extend(_check_timing_rows(con, views["timings"], run_id, completed, expected_rows))  # rule 5
+    for table, key in _ROW_KEYS.items():
+        if table in views:
+            problems.extend(_check_duplicates(con, table, views[table], key, run_id, scope))  # rule 6
+    if "processes" in views:
+        problems.extend(_check_duplicates(con, "processes", views["processes"], ("process_index", "attempt"), run_id, ""))
+
+    run = RunVerification(run_id, cohort, expected, completed, tuple(incomplete) if allow_partial else ())
+    return problems, run
+
+
+def _check_source_hash(con: Any, views: Mapping[str, set[str]], run_id: str, scope: str) -> list[str]:
+    found: dict[str, list[str]] = defaultdict(list)
+    for table in _HASHED_TABLES:
+        if table not in views or "source_hash" not in views[table]:
+            continue
+        rows = con.execute(
+            f"SELECT source_hash, list(DISTINCT process_index ORDER BY process_index) FROM {table} "
+            f"WHERE run_id = ? {scope} GROUP BY source_hash ORDER BY source_hash",
+            [run_id],
+        ).fetchall()
+        for source_hash, processes in rows:
+            found[source_hash].append(f"{table} (process(es) {_ranges(processes)})")
+    if len(found) <= 1:
+        return []
+    detail = "; ".join(f"{h!r} in {', '.join(where)}" for h, where in sorted(found.items(), key=lambda kv: str(kv[0])))
+    return [f"run {run_id!r}: {len(found)} source hashes, expected one: {detail}"]
+
+
+def _check_digests(con: Any, columns: set[str], run_id: str, scope: str) -> list[str]:
+    problems = []
+    cell = [c for c in ("workload", "cell") if c in columns]
+    for digest, key in (("card_digest", cell), ("plan_digest", [*cell, "method"])):
+        if digest not in columns:
+            continue
+        key_sql = ", ".join(key) if key else "NULL"
+        rows = con.execute(
+            f"""
+            SELECT {key_sql}, {digest}, list(DISTINCT process_index ORDER BY process_index)
+            FROM policies WHERE run_id = ? AND {digest} IS NOT NULL {scope}
+            GROUP BY ALL ORDER BY ALL
+            """,
+            [run_id],
+        ).fetchall()
+        groups: dict[tuple, list[tuple[str, list[int]]]] = defaultdict(list)
+        for row in rows:
+            *k, value, processes = row if key else row[1:]
+            groups[tuple(k)].append((value, processes))
+        for k, values in groups.items():
+            if len(values) > 1:
+                label = ", ".join(f"{c}={v!r}" for c, v in zip(key, k)) or "the cohort"
+                detail = "; ".join(f"{v!r} in process(es) {_ranges(p)}" for v, p in values)
+                problems.append(
+                    f"run {run_id!r}: policies for {label} carry {len(values)} {digest}s, expected one: {detail}"
+                )
+    return problems
+
+
+def _check_timing_rows(
+    con: Any, columns: set[str], run_id: str, completed: Sequence[int], expected_rows: int | None
+) -> list[str]:
+    if not completed or "method" not in columns:
+        return []
+    rows = con.execute(
+        f"SELECT process_index, method, count(*) FROM timings WHERE run_id = ? {_scope_sql(completed)} GROUP BY ALL",
+        [run_id],
+    ).fetchall()
+    if not rows:
+        return []  # a cohort without timing rows (semantic, finite) has nothing to count
+    counts = {(int(p), m): int(n) for p, m, n in rows}
+    methods = sorted({m for _p, m in counts}, key=str)
+    cells = {(p, m): counts.get((p, m), 0) for p in completed for m in methods}
+    if expected_rows is None:
+        # The mode over non-empty cells; ties go to the larger count, so a run where half
+        # the processes lost rows is judged against the fuller half.
+        tally = Counter(n for n in cells.values() if n)
+        target = max(tally, key=lambda n: (tally[n], n))
+        basis = f"the mode over {len(cells)} process x method cells"
+    else:
+        target, basis = int(expected_rows), "as given"
+    wrong = [(p, m, n) for (p, m), n in sorted(cells.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))) if n != target]
+    if not wrong:
+        return []
+    listed = ", ".join(f"process {p} method {m!r}: {n}" for p, m, n in wrong[:_LIST_AT_MOST])
+    more = f", and {len(wrong) - _LIST_AT_MOST} more" if len(wrong) > _LIST_AT_MOST else ""
+    return [
+        f"run {run_id!r}: timings expected {target} rows per process and method ({basis}); "
+        f"{len(wrong)} cell(s) differ: {listed}{more}"
+    ]
+
+
+def _check_duplicates(
+    con: Any, table: str, columns: set[str], key: Sequence[str], run_id: str, scope: str
+) -> list[str]:
+    key = [c for c in key if c in columns]
+    if "process_index" not in key:
+        return []
+    # Duplicated rows are grouped back to (process, method): one duplicated part repeats
+    # every step of a method, and one message per part reads better than one per step.
+    group = [c for c in ("process_index", "method") if c in key]
+    key_sql = ", ".join(key)
+    group_sql = ", ".join(group)
+    rows = con.execute(
+        f"""
+        SELECT {group_sql}, count(*) AS keys, max(n) AS times FROM (
+            SELECT {key_sql}, count(*) AS n FROM {table} WHERE run_id = ? {scope}
+            GROUP BY ALL HAVING count(*) > 1
+        ) GROUP BY ALL ORDER BY ALL
+        """,
+        [run_id],
+    ).fetchall()
+    if not rows:
+        return []
+    files = _part_files(con, table, run_id, group, [r[: len(group)] for r in rows])
+    problems = []
+    for row in rows[:_LIST_AT_MOST]:
+        ident, keys, times = row[: len(group)], row[len(group)], row[len(group) + 1]
+        label = " ".join(f"{c.replace('process_index', 'process')} {v!r}" for c, v in zip(group, ident))
+        parts = files.get(tuple(ident))
+        in_parts = f" across parts {', '.join(parts)}" if parts else ""
+        problems.append(
+            f"run {run_id!r}: {table} {label}: {keys} row key(s) ({', '.join(key)}) appear up to "
+            f"{times} times — a duplicated part{in_parts}"
+        )
+    if len(rows) > _LIST_AT_MOST:
+        problems.append(f"run {run_id!r}: {table}: {len(rows) - _LIST_AT_MOST} more duplicated group(s)")
+    return problems
+
+
+def _part_files(
+    con: Any, table: str, run_id: str, group: Sequence[str], idents: Iterable[Sequence[Any]]
+) -> dict[tuple, list[str]]:
+    """The part files holding each duplicated group, when the view lets us find them.
+
+    A view that exposes DuckDB's ``filename`` column is used directly; a plain
+    ``SELECT * FROM read_parquet(...)`` view is re-read with ``filename=true``. Any other
+    view shape gives no file names (the message still names process and method). This
+    only runs once duplicates are found, so its cost never touches a clean run.
+    """
+    source = _source_with_filename(con, table)
+    if source is None:
+        return {}
+    idents = list(idents)
+    out: dict[tuple, list[str]] = {}
+    group_sql = ", ".join(group)
+    rows = con.execute(
+        f"SELECT {group_sql}, list(DISTINCT filename ORDER BY filename) FROM {source} "
+        f"WHERE run_id = ? GROUP BY ALL",
+        [run_id],
+    ).fetchall()
+    wanted = {tuple(i) for i in idents}
+    for row in rows:
+        ident, names = tuple(row[: len(group)]), row[len(group)]
+        if ident in wanted:
+            out[ident] = [_short_path(n, table) for n in names]
+    return out
+
+
+def _source_with_filename(con: Any, table: str) -> str | None:
+    columns = _views(con).get(table, set())
+    if "filename" in columns:
+        return table
+    sql = con.execute(
+        "SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]
+    ).fetchone()
+    if not sql or not sql[0]:
+        return None
+    match = re.fullmatch(
+        r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+\S+\s+AS\s+SELECT\s+\*\s+FROM\s+"
+        r"(read_parquet\(.*\))\s*;?\s*",
+        sql[0],
+        flags=re.IGNORECASE | re.DOTALL,
+    )
+    if match is None:
+        return None
+    call = match.group(1)
+    return call[:-1] + ", filename = true)"
+
+
+def _short_path(path: str, table: str) -> str:
+    marker = f"/{table}/"
+    cut = path.rfind(marker)
+    return path[cut + 1 :] if cut >= 0 else path
+
+
+def _views(con: Any) -> dict[str, set[str]]:
+    rows = con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+    ).fetchall()
+    out: dict[str, set[str]] = defaultdict(set)
+    for table, column in rows:
+        out[table].add(column)
+    return dict(out)
+
+
+def _scope_sql(processes: Sequence[int] | None) -> str:
+    if processes is None:
+        return ""
+    if not processes:
+        return "AND FALSE"
+    return f"AND process_index IN ({', '.join(str(int(p)) for p in processes)})"
+
+
+def _ranges(values: Iterable[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` as ``0-2, 5, 7-8`` (long lists summarised)."""
+    values = sorted({int(v) for v in values})
+    spans: list[str] = []
+    start = prev = None
+    for v in values:
+        if start is None:
+            start = prev = v
+        elif v == prev + 1:
+            prev = v
+        else:
+            spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = v
+    if start is not None:
+        spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+    if len(spans) > _LIST_AT_MOST:
+        return ", ".join(spans[:_LIST_AT_MOST]) + f", ... ({len(values)} in all)"
+    return ", ".join(spans)
+
+
+def _shorten(text: str | None, limit: int = 160) -> str:
+    text = (text or "").strip().replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
