@@ -254,8 +254,12 @@ def _verify_run(
     for table, key in _ROW_KEYS.items():
         if table in views:
             problems.extend(_check_duplicates(con, table, views[table], key, run_id, scope))  # rule 6
-    if "processes" in views:
-        problems.extend(_check_duplicates(con, "processes", views["processes"], ("process_index", "attempt"), run_id, ""))
+    # Status rows: `attempts` holds every attempt (the lead's views); a `processes` view of
+    # raw parts stands in when there is none. One (process, attempt) twice is a duplicate.
+    status_view = "attempts" if "attempts" in views else "processes"
+    problems.extend(
+        _check_duplicates(con, status_view, views[status_view], ("process_index", "attempt"), run_id, "")
+    )
 
     run = RunVerification(run_id, cohort, expected, completed, tuple(incomplete) if allow_partial else ())
     return problems, run
@@ -363,7 +367,7 @@ def _check_duplicates(
     ).fetchall()
     if not rows:
         return []
-    files = _part_files(con, table, run_id, group, [r[: len(group)] for r in rows])
+    files = _part_files(con, table, run_id, key, group, scope)
     problems = []
     for row in rows[:_LIST_AT_MOST]:
         ident, keys, times = row[: len(group)], row[len(group)], row[len(group) + 1]
@@ -380,9 +384,9 @@ def _check_duplicates(
 
 
 def _part_files(
-    con: Any, table: str, run_id: str, group: Sequence[str], idents: Iterable[Sequence[Any]]
+    con: Any, table: str, run_id: str, key: Sequence[str], group: Sequence[str], scope: str
 ) -> dict[tuple, list[str]]:
-    """The part files holding each duplicated group, when the view lets us find them.
+    """The part files holding duplicated rows, per group, when the view lets us find them.
 
     A view that exposes DuckDB's ``filename`` column is used directly; a plain
     ``SELECT * FROM read_parquet(...)`` view is re-read with ``filename=true``. Any other
@@ -392,20 +396,19 @@ def _part_files(
     source = _source_with_filename(con, table)
     if source is None:
         return {}
-    idents = list(idents)
-    out: dict[tuple, list[str]] = {}
-    group_sql = ", ".join(group)
+    key_sql = ", ".join(key)
+    # IS NOT DISTINCT FROM: a null key column (precision of a CPU-only cohort) still matches.
+    on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM d.{c}" for c in key)
     rows = con.execute(
-        f"SELECT {group_sql}, list(DISTINCT filename ORDER BY filename) FROM {source} "
-        f"WHERE run_id = ? GROUP BY ALL",
+        f"""
+        WITH s AS (SELECT * FROM {source} WHERE run_id = ? {scope}),
+             d AS (SELECT {key_sql} FROM s GROUP BY ALL HAVING count(*) > 1)
+        SELECT {", ".join(f"s.{c}" for c in group)}, list(DISTINCT s.filename ORDER BY s.filename)
+        FROM s SEMI JOIN d ON {on} GROUP BY ALL
+        """,
         [run_id],
     ).fetchall()
-    wanted = {tuple(i) for i in idents}
-    for row in rows:
-        ident, names = tuple(row[: len(group)]), row[len(group)]
-        if ident in wanted:
-            out[ident] = [_short_path(n, table) for n in names]
-    return out
+    return {tuple(row[: len(group)]): [_short_path(n, table) for n in row[len(group)]] for row in rows}
 
 
 def _source_with_filename(con: Any, table: str) -> str | None:
@@ -430,7 +433,7 @@ def _source_with_filename(con: Any, table: str) -> str | None:
 
 
 def _short_path(path: str, table: str) -> str:
-    marker = f"/{table}/"
+    marker = "/processes/" if table == "attempts" else f"/{table}/"
     cut = path.rfind(marker)
     return path[cut + 1 :] if cut >= 0 else path
 

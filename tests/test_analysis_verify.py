@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from stateaware.analysis.views import connect as connect_results
 from stateaware.analysis.verify import RunVerification, Verification, VerificationError, verify
 from stateaware.records.writer import Identity, RecordWriter
 
@@ -212,3 +213,16 @@ def test_unknown_run_and_runs_of_several_are_handled(tmp_path):
     both = verify(connect(tmp_path), allow_partial=True)
     assert both.label == "partial (5 of 6 processes)"
     assert both.run("r1").label == "complete (4 of 4 processes)"
+
+
+def test_verify_reads_the_results_views_of_the_analysis_package(tmp_path):
+    write_run(tmp_path, status={2: "failed"})
+    retry = RecordWriter(tmp_path, Identity("r1", "confirm44", 2, HASH, "cpu", 0.001))
+    retry.write("processes", [{"status": "completed", "attempt": 2}], part="a002")
+    assert verify(connect_results(tmp_path)).label == "complete (4 of 4 processes)"
+    # The same attempt written under two part names is a duplicated status part.
+    retry.write("processes", [{"status": "completed", "attempt": 2}], part="again")
+    message = str(pytest.raises(VerificationError, verify, connect_results(tmp_path)).value)
+    assert "attempts process 2: 1 row key(s) (process_index, attempt) appear up to 2 times" in message
+    assert ("across parts processes/cohort=confirm44/run_id=r1/p000002-a002.parquet, "
+            "processes/cohort=confirm44/run_id=r1/p000002-again.parquet\n") in message
