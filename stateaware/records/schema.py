@@ -132,6 +132,10 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("workload", pa.string()),
         ("sha256", pa.string()),  # e.g. of an application's test-score file
         ("detail", pa.string()),  # free-form diagnostics only; no query may depend on it
+        # finite engines: the generator's write density (sparse | dense) and the measured mean
+        # fraction of float cells each operation writes
+        ("writes", pa.string()),
+        ("write_fraction", pa.float64()),
     ],
     "timings": [
         ("method", pa.string()),
