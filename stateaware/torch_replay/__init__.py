@@ -1,0 +1,24 @@
+"""Transactional activation checkpointing for PyTorch (paper §3.1, §5).
+
+``checkpoint`` is a drop-in for ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``
+that restores declared state (whole snapshots or ``Region`` journals) and RNG state
+around each replay, and raises ``UndeclaredStateError`` instead of differentiating a
+segment that wrote state it did not declare.
+"""
+
+from stateaware.torch_replay.checkpoint import (
+    DETERMINISM_CHECKS,
+    ReplayError,
+    UndeclaredStateError,
+    checkpoint,
+)
+from stateaware.torch_replay.preserve import PRESERVE_MODES, Region
+
+__all__ = [
+    "checkpoint",
+    "Region",
+    "UndeclaredStateError",
+    "ReplayError",
+    "PRESERVE_MODES",
+    "DETERMINISM_CHECKS",
+]

@@ -1,0 +1,108 @@
+"""The tensors a checkpointed segment can reach, with names a user recognises.
+
+Undeclared-state detection (NOTE [ Replay transaction ], Rule 6) watches the version
+counters of these tensors. Discovery is deliberately shallow and cheap: the function's
+tensor arguments, the function itself or its bound ``self`` when that is a module, the
+modules and tensors in its closure cells, default arguments, ``functools.partial``
+arguments, and module-level globals the function's code names. Modules contribute every
+parameter and buffer of their subtree. Tensors hidden deeper (an attribute of a plain
+object, a list inside a dict) are not found; the contract says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["reachable", "describe"]
+
+_MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
+
+
+def reachable(fn: Any, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` for every tensor the segment reaches, each tensor once."""
+    found: dict[int, tuple[str, torch.Tensor]] = {}
+
+    def add(name: str, t: torch.Tensor) -> None:
+        found.setdefault(id(t), (name, t))
+
+    for name, obj in _roots(fn, args, kwargs):
+        for sub, t in _tensors_of(name, obj):
+            add(sub, t)
+    return list(found.values())
+
+
+def describe(name: str, t: torch.Tensor) -> str:
+    """``name`` with shape, dtype and device, as error messages print it."""
+    return f"{name} (shape {tuple(t.shape)}, {t.dtype}, {t.device})"
+
+
+def _roots(fn: Any, args: tuple, kwargs: dict) -> Iterator[tuple[str, Any]]:
+    for i, a in enumerate(args):
+        yield f"argument {i}", a
+    for k, v in kwargs.items():
+        yield f"keyword argument {k!r}", v
+    seen: set[int] = set()
+    stack: list[Any] = [fn]
+    while stack:
+        f = stack.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        if isinstance(f, torch.nn.Module):
+            yield type(f).__name__, f
+            continue
+        if isinstance(f, functools.partial):
+            stack.append(f.func)
+            for i, a in enumerate(f.args):
+                yield f"partial argument {i}", a
+            for k, v in f.keywords.items():
+                yield f"partial keyword {k!r}", v
+            continue
+        owner = getattr(f, "__self__", None)
+        if isinstance(owner, torch.nn.Module):
+            yield type(owner).__name__, owner
+        func = getattr(f, "__func__", f)
+        code = getattr(func, "__code__", None)
+        if code is None:
+            continue
+        for var, cell in zip(code.co_freevars, getattr(func, "__closure__", None) or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell (variable not yet bound)
+                continue
+            if callable(value) and not isinstance(value, (torch.nn.Module, torch.Tensor)):
+                stack.append(value)
+            else:
+                yield var, value
+        for i, d in enumerate(getattr(func, "__defaults__", None) or ()):
+            yield f"default argument {i}", d
+        g = getattr(func, "__globals__", {})
+        for var in code.co_names:
+            value = g.get(var)
+            if isinstance(value, (torch.nn.Module, torch.Tensor)):
+                yield var, value
+
+
+def _tensors_of(name: str, obj: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        yield name, obj
+    elif isinstance(obj, torch.nn.Module):
+        # "Net.1.running_mean (BatchNorm1d)": the path a user types, and the owner's class.
+        for path, mod in obj.named_modules():
+            where = f"{name}.{path}." if path else f"{name}."
+            for sub, t in itertools.chain(mod.named_buffers(recurse=False), mod.named_parameters(recurse=False)):
+                if t is not None:
+                    yield f"{where}{sub} ({type(mod).__name__})", t
+    elif isinstance(obj, (list, tuple)) and len(obj) <= _MAX_CONTAINER:
+        for i, o in enumerate(obj):
+            if isinstance(o, (torch.Tensor, torch.nn.Module)):
+                yield from _tensors_of(f"{name}[{i}]", o)
+    elif isinstance(obj, dict) and len(obj) <= _MAX_CONTAINER:
+        for k, o in obj.items():
+            if isinstance(o, (torch.Tensor, torch.nn.Module)):
+                yield from _tensors_of(f"{name}[{k!r}]", o)

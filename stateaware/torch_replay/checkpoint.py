@@ -1,0 +1,569 @@
+"""A transactional, non-reentrant activation checkpoint for PyTorch (paper §3.1, §5).
+
+Drop-in for ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`` that also
+takes the *state* a segment may read or write, and replays the segment against the
+state the original forward saw. Built on ``torch.autograd.graph.saved_tensors_hooks``
+and ``torch.random.fork_rng``; see NOTE [ Replay transaction ] for the invariants the
+code cites as "Rule N".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Union
+
+import torch
+
+from stateaware.torch_replay._reach import describe, reachable
+from stateaware.torch_replay.preserve import PRESERVE_MODES, Region, _Journal, _Whole
+
+__all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHECKS"]
+
+# NOTE [ Replay transaction ]
+#
+# A checkpointed segment discards the tensors it saves for backward and recomputes them
+# when backward first needs one ("replay"). A replay is correct only if it sees the bytes
+# and random-generator state the original forward saw (paper eq. 2). The transaction:
+#
+# Rule 1 (preserve first). Before the segment's forward runs, stash the RNG state of the
+#   CPU and of every device the segment reaches, and preserve each declared tensor: a
+#   whole copy, or for a Region the declared rows and their index. Undeclared state is
+#   not preserved; Rule 6 makes that an error rather than a wrong gradient.
+# Rule 2 (the replay never leaves autograd holding live storage). A whole replay runs on
+#   a private copy that the live tensor's ``.data`` points at for the replay; the live
+#   storage is neither read nor written. A region replay undoes the declared rows in the
+#   live storage, so every tensor the replay saves for backward that aliases that storage
+#   is cloned when saved — before the redo overwrites it.
+# Rule 3 (saved means unchanged). A tensor the replay saves must still hold, at the end of
+#   the replay, the version it had when saved; eager autograd would raise otherwise, and
+#   a replay must not silently differentiate something eager would refuse.
+# Rule 4 (no autograd-visible bookkeeping). Preservation, undo, redo and the ``.data``
+#   swaps go through ``.data`` aliases, which have their own version counter. After a
+#   replay the declared tensors' version counters are put back to their pre-replay
+#   values: their bytes are the pre-replay bytes, so nothing saved elsewhere is stale.
+# Rule 5 (reinstate on every exit). Normal end, early stop and exceptions all restore the
+#   live tensors and the outside RNG state. The preserved history itself is never
+#   written, so any number of replays (retain_graph=True, several autograd.grad calls)
+#   see the same history.
+# Rule 6 (undeclared state is an error). (a) A reachable, undeclared tensor whose version
+#   counter moves during the original forward: the segment wrote state that a replay
+#   would read back written — raise at the forward. (b) A reachable, undeclared tensor
+#   whose storage the forward saved and whose version moved before the replay: raise at
+#   the replay. "Reachable" is defined in ``_reach``.
+# Rule 7 (nesting). A checkpoint entered during a replay runs as a shadow: it saves its
+#   inputs through autograd (so the enclosing replay saves exactly what the enclosing
+#   forward saved), discards what its own segment saves and preserves nothing, because
+#   the graph a replay builds is never differentiated.
+# Rule 8 (device and precision context). The replay runs under the forward's autocast
+#   settings (CPU and the segment's device type) and inside ``fork_rng`` with the stashed
+#   states (Rule 1), so the RNG state outside the replay is what it was before it.
+
+#: Values of ``determinism_check``: "default" compares shape, dtype and device of every
+#: recomputed tensor with the forward's; "none" skips it.
+DETERMINISM_CHECKS = ("default", "none")
+
+
+class UndeclaredStateError(RuntimeError):
+    """The segment wrote, or depends on, state it did not declare (Rule 6)."""
+
+
+class ReplayError(RuntimeError):
+    """A replay could not reproduce the original forward (Rules 3, 5 and the count checks)."""
+
+
+StateItem = Union[torch.Tensor, torch.nn.Module, Region]
+PreserveSpec = Union[str, Mapping[Any, str]]
+
+_local = threading.local()  # .replaying: depth of replays running on this thread (Rule 7)
+_gid_fallback = itertools.count(-2, -1)  # unpack outside a backward: a fresh id each time
+
+
+class _StopReplay(Exception):
+    """Raised from the replay's pack hook once every needed tensor is recomputed."""
+
+
+class _Holder:
+    """What the original forward leaves in the graph instead of a saved tensor."""
+
+    __slots__ = ("handles", "__weakref__")
+
+    def __init__(self) -> None:
+        self.handles: dict[int, _Handle | None] = {}
+
+
+class _Handle:
+    """Key of one recomputed tensor per backward; dies after its one unpack."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _SaveInputs(torch.autograd.Function):
+    """Saves the segment's tensor inputs through autograd, so an enclosing checkpoint
+    recomputes rather than retains them (Rule 7), and eager's version check applies."""
+
+    @staticmethod
+    def forward(ctx, anchor, *tensors):  # type: ignore[override]
+        ctx.save_for_backward(*tensors)
+        return anchor.new_empty(0)
+
+    @staticmethod
+    def backward(ctx, *grads):  # type: ignore[override]
+        return (None,) * (1 + len(ctx.saved_tensors))
+
+
+class _Declared:
+    __slots__ = ("name", "tensor", "mode", "rows")
+
+    def __init__(self, name: str, tensor: torch.Tensor, mode: str, rows: torch.Tensor | None):
+        self.name, self.tensor, self.mode, self.rows = name, tensor, mode, rows
+
+
+def checkpoint(
+    function: Callable[..., Any],
+    *args: Any,
+    state: Iterable[StateItem] = (),
+    preserve: PreserveSpec = "whole",
+    use_reentrant: bool = False,
+    preserve_rng_state: bool = True,
+    determinism_check: str = "default",
+    early_stop: bool = True,
+    **kwargs: Any,
+) -> Any:
+    """Checkpoint ``function(*args, **kwargs)`` and replay it as a state transaction.
+
+    Like ``torch.utils.checkpoint.checkpoint(function, *args, use_reentrant=False)``, the
+    segment's forward runs without keeping the tensors it saves for backward; the first
+    backward that needs one re-runs ``function`` (a *replay*) to recompute them. Unlike
+    it, the replay sees the *declared state* exactly as the original forward saw it, and
+    the state visible outside the replay is reinstated afterwards:
+
+    * ``state`` lists what the segment may read or write besides its arguments: tensors,
+      modules (a module declares all its buffers, e.g. BatchNorm running statistics;
+      declare parameters by listing them as tensors) and :class:`Region` objects.
+    * ``preserve`` chooses how: ``"whole"`` keeps one copy of every declared tensor per
+      live segment; ``"region"`` keeps, for each ``Region``, only its rows and their
+      index (other declared tensors whole); a mapping ``{tensor_or_region: "whole" |
+      "region"}`` chooses per tensor (unlisted tensors: whole).
+    * ``preserve_rng_state=True`` stashes the CPU RNG and that of every device the
+      segment's inputs, declared state and reachable modules live on; the replay draws
+      the same random numbers (dropout masks) and the outside RNG is left as it was.
+
+    Guarantees: gradients equal those of running ``function`` without checkpointing,
+    even when declared state changes between the forward and the backward (other
+    segments, the next step, an optimizer), for any number of backward passes over the
+    same graph (``retain_graph=True``, ``torch.autograd.grad``), nested checkpoints, and
+    under autocast; the declared tensors' bytes after backward are those they would have
+    without checkpointing (a segment's writes happen once). Works on CPU and CUDA; the
+    hot path issues no host synchronisation.
+
+    Errors instead of wrong gradients: :class:`UndeclaredStateError` when the segment
+    writes a reachable tensor it did not declare (a module's buffer or parameter found
+    through ``function``'s ``self``, closure, defaults or named globals; a tensor
+    argument), or when a reachable tensor the forward saved changed before the replay;
+    :class:`ReplayError` when the replay saves a different number or shape of tensors,
+    or modifies a tensor after saving it.
+
+    Limits: ``use_reentrant=True`` is not supported. State reachable only through
+    attributes of plain objects is not discovered. A declared tensor must not be a view
+    (declare its base). Aliases of a declared tensor created before the call (other
+    views of its storage) are not redirected during a whole replay. A ``Region`` must
+    cover every row written between the forward and the last replay; the journal does
+    not detect writes outside it. External effects (I/O, other processes, asynchronous
+    writers) are not made transactional. Under ``torch.no_grad`` the function just runs.
+
+    Args:
+        function: the segment; called as ``function(*args, **kwargs)``.
+        state: tensors, modules and ``Region`` objects the segment may read or write.
+        preserve: ``"whole"``, ``"region"`` or a per-tensor mapping (see above).
+        use_reentrant: must be ``False``.
+        preserve_rng_state: stash and restore the RNG states around each replay.
+        determinism_check: one of ``DETERMINISM_CHECKS``.
+        early_stop: stop a replay as soon as every saved tensor is recomputed.
+    """
+    if use_reentrant:
+        raise ValueError(
+            "stateaware.torch_replay.checkpoint supports use_reentrant=False only; the state "
+            "transaction is built on saved-tensor hooks. Tip: drop use_reentrant=True."
+        )
+    if determinism_check not in DETERMINISM_CHECKS:
+        raise ValueError(f"determinism_check={determinism_check!r}; valid values are: "
+                         f"{', '.join(DETERMINISM_CHECKS)} (default 'default')")
+    declared = _declare(state, preserve)
+    if not torch.is_grad_enabled():
+        return function(*args, **kwargs)
+    if getattr(_local, "replaying", 0):
+        return _shadow(function, args, kwargs, declared)
+    return _forward(function, args, kwargs, declared, preserve_rng_state,
+                    determinism_check == "default", early_stop)
+
+
+# --------------------------------------------------------------------------- declaration
+
+def _declare(state: Iterable[StateItem], preserve: PreserveSpec) -> list[_Declared]:
+    if isinstance(preserve, str):
+        if preserve not in PRESERVE_MODES:
+            raise ValueError(f"preserve={preserve!r}; valid values are: {', '.join(PRESERVE_MODES)} "
+                             "or a mapping {tensor_or_region: mode} (default 'whole')")
+        choose = lambda item, rows: "region" if (preserve == "region" and rows is not None) else "whole"  # noqa: E731
+    elif isinstance(preserve, Mapping):
+        bad = sorted({str(v) for v in preserve.values() if v not in PRESERVE_MODES})
+        if bad:
+            raise ValueError(f"preserve mapping has mode(s) {bad}; valid modes are: {', '.join(PRESERVE_MODES)}")
+        by_id = {id(k): v for k, v in preserve.items()}
+
+        def choose(item, rows):
+            mode = by_id.get(id(item), by_id.get(id(getattr(item, "tensor", None)), "whole"))
+            if mode == "region" and rows is None:
+                raise ValueError("preserve maps a tensor to 'region' but state does not declare its rows; "
+                                 "declare it as Region(tensor, rows)")
+            return mode
+    else:
+        raise TypeError(f"preserve must be 'whole', 'region' or a mapping, got {type(preserve).__name__}")
+
+    out: dict[int, _Declared] = {}
+    for i, item in enumerate(state):
+        if isinstance(item, Region):
+            entries = [(f"Region(state[{i}])", item.tensor, item.rows, item)]
+        elif isinstance(item, torch.Tensor):
+            entries = [(f"state[{i}]", item, None, item)]
+        elif isinstance(item, torch.nn.Module):
+            entries = [(f"{type(item).__name__}.{n}", b, None, b) for n, b in item.named_buffers()]
+        else:
+            raise TypeError(f"state[{i}] is a {type(item).__name__}; valid items are: torch.Tensor, "
+                            "torch.nn.Module (its buffers), stateaware.torch_replay.Region")
+        for name, t, rows, key in entries:
+            if t._base is not None:
+                raise ValueError(f"declared state {describe(name, t)} is a view; declare the tensor it "
+                                 "views (its ._base) instead")
+            mode = choose(key, rows)
+            previous = out.get(id(t))
+            if previous is None or (rows is not None and previous.rows is None):
+                out[id(t)] = _Declared(name, t, mode, rows if mode == "region" else None)
+    return list(out.values())
+
+
+# --------------------------------------------------------------------------- forward
+
+class _Frame:
+    """Everything one checkpointed call keeps between its forward and its replays."""
+
+    def __init__(self, fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop):
+        self.fn, self.kwargs = fn, kwargs
+        self.declared, self.engines = declared, engines
+        self.rng, self.autocast = rng, autocast
+        self.check_metadata, self.early_stop = check_metadata, early_stop
+        self.args: list[Any] = []
+        self.tensor_slots: list[int] = []
+        self.input_saver: torch.Tensor | None = None
+        self.holders: list[weakref.ref] = []
+        self.metadata: list[tuple] = []
+        self.saved_storages: set[int] = set()
+        self.written: list[bool] = []
+        self.watch: list[tuple[str, weakref.ref, int, tuple]] = []
+        self.recomputed: defaultdict[int, weakref.WeakKeyDictionary] = defaultdict(weakref.WeakKeyDictionary)
+        self.replayed: set[int] = set()
+        self.counts: defaultdict[int, int] = defaultdict(int)
+        self.replay_saved: list[tuple[torch.Tensor, int, int]] = []
+        self.region_storages: set[int] = set()
+
+    def save_inputs(self, args: tuple, declared_ids: set[int]) -> None:
+        self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
+        anchor = torch.empty(0, requires_grad=True)
+        self.input_saver = _SaveInputs.apply(anchor, *tensors)
+
+    def inputs(self) -> list[Any]:
+        args = list(self.args)
+        saved = self.input_saver.grad_fn.saved_tensors  # unpacks; may replay an enclosing frame
+        for slot, t in zip(self.tensor_slots, saved):
+            args[slot] = t
+        return args
+
+
+def _split_inputs(args: tuple, declared_ids: set[int]):
+    # Declared tensors stay plain references: the segment writes them, which would trip
+    # autograd's version check on a saved input, and Rule 1 preserves them anyway.
+    kept, slots, tensors = list(args), [], []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and id(a) not in declared_ids:
+            kept[i] = None
+            slots.append(i)
+            tensors.append(a)
+    return kept, slots, tensors
+
+
+def _shadow(fn, args, kwargs, declared):
+    """Rule 7: a checkpoint met during an enclosing replay."""
+    _, _, tensors = _split_inputs(args, {id(d.tensor) for d in declared})
+    _SaveInputs.apply(torch.empty(0, requires_grad=True), *tensors)
+    with torch.autograd.graph.saved_tensors_hooks(_discard_pack, _discard_unpack):
+        return fn(*args, **kwargs)
+
+
+def _discard_pack(x: torch.Tensor) -> None:
+    return None
+
+
+def _discard_unpack(x: None) -> torch.Tensor:
+    raise ReplayError("stateaware checkpoint: backward reached a graph built during a replay "
+                      "(double backward through a nested checkpoint's replay is not supported)")
+
+
+def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, early_stop):
+    declared_ids = {id(d.tensor) for d in declared}
+    reach = [(n, t) for n, t in reachable(fn, args, kwargs) if id(t) not in declared_ids]
+    before = [(n, t, t._version) for n, t in reach]
+    declared_before = [d.tensor._version for d in declared]
+
+    device_type, devices = _devices(args, declared, reach)
+    rng = _stash_rng(device_type, devices) if preserve_rng_state else None
+    autocast = _autocast_state(device_type)
+    engines = []
+    for d in declared:  # Rule 1
+        engines.append(_Journal(d.tensor, d.name, d.rows) if d.mode == "region" else _Whole(d.tensor, d.name))
+
+    frame = _Frame(fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop)
+    frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
+    frame.save_inputs(args, declared_ids)
+    with torch.autograd.graph.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)):
+        out = fn(*args, **kwargs)
+
+    written = [(n, t, v) for n, t, v in before if t._version != v]  # Rule 6a
+    if written:
+        raise UndeclaredStateError(_undeclared_message(written))
+    frame.written = [d.tensor._version != v for d, v in zip(declared, declared_before)]
+    frame.watch = [(n, weakref.ref(t), t._version, (tuple(t.shape), t.dtype, t.device))
+                   for n, t, _ in before if _storage_ptr(t) in frame.saved_storages]
+    frame.saved_storages = set()
+    return out
+
+
+def _forward_pack(frame: _Frame):
+    def pack(x: torch.Tensor) -> _Holder:
+        holder = _Holder()
+        frame.holders.append(weakref.ref(holder))
+        if frame.check_metadata:
+            frame.metadata.append((x.shape, x.dtype, x.device))
+        frame.saved_storages.add(_storage_ptr(x))
+        return holder
+
+    return pack
+
+
+def _forward_unpack(frame: _Frame):
+    def unpack(holder: _Holder) -> torch.Tensor:
+        gid = torch._C._current_graph_task_id()
+        if gid == -1:
+            gid = next(_gid_fallback)
+        if gid not in frame.replayed:
+            _replay(frame, gid)
+        if gid not in holder.handles:
+            raise ReplayError("stateaware checkpoint: a tensor the forward saved was not recomputed by "
+                              "the replay. Tip: pass early_stop=False if the segment's control flow "
+                              "depends on state the replay cannot see.")
+        handle = holder.handles[gid]
+        if handle is None:
+            raise ReplayError("stateaware checkpoint: a saved tensor was unpacked twice in one backward; "
+                              "read ctx.saved_tensors once per backward.")
+        value = frame.recomputed[gid][handle]
+        holder.handles[gid] = None
+        return value
+
+    return unpack
+
+
+# --------------------------------------------------------------------------- replay
+
+def _replay(frame: _Frame, gid: int) -> None:
+    for name, ref, version, meta in frame.watch:  # Rule 6b
+        t = ref()
+        if t is not None and t._version != version:
+            raise UndeclaredStateError(
+                f"stateaware checkpoint: {describe(name, t)} was saved by the segment's forward and "
+                f"modified in place before the replay (version {version} -> {t._version}); the replay "
+                "would differentiate the modified value. Tip: declare it, "
+                "checkpoint(fn, ..., state=[that tensor or its module]), or do not modify it before backward."
+            )
+    args = frame.inputs()
+    lives = [e.live for e in frame.engines]
+    versions = [t._version for t in lives]
+    frame.replay_saved = []
+    stopped = False
+    _local.replaying = getattr(_local, "replaying", 0) + 1
+    try:
+        with _rng_restored(frame.rng):
+            entered = []
+            try:
+                with torch.no_grad():
+                    for engine, written in zip(frame.engines, frame.written):
+                        engine.enter(written)
+                        entered.append(engine)
+                with torch.autograd.graph.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack), \
+                        torch.enable_grad(), _autocast_restored(frame.autocast):
+                    try:
+                        frame.fn(*args, **frame.kwargs)
+                    except _StopReplay:
+                        stopped = True
+                _check_saved_unchanged(frame)  # Rule 3
+                for engine, written, live, v in zip(frame.engines, frame.written, lives, versions):
+                    if engine.kind == "whole" and not written and live._version != v:
+                        raise ReplayError(
+                            f"stateaware checkpoint: the replay wrote declared state "
+                            f"{describe(engine.name, live)} that the original forward did not write; "
+                            "the segment is not deterministic in its writes."
+                        )
+            finally:
+                for engine in reversed(entered):  # Rule 5
+                    engine.exit()
+                frame.replay_saved = []
+                if lives:  # Rule 4
+                    torch._C._autograd._unsafe_set_version_counter(tuple(lives), tuple(versions))
+    finally:
+        _local.replaying -= 1
+    frame.replayed.add(gid)
+    _check_counts(frame, gid, stopped)
+
+
+def _replay_pack(frame: _Frame, gid: int):
+    def pack(x: torch.Tensor) -> torch.Tensor:
+        index = frame.counts[gid]
+        frame.counts[gid] += 1
+        if index >= len(frame.holders):
+            raise ReplayError(
+                "stateaware checkpoint: the replay saved more tensors than the original forward "
+                f"({len(frame.holders)}); the segment is not deterministic in what it computes."
+            )
+        kept = x
+        if frame.region_storages and _storage_ptr(x) in frame.region_storages:
+            kept = x.detach().clone()  # Rule 2: the redo will overwrite the live storage
+        frame.replay_saved.append((x, x._version, index))
+        holder = frame.holders[index]()
+        if holder is not None:
+            handle = _Handle()
+            holder.handles[gid] = handle
+            frame.recomputed[gid][handle] = kept
+        if frame.early_stop and frame.counts[gid] == len(frame.holders):
+            raise _StopReplay
+        return x
+
+    return pack
+
+
+def _replay_unpack(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def _check_saved_unchanged(frame: _Frame) -> None:
+    for x, version, index in frame.replay_saved:
+        if x._version != version:
+            raise ReplayError(
+                f"stateaware checkpoint: tensor {index} saved for backward by the segment "
+                f"(shape {tuple(x.shape)}, {x.dtype}) was modified in place after it was saved "
+                f"(version {version} -> {x._version}); eager autograd would refuse this program. "
+                "Tip: clone the tensor before modifying it."
+            )
+
+
+def _check_counts(frame: _Frame, gid: int, stopped: bool) -> None:
+    if not stopped and frame.counts[gid] != len(frame.holders):
+        raise ReplayError(
+            "stateaware checkpoint: the replay saved a different number of tensors than the original "
+            f"forward ({frame.counts[gid]} vs {len(frame.holders)}); the segment is not deterministic "
+            "given its declared state. Tip: declare every tensor it reads and writes in state=[...]."
+        )
+    if frame.check_metadata:
+        for handle_index, holder_ref in enumerate(frame.holders):
+            holder = holder_ref()
+            handle = holder.handles.get(gid) if holder is not None else None
+            if handle is None:
+                continue
+            got = frame.recomputed[gid][handle]
+            want = frame.metadata[handle_index]
+            if (got.shape, got.dtype, got.device) != want:
+                raise ReplayError(
+                    f"stateaware checkpoint: recomputed tensor {handle_index} has shape/dtype/device "
+                    f"{(tuple(got.shape), got.dtype, got.device)} but the forward saved "
+                    f"{(tuple(want[0]), want[1], want[2])}. Tip: determinism_check='none' skips this check."
+                )
+
+
+# --------------------------------------------------------------------------- RNG, autocast
+
+def _devices(args, declared, reach) -> tuple[str, list[int]]:
+    device_type, indices = "cpu", set()
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    tensors += [d.tensor for d in declared] + [t for _, t in reach]
+    for t in tensors:
+        if t.device.type != "cpu":
+            device_type = t.device.type
+            if t.device.index is not None:
+                indices.add(t.device.index)
+    if device_type == "cpu" and torch.cuda.is_available() and torch.cuda.is_initialized():
+        device_type = "cuda"  # a segment may create CUDA tensors from CPU inputs
+    if device_type != "cpu":
+        module = torch.get_device_module(device_type)
+        if getattr(module, "is_initialized", lambda: True)():
+            indices.add(module.current_device())
+    return device_type, sorted(indices)
+
+
+def _stash_rng(device_type: str, devices: list[int]):
+    states = []
+    if devices:
+        module = torch.get_device_module(device_type)
+        states = [module.get_rng_state(d) for d in devices]
+    return torch.get_rng_state(), device_type, devices, states
+
+
+@contextlib.contextmanager
+def _rng_restored(rng):
+    if rng is None:
+        yield
+        return
+    cpu, device_type, devices, states = rng
+    with torch.random.fork_rng(devices=devices, enabled=True, device_type=device_type):
+        torch.set_rng_state(cpu)
+        if devices:
+            module = torch.get_device_module(device_type)
+            for d, s in zip(devices, states):
+                module.set_rng_state(s, d)
+        yield
+
+
+def _autocast_state(device_type: str):
+    types = ["cpu"] + ([device_type] if device_type != "cpu" else [])
+    return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types
+            if torch.amp.is_autocast_available(t)], torch.is_autocast_cache_enabled()
+
+
+@contextlib.contextmanager
+def _autocast_restored(state):
+    settings, cache = state
+    with contextlib.ExitStack() as stack:
+        for device_type, enabled, dtype in settings:
+            stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled,
+                                               cache_enabled=cache))
+        yield
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # tensors without storage (e.g. nested, meta)
+        return -1
+
+
+def _undeclared_message(written) -> str:
+    lines = [f"  {describe(n, t)}: version {v} -> {t._version}" for n, t, v in written]
+    return (
+        "stateaware checkpoint: the segment wrote state it did not declare, so a replay would read "
+        "the written value instead of the one the forward read:\n" + "\n".join(lines) + "\n"
+        "Tip: declare it, checkpoint(fn, ..., state=[tensor, module or Region(tensor, rows)]) "
+        "(a module declares all its buffers), or move the write out of the checkpointed segment."
+    )

@@ -1,0 +1,141 @@
+"""Preservation engines for declared state: whole snapshots and region journals.
+
+An engine is created at a segment's original forward, *before* the segment runs, and
+holds what a later replay needs to see the declared tensor as the forward saw it
+(paper §3.1, Table 1):
+
+``_Whole``
+    one copy of the tensor's bytes (retained bytes = ``numel * element_size``). A replay
+    runs on a private copy that the live tensor's ``.data`` points at for the replay's
+    duration, so the live storage is never read or written by the replay.
+``_Journal``
+    the old values of the declared rows only (retained bytes = rows' bytes + the int64
+    index). A replay undoes those rows in the live storage, runs, then redoes them with
+    the values they held just before the replay.
+
+Both are usable on CUDA without host synchronisation: preservation is ``clone`` or
+``index_select``; recovery is ``copy``/``index_copy_``; no value is read on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported by the modules that run the engines
+    import torch
+
+__all__ = ["Region", "PRESERVE_MODES"]
+
+#: Values of ``preserve`` (for the whole call, or per declared tensor in a mapping).
+PRESERVE_MODES = ("whole", "region")
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """Declares that only ``rows`` (indices along dim 0) of ``tensor`` can change.
+
+    ``rows`` must cover the union of the rows this segment writes **and** every row any
+    later write overwrites before this segment's last replay (later segments, the next
+    step, an optimizer) — paper §3.1: saving only the current segment's overwritten
+    values is insufficient when a later write destroys another needed region. ``rows``
+    is an integer tensor on ``tensor``'s device; duplicates are allowed. Rows outside it
+    are assumed unchanged between the forward and every replay; a write there is not
+    detected by the journal (declare the tensor whole if that cannot be promised).
+    """
+
+    tensor: "torch.Tensor"
+    rows: "torch.Tensor"
+
+    def __post_init__(self) -> None:
+        import torch
+
+        if not isinstance(self.tensor, torch.Tensor):
+            raise TypeError(f"Region.tensor must be a torch.Tensor, got {type(self.tensor).__name__}")
+        if not isinstance(self.rows, torch.Tensor) or self.rows.dtype not in (torch.int64, torch.int32):
+            raise TypeError("Region.rows must be an int64 or int32 tensor of dim-0 indices")
+        if self.rows.dim() != 1:
+            raise ValueError(f"Region.rows must be 1-D, got shape {tuple(self.rows.shape)}")
+        if self.rows.device != self.tensor.device:
+            raise ValueError(
+                f"Region.rows is on {self.rows.device} but the tensor is on {self.tensor.device}; "
+                "put the indices on the tensor's device (no host round trip at replay)"
+            )
+        if self.tensor.dim() == 0:
+            raise ValueError("Region needs a tensor with at least one dimension; declare a 0-d tensor whole")
+
+
+class _Whole:
+    """Whole-snapshot engine for one declared tensor (see NOTE [ Replay transaction ])."""
+
+    kind = "whole"
+
+    def __init__(self, live: "torch.Tensor", name: str):
+        import torch
+
+        self.live, self.name = live, name
+        with torch.no_grad():
+            # clone keeps the strides of a dense tensor, so `.data` can be swapped back and
+            # forth without changing the layout the segment sees.
+            self.snapshot = live.detach().clone(memory_format=torch.preserve_format)
+        self._outside: "torch.Tensor | None" = None
+        self.retained_bytes = self.snapshot.numel() * self.snapshot.element_size()
+
+    def enter(self, written_by_segment: bool) -> None:
+        # Rule 2: the replay must not touch the live storage. A segment that wrote the
+        # tensor in its forward will write it again in the replay, so it gets a private
+        # copy (the snapshot must stay intact for a second backward, Rule 5); a segment
+        # that only read it replays on the snapshot itself.
+        import torch
+
+        replay = self.snapshot.clone(memory_format=torch.preserve_format) if written_by_segment else self.snapshot
+        self._outside = self.live.data
+        self.live.data = replay
+
+    def exit(self) -> None:
+        if self._outside is not None:
+            self.live.data = self._outside
+            self._outside = None
+
+    def owns_storage(self, ptr: int) -> bool:
+        return False  # the live storage is never visible to a replay
+
+
+class _Journal:
+    """Region-journal engine for one declared tensor (see NOTE [ Replay transaction ])."""
+
+    kind = "region"
+
+    def __init__(self, live: "torch.Tensor", name: str, rows: "torch.Tensor"):
+        import torch
+
+        self.live, self.name, self.rows = live, name, rows.to(torch.int64)
+        with torch.no_grad():
+            self.old = live.detach().index_select(0, self.rows)
+        self._current: "torch.Tensor | None" = None
+        self.retained_bytes = (self.old.numel() * self.old.element_size()
+                               + self.rows.numel() * self.rows.element_size())
+
+    def enter(self, written_by_segment: bool) -> None:
+        # `.data` is an alias with its own version counter: the undo is not an autograd-
+        # visible write (Rule 4).
+        import torch
+
+        with torch.no_grad():
+            raw = self.live.data
+            self._current = raw.index_select(0, self.rows)
+            raw.index_copy_(0, self.rows, self.old)
+
+    def exit(self) -> None:
+        import torch
+
+        if self._current is not None:
+            with torch.no_grad():
+                self.live.data.index_copy_(0, self.rows, self._current)
+            self._current = None
+
+    def owns_storage(self, ptr: int) -> bool:
+        # Rule 2: the replay reads the live storage, so anything it saves for backward that
+        # aliases this storage is cloned before the redo overwrites it.
+        return self.live.untyped_storage().data_ptr() == ptr
+
