@@ -1,0 +1,29 @@
+# Two commands do all the set-up on a fresh machine (see README.md):
+#   make run    install into .venv, then run the main job on this machine's default profile
+#   make test   install into .venv, then run the test suite
+# The venv sees system site-packages, so an already installed torch/jax is reused rather
+# than downloaded again; whatever is missing is installed from pyproject.toml.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+COHORT ?= confirm44
+PYTEST_ARGS ?=
+
+.PHONY: install run test clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+run: install
+	$(PY) -m stateaware cohort=$(COHORT)
+
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,44 @@
+"""Shared fixtures: compose real Hydra configs and run cohorts into a temporary directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _importable_test_kinds(monkeypatch):
+    # Fresh processes started by submitit must import tests.kinds.* too.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+
+
+@pytest.fixture
+def compose():
+    """compose(*overrides) -> the DictConfig `python -m stateaware` would run with."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    from stateaware.config import register_configs
+
+    register_configs()
+
+    def _compose(*overrides: str):
+        with initialize_config_module("stateaware.conf", version_base="1.3"):
+            return hydra_compose("config", overrides=list(overrides))
+
+    return _compose
+
+
+@pytest.fixture
+def sql():
+    """sql(results, query) -> list of row tuples, through the read-only front end."""
+    from stateaware.analysis.sql import query
+
+    def _sql(results, text):
+        return query(results, text)[-1][1]
+
+    return _sql

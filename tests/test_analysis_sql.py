@@ -1,0 +1,87 @@
+"""SQL over the views: every view exists, joins work, nothing writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateaware.analysis.sql import ReadOnlyError, format_result, query
+from stateaware.analysis.views import VIEWS, connect
+from stateaware.records.schema import TABLES
+from stateaware.records.writer import Identity, RecordWriter
+
+
+def _write(out, index, *, status="completed", attempt=1, steps=3):
+    writer = RecordWriter(out, Identity("run", "co", index, "h" * 64, "cpu", 1.0))
+    writer.write("processes", [{"status": status, "attempt": attempt}], part=f"a{attempt:03d}")
+    writer.write("timings", {"method": ["joint"] * steps, "step": list(range(steps)), "warmup": [False] * steps,
+                             "step_ms": [10.0 * (index + 1)] * steps, "peak_allocated_bytes": [2**30] * steps})
+
+
+def test_views_exist_with_their_columns_on_an_empty_directory(tmp_path):
+    con = connect(tmp_path / "nothing-here")
+    for view in VIEWS:
+        names = [r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()]
+        assert names[:4] == ["run_id", "cohort", "process_index", "source_hash"], view
+        assert con.execute(f"SELECT count(*) FROM {view}").fetchone() == (0,)
+    for table, schema in TABLES.items():
+        view = "attempts" if table == "processes" else table
+        assert [r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()] == schema.names
+
+
+def test_processes_shows_the_latest_attempt_and_attempts_all(tmp_path, sql):
+    _write(tmp_path, 0)
+    _write(tmp_path, 1, status="failed", attempt=1)
+    _write(tmp_path, 1, status="completed", attempt=2)
+    assert sql(tmp_path, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [
+        (0, "completed", 1), (1, "completed", 2)]
+    assert sql(tmp_path, "SELECT count(*) FROM attempts") == [(3,)]
+    assert sql(tmp_path, "SELECT slurm_job_id, node FROM processes LIMIT 1") == [(None, None)]
+
+
+def test_joins_across_views(tmp_path, sql):
+    for i in range(3):
+        _write(tmp_path, i)
+    rows = sql(tmp_path, """
+        SELECT p.process_index, avg(t.step_ms) AS ms, count(*) AS n
+        FROM processes p JOIN timings t USING (run_id, cohort, process_index)
+        WHERE p.status = 'completed' AND NOT t.warmup GROUP BY ALL ORDER BY 1""")
+    assert rows == [(0, 10.0, 3), (1, 20.0, 3), (2, 30.0, 3)]
+
+
+def test_hive_keys_stay_strings(tmp_path, sql):
+    RecordWriter(tmp_path, Identity("2026", "44", 0, "h", "cpu", 1.0)).write("records", [{"method": "m"}])
+    assert sql(tmp_path, "SELECT typeof(run_id), run_id, cohort FROM records") == [("VARCHAR", "2026", "44")]
+
+
+@pytest.mark.parametrize("statement", [
+    "INSERT INTO timings SELECT * FROM timings",
+    "CREATE TABLE x AS SELECT 1",
+    "COPY (SELECT 1) TO 'out.csv'",
+    "ATTACH 'other.db'",
+    "SET threads = 1",
+    "PRAGMA version",
+    "SELECT 1; DROP VIEW timings",
+])
+def test_writes_are_refused_before_anything_runs(tmp_path, statement, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ReadOnlyError, match="refused: .*results are read-only"):
+        query(tmp_path, statement)
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "other.db").exists()
+
+
+def test_reads_of_every_form_run(tmp_path):
+    _write(tmp_path, 0)
+    for text in ("SELECT 1", "WITH a AS (SELECT 2 AS x) SELECT x FROM a", "DESCRIBE timings",
+                 "FROM timings SELECT count(*)", "EXPLAIN SELECT * FROM timings", "SUMMARIZE timings"):
+        assert query(tmp_path, text)
+
+
+def test_formats():
+    names, rows = ["method", "ms", "n"], [("joint", 3061.5, 50), ("eager_whole", None, 7)]
+    table = format_result(names, rows).splitlines()
+    assert table[0] == "method           ms   n"
+    assert table[2] == "joint        3061.5  50"
+    assert table[3] == "eager_whole    NULL   7"
+    assert table[-1] == "(2 rows)"
+    assert format_result(names, rows, "csv") == "method,ms,n\njoint,3061.5,50\neager_whole,,7"
+    assert format_result(names, rows[:1], "json") == '[\n {\n  "method": "joint",\n  "ms": 3061.5,\n  "n": 50\n }\n]'
