@@ -31,17 +31,30 @@ from stateaware.finite.program import Program, op_cells, op_cells_from
 
 __all__ = [
     "COMPLEX_STEP",
+    "GRADIENT_RTOL",
     "complex_step",
     "forward_jacobian",
+    "gradient_tolerance",
     "graph_output",
     "local_grads",
     "reverse_trace",
     "reverse_versions",
 ]
 
+#: Two gradients agree when ``max|g - g_ref| <= GRADIENT_RTOL * max(1, max|g_ref|)``.
+#: Differently ordered float64 accumulations of the same arithmetic differ by a few ulps
+#: per operation (~1e-16 relative); 1e-12 leaves orders of magnitude of margin for 16
+#: operations, while evaluating a derivative at a wrong operand value moves it by far more.
+GRADIENT_RTOL = 1e-12
+
 #: Complex-step size. The method has no subtractive cancellation, so h can be far below
 #: sqrt(eps); at 1e-20 the truncation error (O(h^2)) is below float64 resolution.
 COMPLEX_STEP = 1e-20
+
+
+def gradient_tolerance(reference: np.ndarray) -> float:
+    """The absolute tolerance for a gradient compared with ``reference`` (see GRADIENT_RTOL)."""
+    return GRADIENT_RTOL * max(1.0, float(np.max(np.abs(reference))) if reference.size else 1.0)
 
 
 def local_grads(op, u: np.ndarray, w: np.ndarray, draws: Draws) -> tuple[np.ndarray, np.ndarray]:

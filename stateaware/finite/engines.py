@@ -39,6 +39,7 @@ NOTE [ Union of destroying writes ]
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -48,7 +49,7 @@ from stateaware.finite.admission import require_gradient_support
 from stateaware.finite.interpret import Draws, Event, Storage, Trace, apply, storage_from_bytes
 from stateaware.finite.program import Program
 
-__all__ = ["ENGINES", "Reads", "Retained", "reads_equal", "reads_of", "recover", "retain"]
+__all__ = ["ENGINES", "EngineCheck", "Reads", "Retained", "reads_equal", "reads_of", "recover", "retain", "verify_engine"]
 
 ENGINES = ("eager", "whole", "read_set", "region_journal", "guarded_region")
 
@@ -220,3 +221,62 @@ def recover(retained: Retained, program: Program, live: Storage) -> list[Reads]:
     out: list = [None] * len(program.ops)
     _RECOVER[retained.engine](program, retained.state, live, out)
     return out
+
+
+@dataclass(frozen=True)
+class EngineCheck:
+    """One engine on one program, checked against the forward execution.
+
+    ``reads_match``: every recovered read equals what the forward pass read, bitwise.
+    ``storage_restored``/``aliases_restored``: the live storage, and every declared typed
+    alias of it, is byte-identical to ``BT`` after recovery. ``rng_restored``: the live
+    generator is still at ``RT`` (engines reuse recorded draws and never draw, so this
+    holds by construction; it is checked so that a future engine that draws is caught).
+    ``repeat_match``: a second backward (recover again from the same retained state and
+    live storage) gives bitwise-identical reads and gradient. ``gradient`` is
+    reconstructed from the recovered reads by :func:`~stateaware.finite.derivatives.reverse_trace`.
+    """
+
+    engine: str
+    retained_bytes: int
+    reads_match: bool
+    storage_restored: bool
+    aliases_restored: bool
+    rng_restored: bool
+    repeat_match: bool
+    gradient: np.ndarray
+
+    @property
+    def recovered(self) -> bool:
+        return (self.reads_match and self.storage_restored and self.aliases_restored and self.rng_restored
+                and self.repeat_match)
+
+
+def verify_engine(engine: str, trace: Trace, repeat: bool = True) -> EngineCheck:
+    """Retain with ``engine`` from ``trace`` (kept prestates needed), recover, and check."""
+    from stateaware.finite.derivatives import reverse_trace  # derivatives does not import engines
+    from stateaware.finite.interpret import rng_state_bytes
+
+    program = trace.program
+    retained = retain(engine, trace)
+    live = storage_from_bytes(trace.final_bytes, program.n)
+    live_rng = np.random.default_rng()
+    live_rng.bit_generator.state = _json_state(trace.rng_after)
+    truth = [reads_of(e) for e in trace.events]
+    reads = recover(retained, program, live)
+    gradient = reverse_trace(program, reads)
+    reads_ok = all(reads_equal(a, b) for a, b in zip(reads, truth))
+    restored = bool(np.array_equal(live.buf, trace.final_bytes))
+    aliases_ok = all(a.view(live.buf).tobytes() == a.view(trace.final_bytes).tobytes() for a in program.aliases)
+    repeat_ok = True
+    if repeat:
+        again = recover(retained, program, live)
+        repeat_ok = (all(reads_equal(a, b) for a, b in zip(again, reads))
+                     and reverse_trace(program, again).tobytes() == gradient.tobytes()
+                     and bool(np.array_equal(live.buf, trace.final_bytes)))
+    return EngineCheck(engine, retained.retained_bytes, reads_ok, restored, aliases_ok,
+                       rng_state_bytes(live_rng) == trace.rng_after, repeat_ok, gradient)
+
+
+def _json_state(state: bytes) -> dict:
+    return json.loads(state)

@@ -1,0 +1,50 @@
+"""Shared plumbing of the finite cohorts (derivative, bytes, engines, joint_alias).
+
+Record convention (one row per program x method or check, ``backend='finite'``):
+
+- ``seed``: the program's seed, one per program (``first_seed + program index``);
+  ``family``: its pattern; ``check``: the suite (``derivative``, ``bytes``, ``engines``,
+  ``complex_step``, ``joint_alias``); ``dimension``/``operations``: its shape.
+- ``outcome``: ``match`` when the check holds; ``diverge`` when it does not. For the
+  deliberate controls (``final_storage_control``, ``wrong_rng_control``) a ``diverge`` is
+  the *expected* result: "detected N/N" means every control row diverged. ``unsupported``
+  marks an integer-write program refused by admission before execution.
+- ``max_error``: the largest absolute gradient difference from the forward-Jacobian
+  reference (null for byte checks); ``tolerance``: the bound it was judged against.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from stateaware.launch.spec import ProcessSpec
+
+__all__ = ["base_row", "detail", "program_range", "slice_expand"]
+
+
+def slice_expand(cohort: dict, processes: int, total: int) -> list[dict]:
+    """Contiguous, near-equal slices of ``total`` program indices, one per process."""
+    if processes < 1:
+        raise ValueError(f"processes must be at least 1, got {processes}")
+    total = int(cohort.get("params", {}).get("programs", total))
+    bounds = [round(i * total / processes) for i in range(processes + 1)]
+    return [{"start": bounds[i], "stop": bounds[i + 1], "first_seed": int(cohort["seed"])} for i in range(processes)]
+
+
+def program_range(spec: ProcessSpec) -> Iterator[int]:
+    """The program indices this process runs (``start``..``stop`` from ``expand``)."""
+    try:
+        return iter(range(int(spec.params["start"]), int(spec.params["stop"])))
+    except KeyError as exc:
+        raise ValueError(f"spec.params lacks {exc.args[0]!r}; finite cohorts need start, stop and first_seed "
+                         f"(given by expand())") from None
+
+
+def base_row(program: Any, check: str, method: str) -> dict[str, Any]:
+    return {"backend": "finite", "precision": "fp64", "seed": int(program.seed), "family": program.family,
+            "check": check, "method": method, "dimension": int(program.n), "operations": len(program.ops)}
+
+
+def detail(**fields: Any) -> str:
+    return json.dumps(fields, sort_keys=True, default=str)
