@@ -55,7 +55,7 @@ def check_program(program: Program) -> list[dict[str, Any]]:
                           versions=trace.graph.size)
         else:
             outcome = "match" if error <= tol else "diverge"
-            info = detail()
+            info = detail(reference_max_abs=float(np.max(np.abs(reference))))
         rows.append({**base_row(program, "derivative", method), "outcome": outcome, "max_error": error,
                      "tolerance": tol, "detail": info})
     return rows
