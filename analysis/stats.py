@@ -366,8 +366,9 @@ def _as_arrow(table: Any):
         return table
     if isinstance(table, pa.RecordBatchReader):
         return table.read_all()
-    if hasattr(table, "fetch_arrow_table"):  # a DuckDB relation
-        return table.fetch_arrow_table()
+    for name in ("to_arrow_table", "fetch_arrow_table"):  # a DuckDB relation or result (2.x, 1.x)
+        if hasattr(table, name):
+            return getattr(table, name)()
     if isinstance(table, Mapping):
         return pa.table({k: np.asarray(v) if not isinstance(v, pa.Array) else v for k, v in table.items()})
     raise TypeError(

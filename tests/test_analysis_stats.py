@@ -173,7 +173,6 @@ def test_six_bonferroni_intervals_cover_jointly():
         )
     # Bonferroni guarantees at least 95 % family-wise (less the small-sample undercoverage
     # of each interval); unadjusted 95 % intervals would cover all six only ~74 % of the time.
-    print(f"family-wise coverage {all_covered / cohorts:.3f}")
     assert all_covered / cohorts >= 0.90
 
 
@@ -274,3 +273,81 @@ def test_swapping_and_scaling_transform_the_interval(pairs, scale, seed):
     c = paired_ratio(num * scale, den, draws=200, seed=seed)
     assert (c.estimate, c.lower, c.upper) == pytest.approx((scale * r.estimate, scale * r.lower, scale * r.upper),
                                                            rel=1e-9)
+
+
+# --- the whole path for one run: records -> verification -> comparisons table -> view ------
+
+
+def write_timing_run(out, *, processes=6, failed=(), steps=4, warmups=2, seed=11):
+    """A two-method timing run through the record writer; returns per-process measured means."""
+    from stateaware.records.writer import Identity, RecordWriter
+
+    rng = np.random.default_rng(seed)
+    ident = dict(run_id="r1", cohort="confirm44", source_hash="c" * 64, hardware="cpu", scale=0.001)
+    RecordWriter(out, Identity(process_index=0, **ident)).write(
+        "runs", [{"launcher": "inline", "processes": processes}], part="manifest")
+    means: dict[str, list[float]] = {"joint": [], "eager_whole": []}
+    for p in range(processes):
+        w = RecordWriter(out, Identity(process_index=p, **ident))
+        w.write("processes", [{"status": "failed" if p in failed else "completed", "attempt": 1}], part="a001")
+        base = rng.uniform(9.0, 11.0)
+        for method, factor, peak in (("joint", 0.8, 42 * 2**20), ("eager_whole", 1.0, 43 * 2**20)):
+            measured = base * factor * rng.uniform(0.97, 1.03, steps)
+            means[method].append(float(measured.mean()))
+            rows = [{"method": method, "step": s, "warmup": True, "step_ms": 1000.0, "peak_allocated_bytes": 1}
+                    for s in range(warmups)]
+            rows += [{"method": method, "step": s, "warmup": False, "step_ms": float(v), "peak_allocated_bytes": peak}
+                     for s, v in enumerate(measured)]
+            w.write("timings", rows, part=f"method={method}")
+    return {k: np.array(v) for k, v in means.items()}
+
+
+PRESPECIFIED = [
+    {"numerator": "joint", "denominator": "eager_whole", "metric": "step_ms"},
+    {"numerator": "joint", "denominator": "eager_whole", "metric": "peak_allocated_bytes"},
+]
+
+
+def test_comparisons_are_computed_from_measured_rows_and_queryable_as_a_view(tmp_path):
+    from stateaware.analysis.comparisons import comparisons_path, compute_comparisons, write_comparisons
+    from stateaware.analysis.views import connect
+
+    means = write_timing_run(tmp_path)
+    run, results = compute_comparisons(connect(tmp_path), "r1", PRESPECIFIED, draws=2_000, seed=9)
+    assert run.label == "complete (6 of 6 processes)"
+    time, peak = results
+    # Warm-up rows (1000 ms, 1 byte) are excluded; steps are averaged per process first.
+    assert time.ratio.estimate == pytest.approx(sps.gmean(means["joint"] / means["eager_whole"]), rel=1e-12)
+    assert time.numerator_mean == pytest.approx(means["joint"].mean(), rel=1e-12)
+    assert peak.ratio.lower == peak.ratio.upper == peak.ratio.estimate == 42 / 43
+    path = write_comparisons(tmp_path, results, run=run)
+    assert path == comparisons_path(tmp_path, "confirm44", "r1")
+    write_comparisons(tmp_path, results, run=run)  # recomputing replaces, never appends
+    rows = connect(tmp_path).execute(
+        "SELECT run_id, cohort, comparison, metric, numerator, denominator, estimate, lower, upper, "
+        "confidence, draws, processes, partial, seed, m, expected_processes FROM comparisons ORDER BY metric DESC"
+    ).fetchall()
+    assert [r[:6] for r in rows] == [
+        ("r1", "confirm44", "joint/eager_whole step_ms", "step_ms", "joint", "eager_whole"),
+        ("r1", "confirm44", "joint/eager_whole peak_allocated_bytes", "peak_allocated_bytes", "joint", "eager_whole"),
+    ]
+    assert rows[0][6:9] == (time.ratio.estimate, time.ratio.lower, time.ratio.upper)
+    assert [r[9:] for r in rows] == [(0.975, 2_000, 6, False, 9, 2, 6)] * 2
+
+
+def test_a_partial_analysis_is_marked_and_counts_only_completed_processes(tmp_path):
+    from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
+    from stateaware.analysis.verify import VerificationError
+    from stateaware.analysis.views import connect
+
+    means = write_timing_run(tmp_path, failed=(2,))
+    with pytest.raises(VerificationError, match="process 2 ended 'failed'"):
+        compute_comparisons(connect(tmp_path), "r1", PRESPECIFIED, draws=500)
+    run, (time, _peak) = compute_comparisons(connect(tmp_path), "r1", PRESPECIFIED, draws=500, allow_partial=True)
+    assert run.label == "partial (5 of 6 processes)"
+    assert time.process_indices == (0, 1, 3, 4, 5)
+    keep = np.array([0, 1, 3, 4, 5])
+    assert time.ratio.estimate == pytest.approx(sps.gmean(means["joint"][keep] / means["eager_whole"][keep]))
+    write_comparisons(tmp_path, [time], run=run)
+    assert connect(tmp_path).execute("SELECT partial, processes, expected_processes FROM comparisons").fetchall() == [
+        (True, 5, 6)]

@@ -1,0 +1,154 @@
+"""The ``comparisons`` table: every computed ratio, written beside the report as Parquet.
+
+One file per run::
+
+    <results>/comparisons/cohort=<cohort>/run_id=<run_id>/comparisons.parquet
+
+written atomically (temporary name, then rename), so the ``comparisons`` view over a
+results directory never sees half a table, and recomputing a run replaces its file.
+Columns (``SCHEMA``): the run and cohort, the comparison's name, metric, numerator and
+denominator methods and ``subset`` (its ``where`` restriction as JSON), then ``estimate``,
+``lower``, ``upper`` at two-sided ``confidence = 1 - alpha/m``, ``draws``, ``seed``,
+``processes`` paired, ``expected_processes`` of the run and ``partial`` (true when the run
+was analysed with processes missing), and the arithmetic means of the per-process means of
+both methods.
+
+:func:`compute_comparisons` is the whole path for one run: verify, read the measured rows
+of the completed processes, compute every prespecified comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import pyarrow as pa
+
+from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
+from stateaware.analysis.verify import RunVerification, verify
+from stateaware.records.writer import write_atomic
+
+__all__ = [
+    "SCHEMA",
+    "comparisons_path",
+    "comparisons_table",
+    "write_comparisons",
+    "compute_comparisons",
+]
+
+SCHEMA = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("cohort", pa.string(), nullable=False),
+    pa.field("comparison", pa.string(), nullable=False),
+    pa.field("metric", pa.string(), nullable=False),
+    pa.field("numerator", pa.string(), nullable=False),
+    pa.field("denominator", pa.string(), nullable=False),
+    pa.field("subset", pa.string()),  # the comparison's `where` as JSON; null for all rows
+    pa.field("estimate", pa.float64(), nullable=False),
+    pa.field("lower", pa.float64(), nullable=False),
+    pa.field("upper", pa.float64(), nullable=False),
+    pa.field("confidence", pa.float64(), nullable=False),  # two-sided, = 1 - alpha/m
+    pa.field("alpha", pa.float64(), nullable=False),
+    pa.field("m", pa.int32(), nullable=False),  # prespecified comparisons in the cohort
+    pa.field("draws", pa.int64(), nullable=False),
+    pa.field("seed", pa.int64(), nullable=False),
+    pa.field("processes", pa.int32(), nullable=False),  # paired processes in this ratio
+    pa.field("expected_processes", pa.int32()),  # the run's declared process count
+    pa.field("partial", pa.bool_(), nullable=False),
+    pa.field("numerator_mean", pa.float64()),  # mean over processes of per-process means
+    pa.field("denominator_mean", pa.float64()),
+])
+
+#: Result folders of the analysis sit beside the record tables; the lead's views turn
+#: every such folder into a view of the same name.
+FOLDER = "comparisons"
+
+
+def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
+    """Where a run's comparisons land under ``results``."""
+    return Path(results) / FOLDER / f"cohort={cohort}" / f"run_id={run_id}" / "comparisons.parquet"
+
+
+def comparisons_table(
+    results: Sequence[ComparisonResult],
+    *,
+    run_id: str,
+    cohort: str,
+    partial: bool,
+    expected_processes: int | None = None,
+) -> pa.Table:
+    """``results`` as an Arrow table of ``SCHEMA``, one row per comparison, in order."""
+    rows = [
+        {**r.row(), "run_id": run_id, "cohort": cohort, "partial": bool(partial),
+         "expected_processes": expected_processes}
+        for r in results
+    ]
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def write_comparisons(
+    results_dir: Path | str,
+    results: Sequence[ComparisonResult],
+    *,
+    run: RunVerification | None = None,
+    run_id: str | None = None,
+    cohort: str | None = None,
+    partial: bool | None = None,
+) -> Path:
+    """Write a run's comparisons atomically beside the report; return the file's path.
+
+    Pass the run's :class:`RunVerification` (which supplies run id, cohort, partial and
+    the expected process count), or ``run_id``, ``cohort`` and ``partial`` explicitly.
+    """
+    if run is not None:
+        run_id, cohort = run.run_id, run.cohort
+        partial, expected = run.partial, run.expected
+    else:
+        missing = [k for k, v in (("run_id", run_id), ("cohort", cohort), ("partial", partial)) if v is None]
+        if missing:
+            raise ValueError(f"write_comparisons needs run= or all of run_id, cohort, partial; missing {missing}")
+        expected = None
+    table = comparisons_table(results, run_id=run_id, cohort=cohort, partial=partial, expected_processes=expected)
+    return write_atomic(table, comparisons_path(results_dir, cohort, run_id))
+
+
+def compute_comparisons(
+    con: Any,
+    run_id: str,
+    comparisons: Sequence[Union[Comparison, Mapping[str, Any], Sequence[Any]]],
+    *,
+    table: str = "timings",
+    allow_partial: bool = False,
+    alpha: float = ALPHA,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> tuple[RunVerification, list[ComparisonResult]]:
+    """Verify ``run_id``, then compute its prespecified comparisons from ``table``.
+
+    Reads only the completed processes' rows and, where ``table`` has a ``warmup``
+    column, only measured steps (warm-ups are excluded from every timing, DESIGN.md
+    "Timing hygiene"). Raises :class:`~stateaware.analysis.verify.VerificationError`
+    when the run is not fit for analysis (see ``allow_partial``).
+    """
+    run = verify(con, run_id=run_id, allow_partial=allow_partial).run(run_id)
+    specs = [Comparison.coerce(c) for c in comparisons]
+    columns = {c for (c,) in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+    ).fetchall()}
+    needed = ["process_index", "method", *dict.fromkeys(
+        [s.metric for s in specs] + [col for s in specs for col, _ in s.where]
+    )]
+    unknown = [c for c in needed if c not in columns]
+    if unknown:
+        raise ValueError(f"view {table!r} has no column(s) {unknown}; it has: {', '.join(sorted(columns))}")
+    measured = "AND NOT coalesce(warmup, false)" if "warmup" in columns else ""
+    processes = ", ".join(str(p) for p in run.completed)
+    select = ", ".join(f'"{c}"' for c in needed)
+    result = con.execute(
+        f"SELECT {select} FROM {table} WHERE run_id = ? AND process_index IN ({processes}) {measured}",
+        [run_id],
+    )
+    # DuckDB 2 names it to_arrow_table; 1.x has only fetch_arrow_table.
+    fetch = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
+    return run, compare(fetch(), specs, alpha=alpha, draws=draws, seed=seed)
