@@ -7,7 +7,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-COHORT ?= confirm44
+COHORT ?= demo
 PYTEST_ARGS ?=
 
 .PHONY: install run test clean

@@ -6,8 +6,9 @@ Commands::
         run a read-only query over the views (runs, processes, attempts, records,
         timings, policies, profiles, epochs, peaks, artifacts, ...); QUERY "-" or no
         QUERY reads standard input
-    views [--results DIR]
-        list the views and their columns
+    views [--results DIR] [--sql]
+        list the views and their columns; --sql prints the CREATE VIEW statements,
+        for the plain duckdb CLI: `duckdb -init views.sql`
     report [--results DIR] ...
         write the Markdown report and figures (see `report --help`)
 
@@ -61,7 +62,11 @@ def _sql(args: argparse.Namespace) -> int:
 
 
 def _views(args: argparse.Namespace) -> int:
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.views import connect, views_sql
+
+    if args.sql:
+        print("\n".join(views_sql(args.results)))
+        return 0
 
     con = connect(args.results)
     for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall():
@@ -84,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     views = commands.add_parser("views", help="list the views and their columns")
     _results_arg(views)
+    views.add_argument("--sql", action="store_true", help="print the CREATE VIEW statements (for the duckdb CLI)")
     views.set_defaults(func=_views)
 
     report = commands.add_parser("report", help="write the Markdown report and figures", add_help=False)

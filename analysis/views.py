@@ -17,10 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from stateaware.records.schema import TABLES
 
-__all__ = ["VIEWS", "connect", "view_sql"]
+__all__ = ["VIEWS", "connect", "view_sql", "views_sql"]
 
 #: Views every connection has, beyond any extra result folders.
 VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")))
@@ -40,28 +41,48 @@ def _has_parts(folder: Path) -> bool:
     return folder.is_dir() and next(folder.rglob("*.parquet"), None) is not None
 
 
+_DUCKDB_TYPES = {"string": "VARCHAR", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
+                 "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
+                 "list<item: string>": "VARCHAR[]"}
+
+
+def _empty_sql(schema: pa.Schema) -> str:
+    columns = ", ".join(f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {f.name}" for f in schema)
+    return f"SELECT {columns} WHERE false"
+
+
+def views_sql(results: Path | str) -> list[str]:
+    """The ``CREATE VIEW`` statements for ``results``, in an order that runs as written.
+
+    Plain SQL, so the same views work in the ``duckdb`` CLI
+    (``python -m stateaware.analysis views --sql > views.sql; duckdb -init views.sql``).
+    """
+    results = Path(results).resolve()
+    statements = []
+    for table, schema in TABLES.items():
+        name = "attempts" if table == "processes" else table
+        body = view_sql(results, table) if _has_parts(results / table) else _empty_sql(schema)
+        statements.append(f"CREATE VIEW {name} AS {body};")
+    statements.append(
+        "CREATE VIEW processes AS SELECT * FROM attempts "
+        "QUALIFY row_number() OVER (PARTITION BY run_id, cohort, process_index ORDER BY attempt DESC, finished_at DESC) = 1;"
+    )
+    if results.is_dir():
+        for folder in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if folder.name not in TABLES and folder.name.isidentifier() and _has_parts(folder):
+                statements.append(f"CREATE VIEW {folder.name} AS {view_sql(results, folder.name)};")
+    return statements
+
+
 def connect(results: Path | str) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
     The connection itself can write; :mod:`stateaware.analysis.sql` is the read-only
     front end for users. Views read the files at query time, so parts that land after
-    ``connect`` are seen by the next query.
+    ``connect`` are seen by the next query (a table that had no parts at ``connect``
+    stays empty until the next ``connect``).
     """
-    results = Path(results)
     con = duckdb.connect(":memory:")
-    for table, schema in TABLES.items():
-        name = "attempts" if table == "processes" else table
-        if _has_parts(results / table):
-            con.execute(f"CREATE VIEW {name} AS {view_sql(results, table)}")
-        else:
-            con.register(f"_empty_{table}", schema.empty_table())
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM _empty_{table}")
-    con.execute(
-        "CREATE VIEW processes AS SELECT * FROM attempts "
-        "QUALIFY row_number() OVER (PARTITION BY run_id, cohort, process_index ORDER BY attempt DESC, finished_at DESC) = 1"
-    )
-    if results.is_dir():
-        for folder in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if folder.name not in TABLES and folder.name.isidentifier() and _has_parts(folder):
-                con.execute(f"CREATE VIEW {folder.name} AS {view_sql(results, folder.name)}")
+    for statement in views_sql(results):
+        con.execute(statement)
     return con

@@ -85,3 +85,15 @@ def test_formats():
     assert table[-1] == "(2 rows)"
     assert format_result(names, rows, "csv") == "method,ms,n\njoint,3061.5,50\neager_whole,,7"
     assert format_result(names, rows[:1], "json") == '[\n {\n  "method": "joint",\n  "ms": 3061.5,\n  "n": 50\n }\n]'
+
+
+def test_the_views_as_plain_sql_work_in_a_bare_duckdb(tmp_path):
+    import duckdb
+
+    from stateaware.analysis.views import views_sql
+
+    _write(tmp_path, 0)
+    con = duckdb.connect()
+    con.execute("\n".join(views_sql(tmp_path)))
+    assert con.execute("SELECT count(*) FROM timings").fetchone() == (3,)
+    assert con.execute("SELECT count(*) FROM profiles").fetchone() == (0,)
