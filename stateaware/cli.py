@@ -21,7 +21,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from stateaware.config import ConfigError, register_configs, resolve_hardware, validate
+from stateaware.config import ConfigError, available_cohorts, register_configs, resolve_hardware, validate
 
 __all__ = ["main", "run"]
 
@@ -34,6 +34,9 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
     from stateaware.launch.manifest import collect_manifest, write_manifest
     from stateaware.source import source_hash
 
+    if OmegaConf.is_missing(cfg, "cohort"):
+        print(f"error: no cohort chosen: pass cohort=NAME, one of {', '.join(available_cohorts())}", file=sys.stderr)
+        return 2
     try:
         cfg = resolve_hardware(cfg)
         validate(cfg)

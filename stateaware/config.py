@@ -26,6 +26,7 @@ __all__ = [
     "LAUNCHERS",
     "HARDWARE_PROFILES",
     "register_configs",
+    "available_cohorts",
     "resolve_hardware",
     "validate",
 ]
@@ -104,6 +105,11 @@ def _conf_dir() -> Path:
     import stateaware.conf
 
     return Path(stateaware.conf.__file__).parent
+
+
+def available_cohorts() -> list[str]:
+    """The cohort names ``cohort=NAME`` accepts (files under conf/cohort/)."""
+    return sorted(p.stem for p in (_conf_dir() / "cohort").glob("*.yaml"))
 
 
 def resolve_hardware(cfg: DictConfig) -> DictConfig:

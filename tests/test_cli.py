@@ -56,3 +56,11 @@ def test_analysis_never_imports_torch_or_jax(tmp_path):
     done = _run("-c", probe, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_help_lists_the_groups_and_no_cohort_names_the_choices(tmp_path):
+    shown = _run("-m", "stateaware", "--help", cwd=tmp_path)
+    assert shown.returncode == 0
+    assert "launcher: inline, local, slurm" in shown.stdout and "hardware: auto, cpu, h100" in shown.stdout
+    bare = _run("-m", "stateaware", cwd=tmp_path)
+    assert bare.returncode == 2 and "no cohort chosen: pass cohort=NAME, one of" in bare.stderr and "demo" in bare.stderr
