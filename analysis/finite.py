@@ -1,7 +1,7 @@
 """The finite-program report: paper §6, §7 and Table 3 quantities from the ``records`` view.
 
 Every number in the "ours" column comes from SQL in ``analysis/sql/finite_*.sql`` run
-over the ``records`` view; the "paper" column quotes the paper's published figures for
+over the ``records`` view (the latest run of each cohort, by the ``runs`` view); the "paper" column quotes the paper's published figures for
 comparison and is labelled as such. Record convention (see ``cohorts/_finite_common.py``):
 one row per program x method or check, ``backend='finite'``; ``outcome='match'`` when a
 check holds; for the controls (``final_storage_control``, ``wrong_rng_control``) a

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-import duckdb
 import pytest
 import yaml
 
 from stateaware.analysis.finite import render
+from stateaware.analysis.views import connect
 from stateaware.cohorts import load_kind
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
@@ -34,10 +34,7 @@ def results(tmp_path_factory):
     _run(out, "bytes", 18)
     _run(out, "engines", 12, complex_step_programs=4)
     _run(out, "joint_alias", 6)
-    con = duckdb.connect()
-    con.execute(f"CREATE VIEW records AS SELECT * FROM read_parquet('{out}/records/**/*.parquet', "
-                f"union_by_name=true, hive_partitioning=true)")
-    return con
+    return connect(out)
 
 
 def test_one_row_per_program_and_method(results):

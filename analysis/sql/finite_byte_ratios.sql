@@ -2,8 +2,14 @@
 -- Per program: region_journal / whole, region_journal / eager and guarded_region / whole
 -- retained bytes; reported as the geometric mean over programs and the min/max.
 -- Rows: records with check = 'engines' (one per program x engine; seed = the program).
-WITH e AS (SELECT seed, writes, method, retained_bytes::DOUBLE AS bytes
-           FROM records WHERE backend = 'finite' AND "check" = 'engines'),
+-- Only the latest run of each cohort counts (by runs.started_at), so a re-run never
+-- double-counts programs; with no runs rows (records written outside the launcher) every
+-- finite row counts.
+WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs GROUP BY cohort),
+     f AS (SELECT * FROM records WHERE backend = 'finite'
+           AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
+     e AS (SELECT seed, writes, method, retained_bytes::DOUBLE AS bytes
+           FROM f WHERE "check" = 'engines'),
      p AS (
         SELECT seed, any_value(writes) AS writes,
                max(bytes) FILTER (WHERE method = 'region_journal') AS region,

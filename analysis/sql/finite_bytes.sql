@@ -3,7 +3,13 @@
 -- 'snapshot' and 'region_undo' are valid paths: outcome 'match' = bytes and generator state
 -- reproduced exactly. 'wrong_rng_control' is the control: 'diverge' = detected, so
 -- "detected N/N" = control rows that diverged / all control rows.
-WITH b AS (SELECT * FROM records WHERE backend = 'finite' AND "check" = 'bytes')
+-- Only the latest run of each cohort counts (by runs.started_at), so a re-run never
+-- double-counts programs; with no runs rows (records written outside the launcher) every
+-- finite row counts.
+WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs GROUP BY cohort),
+     f AS (SELECT * FROM records WHERE backend = 'finite'
+           AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
+     b AS (SELECT * FROM f WHERE "check" = 'bytes')
 SELECT
     count(DISTINCT seed)                                                            AS programs,
     count(*) FILTER (WHERE method = 'snapshot' AND outcome = 'match')                AS snapshot_matches,

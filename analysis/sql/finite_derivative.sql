@@ -3,7 +3,13 @@
 -- Convention: outcome 'match' = the check holds. For method 'final_storage_control' a
 -- 'diverge' is the expected result: "detected N/N" = control rows that diverged / all.
 -- max_error = largest absolute gradient difference from the forward-Jacobian reference.
-WITH d AS (SELECT * FROM records WHERE backend = 'finite' AND "check" = 'derivative')
+-- Only the latest run of each cohort counts (by runs.started_at), so a re-run never
+-- double-counts programs; with no runs rows (records written outside the launcher) every
+-- finite row counts.
+WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs GROUP BY cohort),
+     f AS (SELECT * FROM records WHERE backend = 'finite'
+           AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
+     d AS (SELECT * FROM f WHERE "check" = 'derivative')
 SELECT
     count(DISTINCT seed)                                                                AS programs,
     count(*) FILTER (WHERE method = 'version_graph' AND outcome = 'match')               AS graph_matches,

@@ -3,8 +3,14 @@
 -- (one per checked program; coordinates = input coordinates compared).
 -- outcome 'match' = the engine recovered exactly the forward reads, restored the live
 -- storage, and its reconstructed gradient is within tolerance of the forward Jacobian.
-WITH e AS (SELECT * FROM records WHERE backend = 'finite' AND "check" = 'engines'),
-     c AS (SELECT * FROM records WHERE backend = 'finite' AND "check" = 'complex_step')
+-- Only the latest run of each cohort counts (by runs.started_at), so a re-run never
+-- double-counts programs; with no runs rows (records written outside the launcher) every
+-- finite row counts.
+WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs GROUP BY cohort),
+     f AS (SELECT * FROM records WHERE backend = 'finite'
+           AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
+     e AS (SELECT * FROM f WHERE "check" = 'engines'),
+     c AS (SELECT * FROM f WHERE "check" = 'complex_step')
 SELECT
     (SELECT count(DISTINCT seed) FROM e)                                AS programs,
     (SELECT count(*) FILTER (WHERE outcome = 'match') FROM e)           AS engine_matches,
