@@ -26,7 +26,7 @@ from typing import Any, Union
 import pyarrow as pa
 
 from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
-from stateaware.analysis.verify import RunVerification, verify
+from stateaware.analysis.verify import RunVerification, Verification, verify
 from stateaware.records.writer import write_atomic
 
 __all__ = [
@@ -120,35 +120,42 @@ def compute_comparisons(
     *,
     table: str = "timings",
     allow_partial: bool = False,
+    verification: Verification | None = None,
     alpha: float = ALPHA,
     draws: int = DRAWS,
     seed: int = 0,
 ) -> tuple[RunVerification, list[ComparisonResult]]:
     """Verify ``run_id``, then compute its prespecified comparisons from ``table``.
 
-    Reads only the completed processes' rows and, where ``table`` has a ``warmup``
-    column, only measured steps (warm-ups are excluded from every timing, DESIGN.md
-    "Timing hygiene"). Raises :class:`~stateaware.analysis.verify.VerificationError`
-    when the run is not fit for analysis (see ``allow_partial``).
+    Uses only the completed processes' rows and, where ``table`` has a ``warmup`` column,
+    only measured steps (warm-ups never enter a timing, DESIGN.md "Timing hygiene").
+    Per-process means are taken in SQL (``avg`` per process, method and ``where``
+    columns), so a 900,000-row cohort crosses into Python as a few hundred rows.
+    ``verification`` reuses a :func:`~stateaware.analysis.verify.verify` result the caller
+    just obtained on ``con`` (a report verifies each run once); otherwise the run is
+    verified here, and :class:`~stateaware.analysis.verify.VerificationError` raised when
+    it is not fit for analysis (see ``allow_partial``).
     """
-    run = verify(con, run_id=run_id, allow_partial=allow_partial).run(run_id)
+    if verification is None:
+        verification = verify(con, run_id=run_id, allow_partial=allow_partial)
+    run = verification.run(run_id)
     specs = [Comparison.coerce(c) for c in comparisons]
     columns = {c for (c,) in con.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
     ).fetchall()}
-    needed = ["process_index", "method", *dict.fromkeys(
-        [s.metric for s in specs] + [col for s in specs for col, _ in s.where]
-    )]
-    unknown = [c for c in needed if c not in columns]
+    metrics = list(dict.fromkeys(s.metric for s in specs))
+    keys = ["process_index", "method", *dict.fromkeys(col for s in specs for col, _ in s.where)]
+    unknown = [c for c in keys + metrics if c not in columns]
     if unknown:
         raise ValueError(f"view {table!r} has no column(s) {unknown}; it has: {', '.join(sorted(columns))}")
     measured = "AND NOT coalesce(warmup, false)" if "warmup" in columns else ""
     processes = ", ".join(str(p) for p in run.completed)
-    select = ", ".join(f'"{c}"' for c in needed)
+    select = ", ".join([*(f'"{k}"' for k in keys), *(f'avg("{m}") AS "{m}"' for m in metrics)])
     result = con.execute(
-        f"SELECT {select} FROM {table} WHERE run_id = ? AND process_index IN ({processes}) {measured}",
+        f"SELECT {select} FROM {table} WHERE run_id = ? AND process_index IN ({processes}) {measured} "
+        f"GROUP BY ALL",
         [run_id],
     )
-    # DuckDB 2 names it to_arrow_table; 1.x has only fetch_arrow_table.
-    fetch = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
-    return run, compare(fetch(), specs, alpha=alpha, draws=draws, seed=seed)
+    names = [d[0] for d in result.description]
+    means = dict(zip(names, map(list, zip(*result.fetchall())))) or {n: [] for n in names}
+    return run, compare(means, specs, alpha=alpha, draws=draws, seed=seed)

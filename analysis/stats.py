@@ -370,7 +370,7 @@ def _as_arrow(table: Any):
         if hasattr(table, name):
             return getattr(table, name)()
     if isinstance(table, Mapping):
-        return pa.table({k: np.asarray(v) if not isinstance(v, pa.Array) else v for k, v in table.items()})
+        return pa.table(dict(table))
     raise TypeError(
         f"expected an Arrow table or reader, a DuckDB relation, or a mapping of columns; got {type(table).__name__}"
     )
