@@ -76,6 +76,11 @@ def _views(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:  # its own parser: see stateaware.analysis.report
+        from stateaware.analysis.report import main as report_main
+
+        return report_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -92,15 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     views.add_argument("--sql", action="store_true", help="print the CREATE VIEW statements (for the duckdb CLI)")
     views.set_defaults(func=_views)
 
-    report = commands.add_parser("report", help="write the Markdown report and figures", add_help=False)
-    report.add_argument("rest", nargs=argparse.REMAINDER)
-    report.set_defaults(func=None)
+    commands.add_parser("report", help="write the Markdown report and figures (report --help)")
 
     args = parser.parse_args(argv)
-    if args.command == "report":
-        from stateaware.analysis.report import main as report_main
-
-        return report_main(args.rest)
     if args.results is None:
         args.results = default_results()
     return args.func(args)

@@ -14,6 +14,7 @@ Temporary files of interrupted writes (``.name.tmp-PID``) never match ``*.parque
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -51,17 +52,22 @@ def _empty_sql(schema: pa.Schema) -> str:
     return f"SELECT {columns} WHERE false"
 
 
-def views_sql(results: Path | str) -> list[str]:
+def views_sql(results: Path | str, run_ids: Sequence[str] | None = None) -> list[str]:
     """The ``CREATE VIEW`` statements for ``results``, in an order that runs as written.
 
     Plain SQL, so the same views work in the ``duckdb`` CLI
     (``python -m stateaware.analysis views --sql > views.sql; duckdb -init views.sql``).
+    ``run_ids`` restricts every view to those runs (a report of chosen runs).
     """
     results = Path(results).resolve()
+    scope = ""
+    if run_ids is not None:
+        quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids) or "NULL"
+        scope = f" WHERE run_id IN ({quoted})"
     statements = []
     for table, schema in TABLES.items():
         name = "attempts" if table == "processes" else table
-        body = view_sql(results, table) if _has_parts(results / table) else _empty_sql(schema)
+        body = view_sql(results, table) + scope if _has_parts(results / table) else _empty_sql(schema)
         statements.append(f"CREATE VIEW {name} AS {body};")
     statements.append(
         "CREATE VIEW processes AS SELECT * FROM attempts "
@@ -70,11 +76,11 @@ def views_sql(results: Path | str) -> list[str]:
     if results.is_dir():
         for folder in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
             if folder.name not in TABLES and folder.name.isidentifier() and _has_parts(folder):
-                statements.append(f"CREATE VIEW {folder.name} AS {view_sql(results, folder.name)};")
+                statements.append(f"CREATE VIEW {folder.name} AS {view_sql(results, folder.name)}{scope};")
     return statements
 
 
-def connect(results: Path | str) -> duckdb.DuckDBPyConnection:
+def connect(results: Path | str, run_ids: Sequence[str] | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
     The connection itself can write; :mod:`stateaware.analysis.sql` is the read-only
@@ -83,6 +89,6 @@ def connect(results: Path | str) -> duckdb.DuckDBPyConnection:
     stays empty until the next ``connect``).
     """
     con = duckdb.connect(":memory:")
-    for statement in views_sql(results):
+    for statement in views_sql(results, run_ids):
         con.execute(statement)
     return con

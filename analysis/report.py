@@ -1,0 +1,136 @@
+"""``python -m stateaware.analysis report``: the Markdown report and figures of a results directory.
+
+For whatever cohorts the directory holds, the report takes the latest run of each cohort
+(or the runs named with ``--run-id``), verifies it (every process completed, one source
+hash, one card/plan digest, the expected rows, no duplicated parts — or, with
+``--partial``, says "partial" with the counts), computes the cohort's prespecified
+comparisons and writes them as the ``comparisons`` table, then renders each section
+whose rows are present. Sections are the modules in :data:`SECTIONS`; each computes its
+numbers in SQL from the records (the paper's figures appear only in columns labelled as
+the paper's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SECTIONS", "Section", "select_runs", "build_report", "main"]
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    module: str  # stateaware.analysis.<module>: render(con) -> str, optional figures(con, out) -> list[Path]
+    cohorts: tuple[str, ...]  # the cohorts whose runs feed it
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)", "finite",
+            ("derivative", "bytes", "engines", "joint_alias")),
+)
+
+
+def select_runs(con: Any, run_ids: list[str] | None = None) -> list[tuple[str, str, int, str]]:
+    """``(cohort, run_id, processes, config_yaml)`` of the named runs, else the latest run per cohort."""
+    rows = con.execute(
+        "SELECT cohort, run_id, processes, config_yaml, started_at FROM runs ORDER BY cohort, started_at"
+    ).fetchall()
+    if run_ids:
+        unknown = sorted(set(run_ids) - {r[1] for r in rows})
+        if unknown:
+            raise ValueError(f"--run-id {unknown} not in the results; runs there: {', '.join(r[1] for r in rows)}")
+        return [r[:4] for r in rows if r[1] in run_ids]
+    latest: dict[str, tuple] = {}
+    for row in rows:
+        latest[row[0]] = row[:4]  # rows are ordered by start time within a cohort
+    return list(latest.values())
+
+
+def _comparisons_of(config_yaml: str) -> list[Any]:
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(config_yaml)
+    return OmegaConf.to_container(config.cohort.comparisons, resolve=True) if "cohort" in config else []
+
+
+def build_report(results: Path | str, out: Path | str | None = None, *, run_ids: list[str] | None = None,
+                 allow_partial: bool = False, draws: int | None = None) -> Path:
+    """Write ``report.md`` (and figures) under ``out`` (default ``<results>/report``); return its path.
+
+    Raises :class:`~stateaware.analysis.verify.VerificationError` naming every problem
+    when a selected run is not fit for analysis and ``allow_partial`` is false.
+    """
+    from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
+    from stateaware.analysis.stats import DRAWS
+    from stateaware.analysis.verify import verify
+    from stateaware.analysis.views import connect
+
+    results = Path(results)
+    out = Path(out) if out is not None else results / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    selected = select_runs(connect(results), run_ids)
+    if not selected:
+        raise ValueError(f"no runs under {results}; launch a cohort first: python -m stateaware cohort=NAME out={results}")
+    chosen = [run_id for _, run_id, _, _ in selected]
+
+    con = connect(results, run_ids=chosen)
+    lines = ["# stateaware report", "", f"Results: `{results.resolve()}`", "",
+             "| cohort | run | processes | verification | source hash | hardware (scale) |",
+             "|---|---|---|---|---|---|"]
+    verification = verify(con, allow_partial=allow_partial)
+    for cohort, run_id, processes, config_yaml in selected:
+        run = verification.run(run_id)
+        hashes = con.execute("SELECT string_agg(DISTINCT left(source_hash, 12), ', ') FROM processes WHERE run_id = ?",
+                             [run_id]).fetchone()[0]
+        hardware = con.execute("SELECT any_value(hardware), any_value(scale) FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        lines.append(f"| {cohort} | `{run_id}` | {processes} | {run.label} | `{hashes}` | {hardware[0]} ({hardware[1]:g}) |")
+        comparisons = _comparisons_of(config_yaml)
+        if comparisons:
+            _, computed = compute_comparisons(con, run_id, comparisons, verification=verification,
+                                              draws=draws or DRAWS)
+            write_comparisons(results, computed, run=run)
+
+    con = connect(results, run_ids=chosen)  # now with the comparisons just written
+    present = {c for (c,) in con.execute("SELECT DISTINCT cohort FROM runs").fetchall()}
+    for section in SECTIONS:
+        if not present.intersection(section.cohorts):
+            continue
+        module = importlib.import_module(f"stateaware.analysis.{section.module}")
+        lines += ["", f"## {section.title}", "", module.render(con).strip()]
+        if hasattr(module, "figures"):
+            for path in module.figures(con, out):
+                lines += ["", f"![{path.stem}]({path.relative_to(out).as_posix()})"]
+    if verification.partial:
+        lines += ["", f"**Partial analysis:** {verification.label}; tables cover completed processes only."]
+    report = out / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N]``."""
+    import sys
+
+    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.verify import VerificationError
+
+    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis report", description=__doc__.split("\n")[0])
+    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
+                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
+    parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable); default: latest per cohort")
+    parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
+    parser.add_argument("--draws", type=int, default=None, help="bootstrap draws (default 20,000)")
+    args = parser.parse_args(argv)
+    try:
+        path = build_report(args.results or default_results(), args.out, run_ids=args.run_id,
+                            allow_partial=args.partial, draws=args.draws)
+    except (VerificationError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
