@@ -119,9 +119,9 @@ def retain(engine: str, trace: Trace) -> Retained:
     require_gradient_support(program)
     draws = [Draws(None if d.noise is None else d.noise.copy(), None if d.mask is None else d.mask.copy())
              for d in trace.draws]
+    if engine in ("eager", "whole", "guarded_region") and len(trace.prestates) != len(program.ops):
+        raise ValueError(f"engine {engine!r} keeps storage states; run execute(..., keep_prestates=True)")
     if engine == "eager":
-        if len(trace.prestates) != len(program.ops):
-            raise ValueError("eager retention needs the prestates: execute(..., keep_prestates=True)")
         state: dict[str, Any] = {"prestates": [p.copy() for p in trace.prestates]}
     elif engine == "whole":
         state = {"anchors": {seg.start: trace.prestates[seg.start].copy() for seg in program.segments}}
