@@ -451,18 +451,31 @@ def _source_with_filename(con: Any, table: str) -> str | None:
     sql = con.execute(
         "SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]
     ).fetchone()
-    if not sql or not sql[0]:
+    call = _read_parquet_call(sql[0]) if sql and sql[0] else None
+    # Rows are filtered by run id in every query here, so any filter the view adds
+    # around its read_parquet may be dropped when re-reading it for file names.
+    return None if call is None else call[:-1] + ", filename = true)"
+
+
+def _read_parquet_call(sql: str) -> str | None:
+    """The one ``read_parquet(...)`` call in a view's SQL, parentheses balanced; else None."""
+    starts = [m.start() for m in re.finditer(r"read_parquet\s*\(", sql, flags=re.IGNORECASE)]
+    if len(starts) != 1:
         return None
-    match = re.fullmatch(
-        r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+\S+\s+AS\s+SELECT\s+\*\s+FROM\s+"
-        r"(read_parquet\(.*\))\s*;?\s*",
-        sql[0],
-        flags=re.IGNORECASE | re.DOTALL,
-    )
-    if match is None:
-        return None
-    call = match.group(1)
-    return call[:-1] + ", filename = true)"
+    depth, quote = 0, None
+    for i in range(sql.index("(", starts[0]), len(sql)):
+        ch = sql[i]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return sql[starts[0] : i + 1]
+    return None
 
 
 def _short_path(path: str, table: str) -> str:

@@ -351,3 +351,16 @@ def test_a_partial_analysis_is_marked_and_counts_only_completed_processes(tmp_pa
     write_comparisons(tmp_path, [time], run=run)
     assert connect(tmp_path).execute("SELECT partial, processes, expected_processes FROM comparisons").fetchall() == [
         (True, 5, 6)]
+
+
+def test_the_analysis_modules_import_no_gpu_stack_and_defer_scipy_and_matplotlib():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import stateaware.analysis.stats, stateaware.analysis.verify, "
+        "stateaware.analysis.figures, stateaware.analysis.comparisons; "
+        "print(sorted(m for m in ('torch', 'jax', 'scipy', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"

@@ -226,3 +226,21 @@ def test_verify_reads_the_results_views_of_the_analysis_package(tmp_path):
     assert "attempts process 2: 1 row key(s) (process_index, attempt) appear up to 2 times" in message
     assert ("across parts processes/cohort=confirm44/run_id=r1/p000002-a002.parquet, "
             "processes/cohort=confirm44/run_id=r1/p000002-again.parquet\n") in message
+
+
+def test_a_duplicated_part_is_named_through_a_view_that_filters_runs(tmp_path):
+    write_run(tmp_path, processes=2)
+    w = RecordWriter(tmp_path, Identity("r1", "confirm44", 0, HASH, "cpu", 0.001))
+    w.write("timings", [{"method": "joint", "step": 0, "warmup": True, "step_ms": 1.0, "seed": 100,
+                         "workload": "feature_queue", "cell": "large_sparse"}], part="stray")
+    con = connect(tmp_path)
+    con.execute(
+        f"CREATE OR REPLACE VIEW timings AS SELECT * FROM read_parquet('{tmp_path}/timings/**/*.parquet', "
+        "union_by_name = true, hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}) WHERE run_id IN ('r1')"
+    )
+    with pytest.raises(VerificationError) as info:
+        verify(con)
+    assert ("timings process 0 method 'joint': 1 row key(s) (process_index, method, precision, warmup, step, "
+            "workload, cell, budget_bytes, seed) appear up to 2 times — a duplicated part across parts "
+            "timings/cohort=confirm44/run_id=r1/p000000-method=joint.parquet, "
+            "timings/cohort=confirm44/run_id=r1/p000000-stray.parquet") in str(info.value)
