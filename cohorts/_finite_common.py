@@ -11,6 +11,10 @@ Record convention (one row per program x method or check, ``backend='finite'``):
   marks an integer-write program refused by admission before execution.
 - ``max_error``: the largest absolute gradient difference from the forward-Jacobian
   reference (null for byte checks); ``tolerance``: the bound it was judged against.
+
+Each cohort's ``expand`` gives every process a contiguous slice ``[start, stop)`` of the
+program indices. The hardware profile and its scale do not change these programs: the
+finite domain is exact and small, and runs the paper's program counts on any CPU.
 """
 
 from __future__ import annotations

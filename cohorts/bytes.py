@@ -14,7 +14,7 @@ float cells and slots. Three rows per program (``check='bytes'``):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
 from stateaware.finite.generate import FAMILIES, random_program
@@ -31,7 +31,8 @@ _DIMENSIONS = (4, 8, 16)
 _OPERATIONS = (8, 12, 16)
 
 
-def program_for(index: int, first_seed: int, dimensions=_DIMENSIONS, operations=_OPERATIONS) -> Program:
+def program_for(index: int, first_seed: int, dimensions: Sequence[int] = _DIMENSIONS,
+                operations: Sequence[int] = _OPERATIONS) -> Program:
     """Program ``index`` of the suite (see the module docstring)."""
     return random_program(first_seed + index, int(dimensions[index % len(dimensions)]),
                           int(operations[(index // len(dimensions)) % len(operations)]),

@@ -14,7 +14,7 @@ Program ``i`` (seed ``first_seed + i``) has dimension ``dimensions[i % 3]``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -33,7 +33,8 @@ _DIMENSIONS = (4, 8, 16)
 _OPERATIONS = (8, 12, 16)
 
 
-def program_for(index: int, first_seed: int, dimensions=_DIMENSIONS, operations=_OPERATIONS) -> Program:
+def program_for(index: int, first_seed: int, dimensions: Sequence[int] = _DIMENSIONS,
+                operations: Sequence[int] = _OPERATIONS) -> Program:
     """Program ``index`` of the suite (see the module docstring)."""
     return random_program(first_seed + index, int(dimensions[index % len(dimensions)]),
                           int(operations[(index // len(dimensions)) % len(operations)]),

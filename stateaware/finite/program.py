@@ -127,9 +127,6 @@ class Alias:
                           strides=(self.stride,))
 
 
-Source = Union[Cells, Indexed]
-
-
 @dataclass(frozen=True)
 class Op:
     """One operation descriptor (see the module docstring for its semantics)."""
