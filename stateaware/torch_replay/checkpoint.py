@@ -168,7 +168,14 @@ def checkpoint(
     :class:`ReplayError` when the replay saves a different number or shape of tensors,
     or modifies a tensor after saving it.
 
-    Limits: ``use_reentrant=True`` is not supported. State reachable only through
+    Nesting: a checkpoint inside ``function`` works; the enclosing call must declare the
+    state its nested calls declare too, because its replay re-runs them (Rule 7) — Rule 6
+    reports it when it does not.
+
+    Limits: ``use_reentrant=True`` is not supported. Rule 6 sees writes through version
+    counters only: a kernel that updates a buffer without bumping its counter (PyTorch's
+    fused BatchNorm updates ``running_mean``/``running_var`` this way; its
+    ``num_batches_tracked`` write is what reveals the module) is not seen by itself. State reachable only through
     attributes of plain objects is not discovered. A declared tensor must not be a view
     (declare its base). Aliases of a declared tensor created before the call (other
     views of its storage) are not redirected during a whole replay. A ``Region`` must
@@ -270,6 +277,7 @@ class _Frame:
         self.counts: defaultdict[int, int] = defaultdict(int)
         self.replay_saved: list[tuple[torch.Tensor, int, int]] = []
         self.region_storages: set[int] = set()
+        self.live_ids = {id(e.live) for e in engines}
 
     def save_inputs(self, args: tuple, declared_ids: set[int]) -> None:
         self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
@@ -440,6 +448,10 @@ def _replay_pack(frame: _Frame, gid: int):
         kept = x
         if frame.region_storages and _storage_ptr(x) in frame.region_storages:
             kept = x.detach().clone()  # Rule 2: the redo will overwrite the live storage
+        elif id(x) in frame.live_ids:
+            # Rule 2: the declared tensor object itself; its `.data` is swapped back after the
+            # replay, so autograd gets an alias that keeps pointing at the replay's storage.
+            kept = x.detach()
         frame.replay_saved.append((x, x._version, index))
         holder = frame.holders[index]()
         if holder is not None:
