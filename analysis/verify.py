@@ -235,7 +235,7 @@ def _verify_run(
         if p < 0 or p >= expected:
             problems.append(f"{where}: process {p} is outside 0..{expected - 1} (runs declares {expected})")
         elif status != COMPLETED:
-            reason = f": {etype}: {_shorten(emsg)}" if etype or emsg else ""
+            reason = "".join(f": {part}" for part in (etype, _shorten(emsg)) if part)
             incomplete.append(f"{where}: process {p} ended {status!r} (attempt {attempt}){reason}")
     completed = tuple(p for p, (status, *_rest) in sorted(seen.items()) if status == COMPLETED and 0 <= p < expected)
     if incomplete and not allow_partial:
