@@ -195,7 +195,9 @@ def paired_ratio(
     caller aggregates a process's steps into its mean first). Values must be finite and
     positive. The interval is the percentile interval of the geometric mean over ``draws``
     resamples of processes, from ``scipy.stats.bootstrap`` (seeded by ``seed``). When every
-    per-process ratio is identical the result is exactly that ratio, as a point interval.
+    per-process ratio is identical the result is exactly that ratio, as a point interval,
+    returned without resampling (every resample would give it); ``draws`` and ``seed`` are
+    still recorded as requested.
 
     Limits: percentile intervals of a mean undercover slightly at small ``n`` (they use the
     plug-in spread, with no ``n/(n-1)`` or *t* correction); at 50 processes the loss is a
