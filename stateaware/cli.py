@@ -32,6 +32,7 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
     """Validate ``cfg``, then plan and launch its run; the process exit status."""
     from stateaware.launch.launcher import describe, launch, plan_run
     from stateaware.launch.manifest import collect_manifest, write_manifest
+    from stateaware.launch.snapshot import SnapshotError
     from stateaware.source import source_hash
 
     if OmegaConf.is_missing(cfg, "cohort"):
@@ -55,7 +56,11 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
     if len(pending) < len(plan.specs):
         print(f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
               f"{len(plan.specs)} processes already completed, launching {len(pending)}", file=sys.stderr)
-    summary = launch(cfg, plan, progress=progress)
+    try:
+        summary = launch(cfg, plan, progress=progress)
+    except SnapshotError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(describe(summary, plan))
     return summary.exit_code
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["SOURCE_SUFFIXES", "source_files", "source_hash"]
+__all__ = ["SOURCE_SUFFIXES", "source_files", "source_hash", "hash_files"]
 
 SOURCE_SUFFIXES = (".py", ".yaml", ".sql", ".json")
 
@@ -52,12 +53,17 @@ def source_files() -> list[tuple[str, Path]]:
     return sorted(files.items())
 
 
-def source_hash() -> str:
-    """SHA-256 (hex) over :func:`source_files`; see the module docstring for the rule."""
+def hash_files(named: Iterable[tuple[str, Path]]) -> str:
+    """SHA-256 (hex) over ``(name, path)`` pairs in name order: name, NUL, length, NUL, bytes."""
     digest = hashlib.sha256()
-    for name, path in source_files():
+    for name, path in sorted(named):
         data = path.read_bytes()
         digest.update(name.encode())
         digest.update(b"\0%d\0" % len(data))
         digest.update(data)
     return digest.hexdigest()
+
+
+def source_hash() -> str:
+    """SHA-256 (hex) over :func:`source_files`; see the module docstring for the rule."""
+    return hash_files(source_files())

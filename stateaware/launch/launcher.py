@@ -16,6 +16,7 @@ counts as done only if its latest ``processes`` row says ``completed``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from stateaware.launch.snapshot import python_path_first, take_snapshot
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, attempts_so_far, identity_of, run_one_process, status_row
 from stateaware.records.writer import RecordWriter
@@ -153,25 +155,33 @@ def _executor(cfg: DictConfig, folder: Path, timing: bool) -> Any:
 
 
 def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
-    """Run every pending process of ``plan``; return how each ended. Never raises for a process."""
+    """Run every pending process of ``plan``; return how each ended. Never raises for a process.
+
+    Unless ``launcher.snapshot=false`` (or ``launcher=inline``), processes import the code
+    from a snapshot taken now (:mod:`stateaware.launch.snapshot`), so edits made while
+    processes wait do not change what they run. Raises ``SnapshotError`` before launching
+    anything if the code changes while the snapshot is taken.
+    """
     summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending))
     pending = plan.pending
     if not pending:
         return summary
     timing = pending[0].timing
-    folder = plan.out / ".submitit" / plan.run_id
-    executor = _executor(cfg, folder, timing)
+    use_snapshot = cfg.launcher.snapshot and cfg.launcher.name != "inline"
+    code = python_path_first(take_snapshot(plan.out, plan.source_hash)) if use_snapshot else contextlib.nullcontext()
+    executor = _executor(cfg, plan.out / ".submitit" / plan.run_id, timing)
     bar = _progress(len(pending), plan.cohort, enabled=progress)
-    try:
-        if cfg.launcher.name == "slurm":
-            from stateaware.launch.slurm import run_array
+    with code:
+        try:
+            if cfg.launcher.name == "slurm":
+                from stateaware.launch.slurm import run_array
 
-            run_array(executor, pending, summary, lambda r: _advance(bar, summary, r), poll_s=cfg.launcher.poll_s)
-        else:
-            _run_throttled(executor, pending, summary, bar, limit=max_parallel(cfg, timing),
-                           inline=cfg.launcher.name == "inline", poll_s=cfg.launcher.poll_s)
-    finally:
-        bar.close()
+                run_array(executor, pending, lambda r: _advance(bar, summary, r), poll_s=cfg.launcher.poll_s)
+            else:
+                _run_throttled(executor, pending, summary, bar, limit=max_parallel(cfg, timing),
+                               inline=cfg.launcher.name == "inline", poll_s=cfg.launcher.poll_s)
+        finally:
+            bar.close()
     return summary
 
 

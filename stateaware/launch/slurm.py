@@ -54,7 +54,7 @@ def slurm_executor(cfg: DictConfig, folder: Path, timing: bool) -> Any:
     return executor
 
 
-def run_array(executor: Any, pending: list[ProcessSpec], summary: Any,
+def run_array(executor: Any, pending: list[ProcessSpec],
               on_result: Callable[[ProcessResult], None], *, poll_s: float) -> None:
     """Submit ``pending`` as one job array and report each process as it ends."""
     from stateaware.launch.launcher import collect
