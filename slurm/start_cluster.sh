@@ -46,6 +46,9 @@ export SLURM_CONF="$SLURM_CONF_PATH"
 
 _log() { printf '[start_cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+# _die: a usage or setup error, where daemon logs would only bury the message.
+_die() { printf '[start_cluster] ERROR: %s\n' "$*" >&2; exit 1; }
+
 _fail() {
     # Print the reason, then the tail of every daemon log, so CI output shows the cause.
     printf '[start_cluster] ERROR: %s\n' "$*" >&2
@@ -66,7 +69,9 @@ _pid_alive() {
     [ -s "$pidfile" ] || return 1
     pid="$(tr -dc '0-9' <"$pidfile")"
     [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
-    [ "$(cat "/proc/$pid/comm")" = "$name" ]
+    [ "$(cat "/proc/$pid/comm")" = "$name" ] || return 1
+    # A zombie (exited, not yet reaped by PID 1, which here may reap late) is not running.
+    [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null)" != Z ]
 }
 
 # _wait_for NAME WHAT COMMAND...: retry COMMAND every 0.2 s until it succeeds; fail
@@ -92,13 +97,19 @@ _install_packages() {
     [ "${#missing[@]}" -eq 0 ] && return 0
     _log "installing ${missing[*]} (apt-get)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    local aptlog
+    aptlog="$(mktemp /tmp/stateaware-slurm-apt.XXXXXX)"
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+        >"$aptlog" 2>&1; then
+        tail -n 40 "$aptlog" >&2
+        _die "apt-get could not install ${missing[*]} (full log: $aptlog)"
+    fi
+    rm -f "$aptlog"
 }
 
 # ---------------------------------------------------------------------------- state dir
 _make_state_dirs() {
-    mkdir -p "$STATE"/{pids,log,slurmctld,slurmd,mysql}
+    mkdir -p "$STATE"/{pids,run,log,slurmctld,slurmd,mysql}
     chmod 755 "$STATE"
     # munged refuses a key dir or socket dir that others can write, and wants to own its
     # key: key + seed in a 0700 dir, socket in a 0755 dir so any local user can submit.
@@ -128,7 +139,9 @@ _node_line() {
     _field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$probe"; }
     cpus="$(_field CPUs)"; boards="$(_field Boards)"; sockets="$(_field SocketsPerBoard)"
     cores="$(_field CoresPerSocket)"; threads="$(_field ThreadsPerCore)"; mem="$(_field RealMemory)"
-    [ -n "$cpus" ] && [ -n "$mem" ] || _fail "could not read the node shape from 'slurmd -C': $probe"
+    if [ -z "$cpus" ] || [ -z "$mem" ]; then
+        _die "could not read the node shape from 'slurmd -C': $probe"
+    fi
     printf 'NodeName=%s NodeAddr=127.0.0.1 NodeHostname=%s CPUs=%s Boards=%s SocketsPerBoard=%s CoresPerSocket=%s ThreadsPerCore=%s RealMemory=%s Gres=gpu:1 State=UNKNOWN' \
         "$NODE" "$NODE" "$cpus" "$boards" "$sockets" "$cores" "$threads" "$((mem / 2))"
 }
@@ -146,8 +159,10 @@ AuthInfo=socket=$STATE/munge/run/munge.socket
 CredType=cred/munge
 StateSaveLocation=$STATE/slurmctld
 SlurmdSpoolDir=$STATE/slurmd
-SlurmctldPidFile=$STATE/pids/slurmctld.pid
-SlurmdPidFile=$STATE/pids/slurmd.pid
+# The daemons' own PID files (each removes its file on exit); ours, written at spawn,
+# are in $STATE/pids and are what the stop script reads.
+SlurmctldPidFile=$STATE/run/slurmctld.pid
+SlurmdPidFile=$STATE/run/slurmd.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd.log
 SlurmctldDebug=info
@@ -185,6 +200,8 @@ AccountingStoragePass=$STATE/munge/run/munge.socket
 AccountingStorageTRES=gres/gpu
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
+# No mail on this machine; the default /usr/bin/mail is absent and logs an error.
+MailProg=/bin/true
 $NODE_LINE
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -208,7 +225,7 @@ AuthInfo=socket=$STATE/munge/run/munge.socket
 DbdHost=localhost
 DbdAddr=127.0.0.1
 SlurmUser=root
-PidFile=$STATE/pids/slurmdbd.pid
+PidFile=$STATE/run/slurmdbd.pid
 LogFile=$STATE/log/slurmdbd.log
 DebugLevel=info
 # MariaDB listens on a Unix socket only (skip-networking); slurmdbd reaches it through
@@ -231,7 +248,7 @@ _write_config() {
             return 0
         fi
         if ! grep -qF "$MARKER" "$path" && [ "${STATEAWARE_SLURM_OVERWRITE:-0}" != 1 ]; then
-            _fail "$path exists and was not written by this script; refusing to replace it" \
+            _die "$path exists and was not written by this script; refusing to replace it" \
                 "(set STATEAWARE_SLURM_OVERWRITE=1 to replace it, or SLURM_CONF=/other/dir/slurm.conf)"
         fi
     fi
@@ -261,11 +278,11 @@ _write_configs() {
 _spawn() {
     local name="$1"; shift
     setsid "$@" </dev/null >>"$STATE/log/$name.out" 2>&1 &
-    local pid=$! i
+    local pid=$!
     echo "$pid" >"$STATE/pids/$name.pid"
     # The PID is ours from the fork, but its name is "setsid"/"env"/"setpriv" until the
     # exec chain reaches the daemon; wait for that so _pid_alive can check the name.
-    for i in $(seq 100); do
+    for _ in $(seq 100); do
         _pid_alive "$name" && return 0
         kill -0 "$pid" 2>/dev/null || _fail "$name exited at startup"
         sleep 0.05
@@ -351,13 +368,15 @@ _start_slurmd() {
 # Used only to restart a daemon whose config changed; slurm/stop_cluster.sh is the way
 # to stop the cluster.
 _stop_daemon() {
-    local name="$1" pid i
+    local name="$1" pid
     _pid_alive "$name" || return 0
     pid="$(tr -dc '0-9' <"$STATE/pids/$name.pid")"
     _log "restarting $name (config changed)"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    # slurmctld saves its state on the way out; give it up to 15 s.
+    for _ in $(seq 150); do _pid_alive "$name" || return 0; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.2
 }
 
 _node_state() { sinfo -h -n "$NODE" -o '%t' 2>/dev/null | head -n 1; }
@@ -374,6 +393,7 @@ _wait_node_up() {
     local deadline=$((SECONDS + TIMEOUT_S)) state resumed=0
     until _node_up; do
         _pid_alive slurmd || _fail "slurmd exited before node $NODE came up"
+        _pid_alive slurmctld || _fail "slurmctld exited before node $NODE came up"
         state="$(_node_state)"
         # A node left down/drained by an earlier run (e.g. slurmd killed mid-job) comes
         # back once slurmd has registered; resume it once rather than wait forever.
@@ -391,7 +411,7 @@ _wait_node_up() {
 }
 
 main() {
-    [ "$(id -u)" = 0 ] || { echo "start_cluster.sh must run as root" >&2; exit 1; }
+    [ "$(id -u)" = 0 ] || _die "start_cluster.sh must run as root (it installs packages and starts daemons)"
     _install_packages
     _make_state_dirs
     _write_configs

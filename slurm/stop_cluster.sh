@@ -44,23 +44,23 @@ _cancel_jobs() {
     _log "cancelling $(wc -w <<<"$jobs") queued/running job(s)"
     # shellcheck disable=SC2086
     scancel $jobs 2>/dev/null || true
-    # Give slurmd a moment to signal the jobs' processes (KillWait is 2 s in our config).
-    local i
-    for i in $(seq 50); do
+    # Wait for the jobs to leave the queue: KillWait is 2 s in our config, but a task
+    # started through srun lingers ~7 s in COMPLETING while its step gives up on srun.
+    for _ in $(seq 150); do
         [ -z "$(squeue -h -o '%i' 2>/dev/null)" ] && return 0
         sleep 0.1
     done
 }
 
 _stop() {
-    local name="$1" pid i
+    local name="$1" pid
     if ! pid="$(_our_pid "$name")"; then
         rm -f "$STATE/pids/$name.pid"
         return 0
     fi
     _log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq $((GRACE_S * 10))); do
+    for _ in $(seq $((GRACE_S * 10))); do
         _running "$pid" || break
         sleep 0.1
     done

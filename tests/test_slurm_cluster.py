@@ -285,7 +285,12 @@ def test_gpus_per_node_is_scheduled_through_the_fake_gres(executor):
     assert env["SLURM_JOB_GPUS"] == "0"
     assert env["CUDA_VISIBLE_DEVICES"] == "0"
     assert env["SLURM_GPUS_ON_NODE"] == "1"
-    alloc = _run("sacct", "-X", "-n", "-P", "-j", job.job_id, "-o", "AllocTRES")
+    # The accounting DB records the GPU too (AccountingStorageTRES=gres/gpu); it may lag.
+    alloc = _wait_until(
+        f"sacct to record the allocation of {job.job_id}",
+        lambda: _run("sacct", "-X", "-n", "-P", "-j", job.job_id, "-o", "AllocTRES").strip(),
+        timeout=30,
+    )
     assert "gres/gpu=1" in alloc.split(",")
 
 
