@@ -59,7 +59,7 @@ def status_row(spec: ProcessSpec, status: str, attempt: int, started: datetime, 
         "node": socket.gethostname(),
         "pid": pid if pid is not None else os.getpid(),
         "launcher": spec.launcher,
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": slurm_job_id(),
         "slurm_array_task_id": _int_or_none(os.environ.get("SLURM_ARRAY_TASK_ID")),
         "started_at": started,
         "finished_at": finished,
@@ -110,6 +110,14 @@ def _remove_stale_temporaries(spec: ProcessSpec) -> None:
         if run_dir.is_dir():
             for tmp in run_dir.glob(f"{prefix}*.tmp-*"):
                 tmp.unlink(missing_ok=True)
+
+
+def slurm_job_id() -> str | None:
+    """This process's Slurm job id as ``squeue``/``scancel`` name it: ``<array>_<task>`` in an array."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID")
 
 
 def _int_or_none(text: str | None) -> int | None:
