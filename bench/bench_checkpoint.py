@@ -1,0 +1,216 @@
+"""Benchmark the transactional checkpoint, side by side in one run.
+
+Part 1 — no declared state: ``stateaware.torch_replay.checkpoint`` vs
+``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` on an MLP whose blocks are
+all checkpointed. Steps alternate between the two methods (ABAB...), so drift in a
+shared machine's load hits both; the figure is the geometric mean of the paired
+per-step ratios (target: at most 1.05).
+
+Part 2 — a declared state buffer (64 MiB by default): ``preserve="whole"`` vs
+``preserve="region"`` with ``L`` live segments per step, each reading the buffer and
+writing a fraction ``f`` of its rows (contiguous, ring-buffer style); a segment's
+``Region`` is the union of its own and every later segment's rows. Reported: median
+step time and measured peak, and their region/whole ratios, for f = 0.001 and 1.
+
+Peaks are measured, never predicted: on CUDA ``torch.cuda.max_memory_allocated`` above
+the memory allocated before the steps; on CPU the Linux resident-set high-water mark
+(``VmHWM``, reset through ``/proc/self/clear_refs``) above the resident set before the
+steps — it includes allocator and page-granularity effects, so small differences are
+noise, while a 64 MiB snapshot per segment is not.
+
+Usage: ``python bench/bench_checkpoint.py [--device cpu|cuda] [--steps 20] [--warmup 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from stateaware.torch_replay import Region, checkpoint
+
+#: Per-step ratio target for part 1 (the issue's acceptance bound).
+OVERHEAD_TARGET = 1.05
+
+
+@dataclass(frozen=True)
+class Measurement:
+    method: str
+    step_ms: list[float]
+    peak_bytes: int | None
+    peak_source: str
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.step_ms)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --------------------------------------------------------------------------- peaks
+
+class _Peak:
+    """Peak bytes above the level at ``start``; CUDA allocator or CPU VmHWM."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.source = "cuda_allocator" if device.type == "cuda" else "linux_vmhwm"
+
+    def start(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+            return
+        try:
+            with open("/proc/self/clear_refs", "w") as handle:
+                handle.write("5")  # resets VmHWM to the current VmRSS
+        except OSError:
+            self.source = "unavailable"
+        self.base = _status_kib("VmRSS") * 1024
+
+    def stop(self) -> int | None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            return torch.cuda.max_memory_allocated(self.device) - self.base
+        if self.source == "unavailable":
+            return None
+        return _status_kib("VmHWM") * 1024 - self.base
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+# --------------------------------------------------------------------------- part 1
+
+def bench_overhead(device: torch.device, steps: int, warmup: int, width: int, batch: int, blocks: int):
+    torch.manual_seed(0)
+    net = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width))
+                        for _ in range(blocks)).to(device)
+    x = torch.randn(batch, width, device=device)
+
+    def step(method: str) -> float:
+        net.zero_grad(set_to_none=True)
+        _sync(device)
+        start = time.perf_counter()
+        h = x
+        for block in net:
+            if method == "torch":
+                h = torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False)
+            else:
+                h = checkpoint(block, h)
+        h.square().mean().backward()
+        _sync(device)
+        return (time.perf_counter() - start) * 1e3
+
+    for _ in range(warmup):
+        step("torch"), step("stateaware")
+    times: dict[str, list[float]] = {"torch": [], "stateaware": []}
+    for i in range(steps):
+        order = ("torch", "stateaware") if i % 2 == 0 else ("stateaware", "torch")
+        for method in order:
+            times[method].append(step(method))
+    ratios = [a / b for a, b in zip(times["stateaware"], times["torch"])]
+    geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
+    return times, geo
+
+
+# --------------------------------------------------------------------------- part 2
+
+def bench_state(device: torch.device, steps: int, warmup: int, buffer_mib: int, width: int,
+                segments: int, fraction: float, preserve: str) -> Measurement:
+    rows_total = buffer_mib * 2**20 // (width * 4)
+    torch.manual_seed(0)
+    queue = torch.randn(rows_total, width, device=device) * 0.1
+    weights = [torch.randn(width, width, device=device, requires_grad=True) * 0.05 for _ in range(segments)]
+    weights = [w.detach().requires_grad_() for w in weights]
+    x = torch.randn(64, width, device=device)
+    k = max(1, round(fraction * rows_total))
+    writes = [(torch.arange(k, device=device) + i * k) % rows_total for i in range(segments)]
+    # A segment's journal covers its own and every later segment's rows (paper §3.1); the
+    # schedule is known in advance, so the unions are built once, outside the step.
+    unions = [torch.unique(torch.cat(writes[i:])) for i in range(segments)]
+    read_rows = torch.arange(0, rows_total, max(1, rows_total // 256), device=device)
+
+    def seg(h: torch.Tensor, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        r = torch.tanh(h @ w + queue.index_select(0, read_rows).mean(0))
+        with torch.no_grad():
+            queue.index_copy_(0, rows, r.detach().mean(0).expand(rows.numel(), width))
+        return r
+
+    def step() -> float:
+        for w in weights:
+            w.grad = None
+        _sync(device)
+        start = time.perf_counter()
+        h = x
+        for i in range(segments):
+            state = [Region(queue, unions[i])] if preserve == "region" else [queue]
+            h = checkpoint(seg, h, weights[i], writes[i], state=state, preserve=preserve)
+        h.square().mean().backward()
+        _sync(device)
+        return (time.perf_counter() - start) * 1e3
+
+    for _ in range(warmup):
+        step()
+    peak = _Peak(device)
+    peak.start()
+    times = [step() for _ in range(steps)]
+    return Measurement(preserve, times, peak.stop(), peak.source)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--width", type=int, default=512, help="part 1 MLP width")
+    parser.add_argument("--batch", type=int, default=128, help="part 1 batch")
+    parser.add_argument("--blocks", type=int, default=6, help="part 1 checkpointed blocks")
+    parser.add_argument("--buffer-mib", type=int, default=64, help="part 2 declared buffer size")
+    parser.add_argument("--row-width", type=int, default=256, help="part 2 buffer row width (float32)")
+    parser.add_argument("--segments", type=int, default=4, help="part 2 live segments per step")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}")
+
+    times, geo = bench_overhead(device, args.steps, args.warmup, args.width, args.batch, args.blocks)
+    print(f"\n[1] no declared state: MLP {args.blocks} x (Linear {args.width} + GELU + Linear), batch {args.batch}; "
+          f"{args.steps} paired steps")
+    for method, t in times.items():
+        print(f"    {method:>10}: median step {statistics.median(t):8.2f} ms")
+    print(f"    stateaware / torch step time: geometric mean of paired ratios {geo:.4f} "
+          f"({'within' if geo <= OVERHEAD_TARGET else 'ABOVE'} the {OVERHEAD_TARGET} target)")
+
+    print(f"\n[2] declared {args.buffer_mib} MiB buffer, {args.segments} live segments, whole vs region; "
+          f"{args.steps} steps each")
+    for fraction in (0.001, 1.0):
+        whole = bench_state(device, args.steps, args.warmup, args.buffer_mib, args.row_width, args.segments,
+                            fraction, "whole")
+        region = bench_state(device, args.steps, args.warmup, args.buffer_mib, args.row_width, args.segments,
+                             fraction, "region")
+        for m in (whole, region):
+            peak = f"{m.peak_bytes / 2**20:9.2f} MiB" if m.peak_bytes is not None else "      n/a"
+            print(f"    f={fraction:<6} {m.method:>6}: median step {m.median_ms:8.2f} ms, peak above start {peak} "
+                  f"({m.peak_source})")
+        time_ratio = region.median_ms / whole.median_ms
+        peak_ratio = (region.peak_bytes / whole.peak_bytes
+                      if region.peak_bytes is not None and whole.peak_bytes else float("nan"))
+        print(f"    f={fraction:<6} region/whole: time {time_ratio:.4f}, peak {peak_ratio:.4f}")
+
+
+if __name__ == "__main__":
+    main()
