@@ -11,6 +11,8 @@ Commands::
         for the plain duckdb CLI: `duckdb -init views.sql`
     report [--results DIR] ...
         write the Markdown report and figures (see `report --help`)
+    status [--results DIR] [--run-id ID]
+        per process: latest recorded status and attempt, Slurm job id and state
 
 ``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
 ``out``. This command never imports torch or jax.
@@ -81,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.report import main as report_main
 
         return report_main(argv[1:])
+    if argv[:1] == ["status"]:  # its own parser: see stateaware.analysis.status
+        from stateaware.analysis.status import main as status_main
+
+        return status_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -98,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     views.set_defaults(func=_views)
 
     commands.add_parser("report", help="write the Markdown report and figures (report --help)")
+    commands.add_parser("status", help="each process's state from the records and from Slurm (status --help)")
 
     args = parser.parse_args(argv)
     if args.results is None:

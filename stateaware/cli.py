@@ -61,6 +61,11 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
     except SnapshotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not cfg.wait:
+        print(f"{plan.cohort}: run {plan.run_id}: {len(summary.submitted)} processes queued or running on Slurm "
+              f"(jobs {', '.join(summary.submitted)}); follow them with: python -m stateaware.analysis status "
+              f"--results {plan.out}; re-run this command to collect and resubmit what is missing")
+        return 0
     print(describe(summary, plan))
     return summary.exit_code
 

@@ -60,6 +60,7 @@ class Summary:
     cohort: str
     results: list[ProcessResult] = field(default_factory=list)
     skipped: int = 0  # already completed in an earlier launch
+    submitted: list[str] = field(default_factory=list)  # Slurm job ids in flight (launcher=slurm)
 
     @property
     def counts(self) -> Counter:
@@ -176,7 +177,9 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
             if cfg.launcher.name == "slurm":
                 from stateaware.launch.slurm import run_array
 
-                run_array(executor, pending, lambda r: _advance(bar, summary, r), poll_s=cfg.launcher.poll_s)
+                summary.submitted = run_array(executor, pending, lambda r: _advance(bar, summary, r),
+                                              poll_s=cfg.launcher.poll_s, out=plan.out, run_id=plan.run_id,
+                                              wait=cfg.wait)
             else:
                 _run_throttled(executor, pending, summary, bar, limit=max_parallel(cfg, timing),
                                inline=cfg.launcher.name == "inline", poll_s=cfg.launcher.poll_s)
@@ -215,10 +218,15 @@ def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
         exc: BaseException | None = None
     except Exception as error:  # noqa: BLE001 - the job died: record it, keep going
         message, exc = f"died without recording a status: {error}", error
+    # A scheduler that ended the job on purpose (scancel, preemption) is not a crash.
+    state = str(getattr(job, "state", "") or "").upper()
+    status = "cancelled" if state.startswith(("CANCELLED", "PREEMPTED")) else "lost"
     attempt = attempts_so_far(spec) + 1
-    row = status_row(spec, "lost", attempt, datetime.now(timezone.utc), pid=_job_pid(job), exc=exc, message=message)
+    row = status_row(spec, status, attempt, datetime.now(timezone.utc), pid=_job_pid(job), exc=exc, message=message)
+    if status == "cancelled" or spec.launcher == "slurm":
+        row.update(node=None, slurm_job_id=str(job.job_id))
     RecordWriter(spec.out, identity_of(spec)).write("processes", [row], part=f"a{attempt:03d}")
-    return ProcessResult(spec.process_index, "lost", attempt, row["pid"], message)
+    return ProcessResult(spec.process_index, status, attempt, row["pid"], message)
 
 
 def _job_pid(job: Any) -> int:

@@ -1,7 +1,22 @@
-"""Slurm through submitit: one job array per launch, throttled by ``array_parallelism``."""
+"""Slurm through submitit: one job array per launch, throttled by ``array_parallelism``.
+
+Each array task runs :class:`RequeueableProcess`, a submitit ``Checkpointable``: when
+Slurm preempts a task or it reaches its time limit, submitit's signal handler requeues it
+with the same spec, and the requeued attempt replaces (never duplicates) the parts the
+first one wrote, since part names are deterministic. ``scontrol requeue`` restarts a task
+the same way. Attempts are counted from the status rows and from Slurm's own
+``SLURM_RESTART_COUNT`` (a killed attempt writes no row).
+
+Submissions are written to ``OUT/.submitit/<run_id>/submissions.json`` (process index →
+Slurm job id), so ``wait=false`` can return at once and a later run of the same command,
+or ``python -m stateaware.analysis status``, can find what is still queued or running.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -11,7 +26,8 @@ from omegaconf import DictConfig
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, run_one_process
 
-__all__ = ["slurm_executor", "slurm_parameters", "run_array"]
+__all__ = ["slurm_executor", "slurm_parameters", "submit_array", "run_array", "RequeueableProcess",
+           "submissions_path", "read_submissions", "slurm_states", "IN_FLIGHT"]
 
 # Our launcher field -> submitit SlurmExecutor parameter.
 _FIELDS = {
@@ -24,6 +40,23 @@ _FIELDS = {
     "exclusive": "exclusive",
     "array_parallelism": "array_parallelism",
 }
+
+#: Slurm states of a task that has not finished yet (sacct/squeue spelling).
+IN_FLIGHT = ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING",
+             "REQUEUE_HOLD", "REQUEUE_FED")
+
+
+def _requeueable_base() -> type:
+    import submitit
+
+    return submitit.helpers.Checkpointable
+
+
+class RequeueableProcess(_requeueable_base()):  # type: ignore[misc]
+    """``run_one_process`` as a submitit Checkpointable: requeued on preemption or timeout."""
+
+    def __call__(self, spec: ProcessSpec) -> ProcessResult:
+        return run_one_process(spec)
 
 
 def slurm_parameters(cfg: DictConfig, timing: bool) -> dict[str, Any]:
@@ -49,21 +82,99 @@ def slurm_parameters(cfg: DictConfig, timing: bool) -> dict[str, Any]:
 def slurm_executor(cfg: DictConfig, folder: Path, timing: bool) -> Any:
     import submitit
 
+    if shutil.which("sbatch") is None:
+        raise RuntimeError("launcher=slurm needs Slurm's sbatch on PATH; on one machine try "
+                           "launcher=local, or start a test cluster with slurm/start_cluster.sh")
     executor = submitit.SlurmExecutor(folder=folder)
     executor.update_parameters(**slurm_parameters(cfg, timing))
     return executor
 
 
-def run_array(executor: Any, pending: list[ProcessSpec],
-              on_result: Callable[[ProcessResult], None], *, poll_s: float) -> None:
-    """Submit ``pending`` as one job array and report each process as it ends."""
+def submissions_path(out: Path | str, run_id: str) -> Path:
+    return Path(out) / ".submitit" / run_id / "submissions.json"
+
+
+def read_submissions(out: Path | str, run_id: str) -> dict[int, str]:
+    """Process index → Slurm job id of the latest submission of each process of a run."""
+    path = submissions_path(out, run_id)
+    return {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+
+
+def _record_submissions(out: Path | str, run_id: str, jobs: dict[int, str]) -> None:
+    path = submissions_path(out, run_id)
+    merged = {**read_submissions(out, run_id), **jobs}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({str(k): v for k, v in sorted(merged.items())}, indent=1))
+    tmp.replace(path)
+
+
+def slurm_states(job_ids: list[str]) -> dict[str, str]:
+    """Slurm's state of each job id (``sacct``, falling back to ``squeue``); unknown ids omitted."""
+    if not job_ids or shutil.which("sacct") is None:
+        return {}
+    states: dict[str, str] = {}
+    try:
+        out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(job_ids)],
+                             capture_output=True, text=True, timeout=30).stdout
+        for line in out.splitlines():
+            job, _, state = line.partition("|")
+            states[job.strip()] = state.split()[0] if state else ""
+    except (OSError, subprocess.SubprocessError):
+        pass
+    missing = [j for j in job_ids if j not in states]
+    if missing and shutil.which("squeue"):
+        try:
+            out = subprocess.run(["squeue", "-h", "-o", "%i|%T", "-j", ",".join(missing)],
+                                 capture_output=True, text=True, timeout=30).stdout
+            for line in out.splitlines():
+                job, _, state = line.partition("|")
+                states[job.strip()] = state.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return states
+
+
+def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec]) -> list[Any]:
+    """Submit ``pending`` as one job array; record and return the submitit jobs."""
+    jobs = executor.map_array(RequeueableProcess(), pending)
+    _record_submissions(out, run_id, {spec.process_index: job.job_id for spec, job in zip(pending, jobs)})
+    return jobs
+
+
+def in_flight(out: Path | str, run_id: str, indices: list[int]) -> dict[int, str]:
+    """Of ``indices``, the processes whose latest Slurm job is still queued or running → job id."""
+    submitted = read_submissions(out, run_id)
+    jobs = {i: submitted[i] for i in indices if i in submitted}
+    states = slurm_states(list(jobs.values()))
+    return {i: job for i, job in jobs.items() if states.get(job, "").split(" ")[0] in IN_FLIGHT}
+
+
+def run_array(executor: Any, pending: list[ProcessSpec], on_result: Callable[[ProcessResult], None], *,
+              poll_s: float, out: Path | str, run_id: str, wait: bool = True) -> list[str]:
+    """Submit the pending processes that are not already queued, as one job array.
+
+    Processes whose earlier submission is still queued or running are not submitted again;
+    with ``wait`` they are waited for with the new ones, each reported to ``on_result`` as it
+    ends. Returns the Slurm job ids of the processes now in flight (new and earlier).
+    """
+    import submitit
+
     from stateaware.launch.launcher import collect
 
-    jobs = executor.map_array(run_one_process, pending)
-    running = dict(zip(jobs, pending))
-    while running:
-        finished = [job for job in running if job.done()]
+    queued = in_flight(out, run_id, [s.process_index for s in pending])
+    fresh = [s for s in pending if s.process_index not in queued]
+    jobs = dict(zip(submit_array(executor, out, run_id, fresh), fresh)) if fresh else {}
+    by_index = {s.process_index: s for s in pending}
+    for index, job_id in queued.items():
+        jobs[submitit.SlurmJob(folder=executor.folder, job_id=job_id)] = by_index[index]
+    ids = [job.job_id for job in jobs]
+    if not wait:
+        return ids
+    while jobs:
+        finished = [job for job in jobs if job.done()]
         for job in finished:
-            on_result(collect(job, running.pop(job)))
-        if running and not finished:
-            time.sleep(max(poll_s, 1.0))  # sacct is polled by submitit; do not hammer it
+            on_result(collect(job, jobs.pop(job)))
+        if jobs and not finished:
+            time.sleep(max(poll_s, 1.0))  # submitit polls sacct; do not hammer the controller
+    return ids

@@ -44,9 +44,14 @@ def identity_of(spec: ProcessSpec) -> Identity:
 
 
 def attempts_so_far(spec: ProcessSpec) -> int:
-    """How many attempts of this process already wrote a status row."""
+    """How many attempts of this process came before this one.
+
+    Counted from the status rows, and from Slurm's ``SLURM_RESTART_COUNT`` when a task was
+    requeued: an attempt killed by a requeue or preemption writes no row of its own.
+    """
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
-    return len(list(folder.glob(f"p{spec.process_index:06d}-a*.parquet")))
+    rows = len(list(folder.glob(f"p{spec.process_index:06d}-a*.parquet")))
+    return max(rows, _int_or_none(os.environ.get("SLURM_RESTART_COUNT")) or 0)
 
 
 def status_row(spec: ProcessSpec, status: str, attempt: int, started: datetime, *, pid: int | None = None,

@@ -1,0 +1,56 @@
+"""``python -m stateaware.analysis status``: each process's state from the records and from Slurm.
+
+For every run in the results (or those named), one row per expected process: its latest
+recorded status and attempt, and — for processes submitted to Slurm — the job id and the
+scheduler's current state, so a detached cohort (``wait=false``) can be followed until
+its records land. A process with no status row yet shows ``-``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["status_rows", "main"]
+
+COLUMNS = ["cohort", "run_id", "process_index", "status", "attempt", "slurm_job_id", "slurm_state"]
+
+
+def status_rows(results: Path | str, run_ids: list[str] | None = None) -> list[tuple]:
+    """Rows of :data:`COLUMNS`, one per expected process of each selected run."""
+    from stateaware.analysis.views import connect
+    from stateaware.launch.slurm import read_submissions, slurm_states
+
+    con = connect(results, run_ids=run_ids)
+    runs = con.execute("SELECT cohort, run_id, processes FROM runs ORDER BY cohort, started_at").fetchall()
+    recorded = {(r, i): (s, a) for r, i, s, a in
+                con.execute("SELECT run_id, process_index, status, attempt FROM processes").fetchall()}
+    rows = []
+    for cohort, run_id, processes in runs:
+        jobs = read_submissions(results, run_id)
+        states = slurm_states(list(jobs.values()))
+        for index in range(processes):
+            status, attempt = recorded.get((run_id, index), ("-", None))
+            job = jobs.get(index)
+            rows.append((cohort, run_id, index, status, attempt, job, states.get(job) if job else None))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.sql import format_result
+
+    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
+    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
+                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+    parser.add_argument("--run-id", action="append", default=None, help="only this run (repeatable)")
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    args = parser.parse_args(argv)
+    rows = status_rows(args.results or default_results(), args.run_id)
+    print(format_result(COLUMNS, rows, args.format))
+    return 0 if all(r[3] == "completed" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
