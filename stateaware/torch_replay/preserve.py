@@ -27,6 +27,30 @@ if TYPE_CHECKING:  # torch is imported by the modules that run the engines
 
 __all__ = ["Region", "PRESERVE_MODES"]
 
+# NOTE [ Region declaration ]
+#
+# A region journal must hold the old values of every row that changes between a
+# segment's forward and its last replay: the rows the segment writes *and* the rows any
+# later writer destroys (paper §3.1). Three ways to learn those rows were weighed:
+#
+# 1. Record writes as they happen (a helper every buffer write goes through). Sees only
+#    this segment's writes, never the later ones (the next segment, the next step, an
+#    optimizer), which are exactly the ones that make the journal necessary; and it
+#    would need every writer, ours or not, to use the helper.
+# 2. Diff against a snapshot at granularity G after the forward. Needs the whole
+#    snapshot it was meant to avoid (the peak is the whole engine's) and a device-to-
+#    host read to size the diff — a synchronisation per segment.
+# 3. Declare the rows: ``Region(tensor, rows)``, with ``rows`` the union of this
+#    segment's and every later destroying write. The workloads that benefit from regions
+#    (feature queues, prototype memories, unrolled recurrences) know their write
+#    schedule in advance — a ring pointer, a class index, a time step — so the union is
+#    an index tensor they can build once, on the device.
+#
+# We take 3: preservation is one ``index_select`` of the declared rows (retained bytes =
+# the rows plus their int64 index), recovery two ``index_copy_`` calls, no host sync.
+# Its limit is the declaration's: a write outside ``rows`` is not journaled. Use whole
+# preservation where the schedule is not known (``preserve`` accepts a per-tensor map).
+
 #: Values of ``preserve`` (for the whole call, or per declared tensor in a mapping).
 PRESERVE_MODES = ("whole", "region")
 
