@@ -146,8 +146,9 @@ def checkpoint(
       modules (a module declares all its buffers, e.g. BatchNorm running statistics;
       declare parameters by listing them as tensors) and :class:`Region` objects.
     * ``preserve`` chooses how: ``"whole"`` keeps one copy of every declared tensor per
-      live segment; ``"region"`` keeps, for each ``Region``, only its rows and their
-      index (other declared tensors whole); a mapping ``{tensor_or_region: "whole" |
+      live segment (and makes one more, temporary, while a replay runs); ``"region"``
+      keeps, for each ``Region``, only its rows and their index (and, during a replay,
+      the rows' current values), other declared tensors whole; a mapping ``{tensor_or_region: "whole" |
       "region"}`` chooses per tensor (unlisted tensors: whole).
     * ``preserve_rng_state=True`` stashes the CPU RNG and that of every device the
       segment's inputs, declared state and reachable modules live on; the replay draws
@@ -270,7 +271,6 @@ class _Frame:
         self.holders: list[weakref.ref] = []
         self.metadata: list[tuple] = []
         self.saved_storages: set[int] = set()
-        self.written: list[bool] = []
         self.watch: list[tuple[str, weakref.ref, int, tuple]] = []
         self.recomputed: defaultdict[int, weakref.WeakKeyDictionary] = defaultdict(weakref.WeakKeyDictionary)
         self.replayed: set[int] = set()
@@ -325,7 +325,6 @@ def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, ear
     declared_ids = {id(d.tensor) for d in declared}
     reach = [(n, t) for n, t in reachable(fn, args, kwargs) if id(t) not in declared_ids]
     before = [(n, t, t._version) for n, t in reach]
-    declared_before = [d.tensor._version for d in declared]
 
     device_type, devices = _devices(args, declared, reach)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
@@ -343,7 +342,6 @@ def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, ear
     written = [(n, t, v) for n, t, v in before if t._version != v]  # Rule 6a
     if written:
         raise UndeclaredStateError(_undeclared_message(written))
-    frame.written = [d.tensor._version != v for d, v in zip(declared, declared_before)]
     frame.watch = [(n, weakref.ref(t), t._version, (tuple(t.shape), t.dtype, t.device))
                    for n, t, _ in before if _storage_ptr(t) in frame.saved_storages]
     frame.saved_storages = set()
@@ -407,8 +405,8 @@ def _replay(frame: _Frame, gid: int) -> None:
             entered = []
             try:
                 with torch.no_grad():
-                    for engine, written in zip(frame.engines, frame.written):
-                        engine.enter(written)
+                    for engine in frame.engines:
+                        engine.enter()
                         entered.append(engine)
                 with torch.autograd.graph.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack), \
                         torch.enable_grad(), _autocast_restored(frame.autocast):
@@ -417,13 +415,6 @@ def _replay(frame: _Frame, gid: int) -> None:
                     except _StopReplay:
                         stopped = True
                 _check_saved_unchanged(frame)  # Rule 3
-                for engine, written, live, v in zip(frame.engines, frame.written, lives, versions):
-                    if engine.kind == "whole" and not written and live._version != v:
-                        raise ReplayError(
-                            f"stateaware checkpoint: the replay wrote declared state "
-                            f"{describe(engine.name, live)} that the original forward did not write; "
-                            "the segment is not deterministic in its writes."
-                        )
             finally:
                 for engine in reversed(entered):  # Rule 5
                     engine.exit()

@@ -6,8 +6,9 @@ holds what a later replay needs to see the declared tensor as the forward saw it
 
 ``_Whole``
     one copy of the tensor's bytes (retained bytes = ``numel * element_size``). A replay
-    runs on a private copy that the live tensor's ``.data`` points at for the replay's
-    duration, so the live storage is never read or written by the replay.
+    runs on a private copy of the snapshot (one more copy, temporary) that the live
+    tensor's ``.data`` points at for the replay's duration, so the live storage is never
+    read or written by the replay.
 ``_Journal``
     the old values of the declared rows only (retained bytes = rows' bytes + the int64
     index). A replay undoes those rows in the live storage, runs, then redoes them with
@@ -105,14 +106,14 @@ class _Whole:
         self._outside: "torch.Tensor | None" = None
         self.retained_bytes = self.snapshot.numel() * self.snapshot.element_size()
 
-    def enter(self, written_by_segment: bool) -> None:
-        # Rule 2: the replay must not touch the live storage. A segment that wrote the
-        # tensor in its forward will write it again in the replay, so it gets a private
-        # copy (the snapshot must stay intact for a second backward, Rule 5); a segment
-        # that only read it replays on the snapshot itself.
+    def enter(self) -> None:
+        # Rule 2: the replay must not touch the live storage, so it runs on a copy; and not
+        # on the snapshot itself, which must stay intact for a second backward (Rule 5).
+        # Whether the replay writes cannot be told from version counters: some kernels
+        # (BatchNorm's running statistics) write buffers without bumping them.
         import torch
 
-        replay = self.snapshot.clone(memory_format=torch.preserve_format) if written_by_segment else self.snapshot
+        replay = self.snapshot.clone(memory_format=torch.preserve_format)
         self._outside = self.live.data
         self.live.data = replay
 
@@ -140,7 +141,7 @@ class _Journal:
         self.retained_bytes = (self.old.numel() * self.old.element_size()
                                + self.rows.numel() * self.rows.element_size())
 
-    def enter(self, written_by_segment: bool) -> None:
+    def enter(self) -> None:
         # `.data` is an alias with its own version counter: the undo is not an autograd-
         # visible write (Rule 4).
         import torch
