@@ -271,7 +271,7 @@ class _Frame:
         self.holders: list[weakref.ref] = []
         self.metadata: list[tuple] = []
         self.saved_storages: set[int] = set()
-        self.watch: list[tuple[str, weakref.ref, int, tuple]] = []
+        self.watch: list[tuple[str, weakref.ref, int]] = []
         self.recomputed: defaultdict[int, weakref.WeakKeyDictionary] = defaultdict(weakref.WeakKeyDictionary)
         self.replayed: set[int] = set()
         self.counts: defaultdict[int, int] = defaultdict(int)
@@ -342,8 +342,8 @@ def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, ear
     written = [(n, t, v) for n, t, v in before if t._version != v]  # Rule 6a
     if written:
         raise UndeclaredStateError(_undeclared_message(written))
-    frame.watch = [(n, weakref.ref(t), t._version, (tuple(t.shape), t.dtype, t.device))
-                   for n, t, _ in before if _storage_ptr(t) in frame.saved_storages]
+    frame.watch = [(n, weakref.ref(t), t._version) for n, t, _ in before
+                   if _storage_ptr(t) in frame.saved_storages]
     frame.saved_storages = set()
     return out
 
@@ -385,7 +385,7 @@ def _forward_unpack(frame: _Frame):
 # --------------------------------------------------------------------------- replay
 
 def _replay(frame: _Frame, gid: int) -> None:
-    for name, ref, version, meta in frame.watch:  # Rule 6b
+    for name, ref, version in frame.watch:  # Rule 6b
         t = ref()
         if t is not None and t._version != version:
             raise UndeclaredStateError(
