@@ -75,13 +75,19 @@ def test_autograd_grad_twice_matches_eager():
         torch.manual_seed(3)
         m = Memory()
         x, w = _leaves()
-        out = m(x, w) if how == "eager" else checkpoint(m, x, w, state=[m])
+        if how == "eager":
+            out = m(x, w)
+        elif how == "native":
+            out = native.checkpoint(m, x, w, use_reentrant=False)
+        else:
+            out = checkpoint(m, x, w, state=[m])
         loss = out.square().sum()
         first = torch.autograd.grad(loss, (x, w), retain_graph=True)
         second = torch.autograd.grad(loss, (w,))
         return first, second, m.mem.clone()
 
-    ref, ours = grads("eager"), grads("ours")
+    ref, nat, ours = grads("eager"), grads("native"), grads("ours")
+    assert not torch.allclose(nat[0][0], ref[0][0]) and not torch.equal(nat[2], ref[2])
     for a, b in zip(ours[0] + ours[1], ref[0] + ref[1]):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-15)
     assert torch.equal(ours[2], ref[2])
@@ -174,18 +180,27 @@ def test_nested_checkpoints_with_state():
             h = outer_m(x, w)
             if how == "eager":
                 return inner(h) * 2
+            if how == "native":
+                return native.checkpoint(inner, h, use_reentrant=False) * 2
             return checkpoint(inner, h, state=[inner_m]) * 2
 
         # The outer segment writes inner_m too (through the inner segment), so it declares
         # it: its replay re-runs the inner segment's forward.
-        out = outer(x) if how == "eager" else checkpoint(outer, x, state=[outer_m, inner_m])
+        if how == "eager":
+            out = outer(x)
+        elif how == "native":
+            out = native.checkpoint(outer, x, use_reentrant=False)
+        else:
+            out = checkpoint(outer, x, state=[outer_m, inner_m])
         out.sum().backward(retain_graph=True)
         g1 = (x.grad.clone(), w.grad.clone())
         x.grad = w.grad = None
         out.sum().backward()
         return g1, (x.grad.clone(), w.grad.clone()), outer_m.mem.clone(), inner_m.mem.clone()
 
-    ref, ours = program("eager"), program("ours")
+    ref, nat, ours = program("eager"), program("native"), program("ours")
+    assert not torch.equal(nat[2], ref[2]) and not torch.equal(nat[3], ref[3])
+    assert not torch.allclose(nat[0][0], ref[0][0])
     for k in range(2):
         for a, b in zip(ours[k], ref[k]):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-15)
@@ -200,11 +215,17 @@ def test_autocast_replay_uses_forward_precision():
         x = torch.randn(16, 8, requires_grad=True)
         seg = torch.nn.Sequential(lin, bn)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            out = seg(x) if how == "eager" else checkpoint(seg, x, state=[bn])
+            if how == "eager":
+                out = seg(x)
+            elif how == "native":
+                out = native.checkpoint(seg, x, use_reentrant=False)
+            else:
+                out = checkpoint(seg, x, state=[bn])
         out.float().square().sum().backward()
         return x.grad.clone(), lin.weight.grad.clone(), bn.running_mean.clone(), out.dtype
 
-    ref, ours = program("eager"), program("ours")
+    ref, nat, ours = program("eager"), program("native"), program("ours")
+    assert not torch.equal(nat[2], ref[2])  # native updates the running mean twice
     assert ours[3] == ref[3] == torch.bfloat16
     assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1])
     assert torch.equal(ours[2], ref[2])
