@@ -381,8 +381,9 @@ _stop_daemon() {
 
 _node_state() { sinfo -h -n "$NODE" -o '%t' 2>/dev/null | head -n 1; }
 
-# Up = can run a job now: idle, or partly/fully used by jobs already running.
-_node_up() { case "$(_node_state)" in idle|mix|alloc) return 0 ;; *) return 1 ;; esac; }
+# Up = responding and schedulable: idle, partly or fully used by jobs, or cleaning up
+# after jobs that just ended (comp). A suffix (down*, idle~, drain...) means not up.
+_node_up() { case "$(_node_state)" in idle|mix|alloc|comp|plnd) return 0 ;; *) return 1 ;; esac; }
 
 _all_running() {
     local d
