@@ -1,0 +1,104 @@
+"""Random profile cards for property tests and planner benchmarks — never for results.
+
+Two families:
+
+``"tradeoff"``
+    Shaped like the paper's activation-pressure cells (§9): each segment's activations
+    ``a`` are retained by eager, recomputed (held as temporary bytes) by both replay
+    options; whole replay retains a snapshot of the state buffer, region replay a small
+    journal plus expansion workspace; replay pays a repeated forward plus preservation
+    time. Every size and time is drawn independently per segment, so the costs are
+    distinct integers and the frontier is not artificially small.
+``"uniform"``
+    Every ``r``, ``q`` and ``c`` drawn independently and uniformly: no structure at all,
+    an adversarial case for the frontier's size.
+
+Each option is present with probability ``1 - missing`` (at least one per segment).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .card import OPTIONS, OptionCost, ProfileCard, card_from_dict
+
+__all__ = ["KINDS", "random_card"]
+
+KINDS = ("tradeoff", "uniform")
+
+_MIB = 1 << 20
+
+
+def _tradeoff_segment(rng: np.random.Generator) -> dict[str, OptionCost]:
+    activations = int(rng.integers(512, 3072)) * _MIB + int(rng.integers(0, _MIB))
+    workspace = int(rng.integers(64, 512)) * _MIB + int(rng.integers(0, _MIB))
+    boundary = int(rng.integers(16, 128)) * _MIB + int(rng.integers(0, _MIB))
+    snapshot = int(rng.integers(768, 1280)) * _MIB + int(rng.integers(0, _MIB))
+    journal = int(rng.integers(1, 64)) * _MIB + int(rng.integers(0, _MIB))
+    expansion = int(rng.integers(8, 96)) * _MIB + int(rng.integers(0, _MIB))
+    step = float(rng.uniform(100.0, 250.0))
+    forward = float(rng.uniform(40.0, 90.0))
+    snapshot_ms = float(rng.uniform(4.0, 30.0))
+    region_ms = float(rng.uniform(2.0, 40.0))
+    return {
+        "eager": OptionCost(activations, workspace, step),
+        "whole": OptionCost(
+            boundary + snapshot, activations + workspace, step + forward + snapshot_ms,
+            state_retained_bytes=snapshot, state_ms=snapshot_ms,
+        ),
+        "region": OptionCost(
+            boundary + journal, activations + workspace + expansion, step + forward + region_ms,
+            state_retained_bytes=journal, state_temp_bytes=expansion, state_ms=region_ms,
+        ),
+    }
+
+
+def _uniform_segment(rng: np.random.Generator, max_bytes: int) -> dict[str, OptionCost]:
+    out = {}
+    for name in OPTIONS:
+        r, q = (int(v) for v in rng.integers(0, max_bytes, size=2))
+        c = float(rng.uniform(0.0, 100.0))
+        share = rng.uniform(0.0, 1.0, size=3) if name != "eager" else np.zeros(3)
+        out[name] = OptionCost(
+            r, q, c,
+            state_retained_bytes=int(r * share[0]), state_temp_bytes=int(q * share[1]),
+            state_ms=float(c * share[2]),
+        )
+    return out
+
+
+def random_card(
+    rng: np.random.Generator,
+    n_segments: int,
+    *,
+    kind: str = "tradeoff",
+    options: Sequence[str] = OPTIONS,
+    missing: float = 0.0,
+    max_bytes: int = 1 << 30,
+) -> ProfileCard:
+    """A random, valid card with ``n_segments`` segments drawn from ``rng``.
+
+    ``kind`` is one of ``KINDS``; ``options`` restricts which options appear; ``missing``
+    is the chance each option is dropped from a segment (one is always kept);
+    ``max_bytes`` bounds the ``"uniform"`` byte draws (small values force ties).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown card kind {kind!r}; valid kinds are: {', '.join(KINDS)}")
+    bad = [name for name in options if name not in OPTIONS]
+    if bad or not options:
+        raise ValueError(f"options must be a non-empty subset of {OPTIONS}, got {tuple(options)!r}")
+    segments = []
+    for _ in range(n_segments):
+        full = _tradeoff_segment(rng) if kind == "tradeoff" else _uniform_segment(rng, max_bytes)
+        names = [name for name in OPTIONS if name in options]
+        kept = [name for name in names if rng.random() >= missing] or [names[int(rng.integers(len(names)))]]
+        segments.append({name: full[name] for name in kept})
+    persistent = int(rng.integers(1, 8)) * (1 << 30) if kind == "tradeoff" else int(rng.integers(0, max_bytes))
+    # Through the validator, so a synthetic card is exactly what a loaded one would be.
+    return card_from_dict({
+        "persistent_bytes": persistent,
+        "segments": [{name: cost.to_dict() for name, cost in seg.items()} for seg in segments],
+        "provenance": {"workload": f"synthetic-{kind}", "segments": n_segments},
+    })
