@@ -46,6 +46,15 @@ class Enumeration:
         order = np.lexsort((self.peak_bytes[fits], self.ms[fits]))
         return int(fits[order[0]])
 
+    def optimum_curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(peaks, ms)``: at budget ``peaks[j]`` (the distinct peaks, ascending) the least
+        time is ``ms[j]``; it holds until the next peak. One sort answers every budget."""
+        order = np.argsort(self.peak_bytes, kind="stable")
+        peaks = self.peak_bytes[order]
+        best = np.minimum.accumulate(self.ms[order])
+        last = np.r_[peaks[1:] != peaks[:-1], True]
+        return peaks[last], best[last]
+
 
 def enumerate_policies(persistent_bytes: int, table: Sequence[Mapping[str, OptionCost]]) -> Enumeration:
     """Cost every policy over ``table`` (per segment: option name -> costs).
