@@ -1,0 +1,143 @@
+"""Plan a profile card from the command line.
+
+    python -m stateaware.plan CARD --budget 44GiB --planner joint
+    python -m stateaware.plan CARD --budget 32GiB --json
+    python -m stateaware.plan CARD --budget 44GiB --plot frontier.png
+
+Prints the policy per segment and the predicted totals; ``--json`` prints only
+``{"feasible", "policy", "predicted_peak_bytes", "predicted_ms", "frontier_size",
+"truncated"}``; ``--plot`` writes the frontier (predicted peak against predicted time)
+with the budget line. Exit status 0 whether or not the plan is feasible (infeasible is an
+outcome, not an error); 2 for a bad argument or a malformed card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from stateaware.planner import PLANNERS, CardError, Plan, ProfileCard, format_bytes, load_card, parse_budget, plan
+
+__all__ = ["main", "plot_frontier"]
+
+
+def _budget(text: str) -> int:
+    try:
+        return parse_budget(text)
+    except ValueError as error:
+        # argparse prefixes "argument --budget:", so the message names the flag.
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _cap(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 2, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m stateaware.plan",
+        description="Choose a per-segment policy (eager | whole | region) for a profile card under a memory budget.",
+    )
+    parser.add_argument("card", help="profile card JSON file")
+    parser.add_argument(
+        "--budget", required=True, type=_budget,
+        help="logical memory budget: bytes (123456) or a number with B, KiB, MiB, GiB or TiB (44GiB, 1.5GiB)",
+    )
+    parser.add_argument("--planner", default="joint", choices=list(PLANNERS), help="default: %(default)s")
+    parser.add_argument(
+        "--frontier-cap", type=_cap, default=None,
+        help="keep at most this many frontier points per segment (default: untruncated, optimal)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    parser.add_argument("--plot", metavar="FILE.png", help="write the predicted peak/time frontier with the budget line")
+    return parser
+
+
+def _report(card: ProfileCard, result: Plan) -> str:
+    lines = [
+        f"card      {result.card_digest}  ({card.n_segments} segments, persistent {format_bytes(card.persistent_bytes)})",
+        f"planner   {result.planner}",
+        f"budget    {format_bytes(result.budget_bytes)} ({result.budget_bytes} bytes)",
+    ]
+    least = "none (a segment lacks every option of this planner)" if result.min_peak_bytes is None else (
+        f"{format_bytes(result.min_peak_bytes)} ({result.min_peak_bytes} bytes)"
+    )
+    if not result.feasible:
+        lines += ["feasible  no: no policy of this planner fits the budget", f"min peak  {least}"]
+        return "\n".join(lines)
+    lines.append("")
+    for index, option in enumerate(result.policy):
+        lines.append(f"segment {index:4d}  {option}")
+    counts = ", ".join(f"{result.policy.count(o)} {o}" for o in ("eager", "whole", "region") if o in result.policy)
+    fits = "yes" if result.fits_budget else (
+        f"NO: over by {format_bytes(result.predicted_peak_bytes - result.budget_bytes)} "
+        "(this planner omitted state costs; the peak is re-costed with the true ones)"
+    )
+    lines += [
+        "",
+        f"policy    {counts}",
+        f"peak      {format_bytes(result.predicted_peak_bytes)} ({result.predicted_peak_bytes} bytes), predicted",
+        f"time      {result.predicted_ms:.3f} ms per step, predicted",
+        f"fits      {fits}",
+        f"min peak  {least}",
+        f"frontier  {result.frontier_size} points, " + ("TRUNCATED: optimality not claimed" if result.truncated else "untruncated"),
+    ]
+    return "\n".join(lines)
+
+
+def plot_frontier(result: Plan, path: str) -> None:
+    """Write ``result.frontier`` (predicted peak vs time) with the budget as a vertical line.
+
+    For a dynamic-program planner pass a plan made with ``full_frontier=True`` so every
+    fitting policy's trade-off appears, not only the near-optimal ones.
+    """
+    # matplotlib only here: planning from the command line must not pay for it.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gib = float(1 << 30)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if result.frontier.shape[0]:
+        ax.step(result.frontier[:, 0] / gib, result.frontier[:, 1], where="post", marker="o", ms=3, label="frontier")
+    if result.feasible:
+        ax.plot([result.predicted_peak_bytes / gib], [result.predicted_ms], "r*", ms=12, label="chosen (true cost)")
+    ax.axvline(result.budget_bytes / gib, color="k", ls="--", label=f"budget {format_bytes(result.budget_bytes)}")
+    ax.set_xlabel("predicted peak (GiB)")
+    ax.set_ylabel("predicted time (ms per step)")
+    status = "" if result.feasible else " — infeasible"
+    ax.set_title(f"{result.planner}: card {result.card_digest[:12]}{status}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        card = load_card(args.card)
+    except (OSError, CardError) as error:
+        parser.error(f"cannot load card: {error}")
+    result = plan(card, args.budget, args.planner, args.frontier_cap)
+    print(result.to_json() if args.json else _report(card, result))
+    if args.plot:
+        # The printed plan keeps its bounded search; the plot shows every fitting policy.
+        plot_frontier(plan(card, args.budget, args.planner, args.frontier_cap, full_frontier=True), args.plot)
+        if not args.json:
+            print(f"plot      {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Cards and plans as rows of the record store's ``profiles`` and ``policies`` tables.
+
+Plain dicts keyed by the column names of ``stateaware/records/schema.py``; no pyarrow here,
+so the planner stays importable without the record store. A cohort hands these rows to
+its ``RecordWriter``; ``card_from_profile_rows`` rebuilds the card from them, so a report
+can re-plan from the Parquet files alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from .card import OPTIONS, ProfileCard, card_from_dict
+from .planners import Plan
+
+__all__ = ["WORKLOAD_COLUMNS", "profile_rows", "policy_row", "card_from_profile_rows"]
+
+#: The workload-description columns ``profiles`` and ``policies`` share (schema ``_WORKLOAD``).
+WORKLOAD_COLUMNS = (
+    "workload", "cell", "buffer_bytes", "write_fraction", "live_segments",
+    "granularity_bytes", "width", "batch", "budget_bytes",
+)
+
+
+def _workload(columns: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(columns) - set(WORKLOAD_COLUMNS))
+    if unknown:
+        raise ValueError(
+            f"unknown workload column(s) {', '.join(unknown)}; valid columns are: {', '.join(WORKLOAD_COLUMNS)}"
+        )
+    return dict(columns)
+
+
+def profile_rows(card: ProfileCard, **workload: Any) -> list[dict[str, Any]]:
+    """One ``profiles`` row per (segment, option present), in segment then option order.
+
+    ``workload`` fills the shared workload columns (``workload="feature_queue"``,
+    ``cell=...``); an unknown name is a ``ValueError`` listing the valid ones.
+    """
+    shared = _workload(workload)
+    digest, provenance = card.digest, json.dumps(dict(card.provenance), sort_keys=True)
+    rows = []
+    for index, segment in enumerate(card.segments):
+        for option in OPTIONS:
+            if option in segment:
+                rows.append({
+                    "card_digest": digest, "segment": index, "option": option,
+                    **segment[option].to_dict(),
+                    "persistent_bytes": card.persistent_bytes, "provenance_json": provenance,
+                    **shared,
+                })
+    return rows
+
+
+def policy_row(result: Plan, method: str | None = None, **workload: Any) -> dict[str, Any]:
+    """The ``policies`` row of one plan; ``method`` names the method it configures."""
+    shared = _workload(workload)
+    if shared.get("budget_bytes", result.budget_bytes) != result.budget_bytes:
+        raise ValueError(
+            f"budget_bytes={shared['budget_bytes']} disagrees with the plan's budget {result.budget_bytes}"
+        )
+    return {
+        "method": method if method is not None else result.planner,
+        "planner": result.planner,
+        "feasible": result.feasible,
+        "policy": list(result.policy),
+        "predicted_peak_bytes": result.predicted_peak_bytes,
+        "predicted_ms": result.predicted_ms,
+        "min_peak_bytes": result.min_peak_bytes,
+        "frontier_size": result.frontier_size,
+        "truncated": result.truncated,
+        "card_digest": result.card_digest,
+        "plan_digest": result.digest,
+        **shared,
+        "budget_bytes": result.budget_bytes,
+    }
+
+
+def card_from_profile_rows(rows: Iterable[Mapping[str, Any]]) -> ProfileCard:
+    """Rebuild a card from its ``profiles`` rows (one digest only); validated as on load."""
+    rows = list(rows)
+    digests = {row["card_digest"] for row in rows}
+    if len(digests) != 1:
+        raise ValueError(f"expected the rows of exactly one card, got digests {sorted(digests)}")
+    n = max(int(row["segment"]) for row in rows) + 1
+    segments: list[dict[str, Any]] = [{} for _ in range(n)]
+    fields = ("retained_bytes", "temp_bytes", "ms", "state_retained_bytes", "state_temp_bytes", "state_ms")
+    for row in rows:
+        segments[int(row["segment"])][row["option"]] = {f: row[f] for f in fields if row.get(f) is not None}
+    card = card_from_dict({
+        "persistent_bytes": rows[0]["persistent_bytes"],
+        "segments": segments,
+        "provenance": json.loads(rows[0]["provenance_json"] or "{}"),
+    })
+    if card.digest not in digests:
+        raise ValueError(f"rebuilt card has digest {card.digest}, rows say {digests.pop()}")
+    return card

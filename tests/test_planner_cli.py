@@ -1,0 +1,84 @@
+"""python -m stateaware.plan: text, --json, --plot, and errors that name the flag."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stateaware.plan import main
+from stateaware.planner import load_card, plan
+
+HANDWRITTEN = str(Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json")
+GiB = 1 << 30
+
+
+def test_text_output_lists_every_segment_and_the_totals(capsys):
+    assert main([HANDWRITTEN, "--budget", "32GiB", "--planner", "joint"]) == 0
+    out = capsys.readouterr().out
+    expected = plan(load_card(HANDWRITTEN), 32 * GiB, "joint")
+    for index, option in enumerate(expected.policy):
+        assert f"segment {index:4d}  {option}" in out
+    assert f"({expected.predicted_peak_bytes} bytes), predicted" in out
+    assert f"{expected.predicted_ms:.3f} ms per step" in out
+    assert "untruncated" in out and expected.card_digest in out
+
+
+def test_json_output_is_exactly_the_documented_object(capsys):
+    assert main([HANDWRITTEN, "--budget", "1.5GiB", "--planner", "region", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "feasible": False, "policy": [], "predicted_peak_bytes": None, "predicted_ms": None,
+        "frontier_size": 0, "truncated": False,
+    }
+    assert main([HANDWRITTEN, "--budget", "47244640256", "--json"]) == 0  # 44 GiB in bytes
+    doc = json.loads(capsys.readouterr().out)
+    assert json.loads(plan(load_card(HANDWRITTEN), 44 * GiB).to_json()) == doc
+
+
+def test_infeasible_text_reports_the_minimum_peak(capsys):
+    assert main([HANDWRITTEN, "--budget", "16GiB", "--planner", "eager_whole"]) == 0
+    out = capsys.readouterr().out
+    floor = plan(load_card(HANDWRITTEN), 0, "eager_whole").min_peak_bytes
+    assert "feasible  no" in out and f"({floor} bytes)" in out
+
+
+def test_agnostic_over_budget_is_said_plainly(capsys):
+    assert main([HANDWRITTEN, "--budget", "32GiB", "--planner", "agnostic"]) == 0
+    assert "fits      NO: over by" in capsys.readouterr().out
+
+
+def test_plot_writes_a_png(tmp_path, capsys):
+    target = tmp_path / "frontier.png"
+    assert main([HANDWRITTEN, "--budget", "32GiB", "--plot", str(target)]) == 0
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("budget", ["--budget=-3GiB", "--budget=44GB", "--budget=lots", "--budget=-1"])
+def test_bad_budgets_name_the_flag_and_the_forms(budget, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([HANDWRITTEN, budget])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --budget" in err and "44GiB" in err and "MiB" in err
+
+
+def test_malformed_card_exits_2_naming_segment_and_field(tmp_path, capsys):
+    doc = json.loads(Path(HANDWRITTEN).read_text())
+    del doc["segments"][3]["region"]["ms"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as info:
+        main([str(bad), "--budget", "32GiB"])
+    assert info.value.code == 2
+    assert "segments[3].region: missing field(s) ms" in capsys.readouterr().err
+
+
+def test_module_runs_as_a_fresh_process():
+    done = subprocess.run(
+        [sys.executable, "-m", "stateaware.plan", HANDWRITTEN, "--budget", "44GiB", "--json"],
+        capture_output=True, text=True, check=True,
+    )
+    assert json.loads(done.stdout)["feasible"] is True
