@@ -73,16 +73,12 @@ class Bounds:
         self._rs = np.where(undefined, 0, least).sum(axis=0)  # over the remaining segments
         self._missing = undefined.sum(axis=0)
         self._step = 0
-        if upper_ms is not None:
-            self.multipliers = _multipliers(options)
-            per_segment = np.array(
-                [
-                    [min(o.ms + lam * o.retained_bytes for o in segment) for lam in self.multipliers]
-                    for segment in options
-                ]
-            )
-            # suffix[i] = sum over segments i..n-1; suffix[n] = 0.
-            self._lagrangian = np.vstack([np.cumsum(per_segment[::-1], axis=0)[::-1], np.zeros(len(self.multipliers))])
+        self.multipliers = _multipliers(options)
+        per_segment = np.array(
+            [[min(o.ms + lam * o.retained_bytes for o in segment) for lam in self.multipliers] for segment in options]
+        )
+        # _lagrangian[i] = sum over segments i..n-1 (one column per multiplier); [n] = 0.
+        self._lagrangian = np.vstack([np.cumsum(per_segment[::-1], axis=0)[::-1], np.zeros(len(self.multipliers))])
 
     def advance(self) -> None:
         """Move past one more segment: it leaves the remaining suffix."""
@@ -92,6 +88,12 @@ class Bounds:
         self._missing = self._missing - undefined
         self._step += 1
 
+    def lower_ms(self, r: np.ndarray, q: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """A lower bound on the time of any fitting completion of each prefix (NOTE [ Cost bound ])."""
+        slack = (self.room - r - q).astype(np.float64)
+        bound = (self._lagrangian[self._step][None, :] - slack[:, None] * self.multipliers[None, :]).max(axis=1)
+        return c + bound
+
     def alive(self, r: np.ndarray, q: np.ndarray, c: np.ndarray) -> np.ndarray:
         """Mask of prefixes (over the segments passed so far) that may still be optimal."""
         completed = np.where(self._missing == 0, self.grid + self._rs, _NONE)
@@ -100,9 +102,7 @@ class Bounds:
         at = np.searchsorted(self.grid, q)
         alive = least_tail[at] <= self.room - r  # no overflow: room - r never underflows int64
         if self.upper_ms is not None:
-            slack = (self.room - r - q).astype(np.float64)
-            bound = (self._lagrangian[self._step][None, :] - slack[:, None] * self.multipliers[None, :]).max(axis=1)
-            alive &= c + bound <= self.upper_ms + _COST_SLACK * abs(self.upper_ms)
+            alive &= self.lower_ms(r, q, c) <= self.upper_ms + _COST_SLACK * abs(self.upper_ms)
         return alive
 
 

@@ -20,8 +20,10 @@ NOTE [ Rules ]
     Times are float64 sums; two policies whose times differ only by summation rounding
     may both be kept, which costs a point, never an optimum.
     Rule 3 (truncation is recorded): with ``cap`` set, a step whose frontier exceeds the
-    cap keeps ``cap`` triples spread evenly along ``R + Q`` (both ends kept) and marks the
-    result ``truncated``; the optimality claim is then dropped, the policies stay valid.
+    cap keeps ``cap`` triples and marks the result ``truncated``; the optimality claim is
+    then dropped, the policies stay valid. Without a budget the kept triples are spread
+    evenly along ``R + Q`` (both ends kept); with one, they are those with the least lower
+    bound on completed time (bounds.py), a beam search toward the optimum.
 
 NOTE [ The dominance sweep ]
     Candidates are sorted by (Q level, R, C) and swept one Q level at a time. Inside a
@@ -219,7 +221,13 @@ def pareto_frontier(
             live = live[_nondominated(cand_r[live], cand_q[live], cand_c[live])]
         largest = max(largest, live.shape[0])
         if cap is not None and live.shape[0] > cap:
-            live = live[_thin(cand_r[live], cand_q[live], int(cap))]
+            if bounds is None:
+                live = live[_thin(cand_r[live], cand_q[live], int(cap))]
+            else:
+                # With a budget, keep the prefixes with the least lower bound on time: the
+                # likeliest to lead to the optimum (a beam search on the cost bound).
+                bound = bounds.lower_ms(cand_r[live], cand_q[live], cand_c[live])
+                live = live[np.argsort(bound, kind="stable")[: int(cap)]]
             truncated = True
         parents.append(live % n)
         choices.append(names[live // n])
