@@ -1,0 +1,11 @@
+"""The cost runtime (paper §8–§11): Torch workloads with state, seven methods, measurement.
+
+Modules: ``workloads`` (the three workloads and their segments), ``methods`` (the seven
+methods on the transactional checkpoint), ``measure`` (synchronized step time; peaks from
+the CUDA allocator or the CPU profiler), ``runner`` (semantic checks, measured steps),
+``profile`` (the profiling pass that writes a card), ``cards`` and ``freeze`` (frozen cards
+named by digest), ``plans`` (per-method policies and budget placement). Import the module
+you need; this package imports nothing heavy.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,112 @@
+"""Measured step time and peak memory: CUDA allocator on GPU, ``torch.profiler`` on CPU.
+
+Every peak here is an observation of real allocations, never a prediction (DESIGN.md,
+"Budgets are logical"); ``PEAK_SOURCES`` names where each came from.
+
+NOTE [ CPU peaks from the profiler ]
+    With ``profile_memory=True`` the profiler records one raw ``[memory]`` event per
+    allocation (+bytes) and free (-bytes) in the kineto results; summing them in time order
+    gives the allocated bytes over the profiled window *relative to its start*, and the
+    running maximum is the window's peak. (The aggregated ``key_averages()`` view reports 0
+    for these events, so it is not used.) Frees of blocks allocated before the window are
+    not reported, so the caller clears gradients first and adds the bytes live at the
+    start — the tensors it knows to be live. Profiling costs about a second once per
+    process and tens of milliseconds per step, so the peak is measured in one extra,
+    untimed step per method (``peak_step``) and never inside a timed step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["PEAK_SOURCES", "Peak", "live_bytes", "synchronize", "timed_steps", "peak_step", "window_peak"]
+
+#: Where a peak came from (``timings.peak_source``).
+PEAK_SOURCES = ("cuda_allocator", "torch_profiler")
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A measured peak: allocated bytes (and reserved bytes on CUDA; None on CPU)."""
+
+    allocated_bytes: int
+    reserved_bytes: int | None
+    source: str
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait for queued device work (a no-op on CPU) — before every clock read."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def live_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (each storage counted once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def timed_steps(step: Callable[[int], None], *, warmup: int, steps: int,
+                device: torch.device | str) -> list[tuple[bool, int, float]]:
+    """Run ``warmup`` then ``steps`` calls of ``step(index)``; ``(warmup, step, ms)`` each.
+
+    The device is synchronized before the clock starts and before it is read, so a step's
+    time covers its queued device work. ``index`` counts all calls from 0 (it selects the
+    step's rows); the returned step numbers count warm-ups and measured steps from 0 each.
+    """
+    out = []
+    for call in range(warmup + steps):
+        synchronize(device)
+        start = time.perf_counter()
+        step(call)
+        synchronize(device)
+        ms = (time.perf_counter() - start) * 1e3
+        out.append((call < warmup, call if call < warmup else call - warmup, ms))
+    return out
+
+
+def window_peak(fn: Callable[[], object]) -> tuple[int, int]:
+    """Run ``fn`` under the CPU profiler; ``(peak, end)`` allocated bytes relative to the start.
+
+    See NOTE [ CPU peaks from the profiler ]. Returns the running maximum of the summed
+    raw ``[memory]`` events (at least 0) and the net change at the end of the window.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
+    running = peak = 0
+    for event in events:
+        running += event.nbytes()
+        peak = max(peak, running)
+    return peak, running
+
+
+def peak_step(step: Callable[[], None], *, device: torch.device | str,
+              live: Callable[[], int]) -> Peak:
+    """The peak of one extra, untimed call of ``step`` on ``device``.
+
+    CUDA: ``reset_peak_memory_stats`` then ``max_memory_allocated``/``max_memory_reserved``.
+    CPU: the profiler window peak plus ``live()``, the bytes live when the window opens
+    (the caller clears gradients first; NOTE [ CPU peaks from the profiler ]).
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        synchronize(device)
+        return Peak(int(torch.cuda.max_memory_allocated(device)), int(torch.cuda.max_memory_reserved(device)),
+                    "cuda_allocator")
+    start = live()
+    peak, _ = window_peak(step)
+    return Peak(start + peak, None, "torch_profiler")

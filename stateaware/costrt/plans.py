@@ -1,0 +1,122 @@
+"""Policies for the seven methods from one profile card, and budgets placed by rule.
+
+Plans are computed from a card alone (deterministic, milliseconds), never by measuring:
+``plan_methods`` gives, per method, the row the ``policies`` table records — the
+per-segment policy, whether it is feasible under the budget, and the static model's
+prediction ``P + sum r + max q`` bytes and ``sum c`` milliseconds (paper eq. 3).
+
+The three planners are ``stateaware.planner.plan``'s (paper §4, §9.1): ``joint`` (every
+option, true costs), ``eager_whole`` (eager and whole, true costs: the correctly costed
+control) and ``agnostic`` (eager and whole with the state parts removed; its chosen
+policy is re-costed truly, so its predicted peak may exceed the budget it "fits").
+
+NOTE [ Budget positions ]
+    A CPU-scale workload has different absolute sizes from the paper's, so a budget is
+    placed at the same *relative position* between two anchors of the card: the least
+    predicted peak any eager/whole policy reaches (``min_ew``, as the paper's Table 5) and
+    the *measured* all-eager step peak (``eager``, as the paper's Table 6; the card's
+    provenance ``eager_step_peak_bytes``, else the model's all-eager prediction):
+    ``budget = min_ew + position * (eager - min_ew)``, with ``position`` computed from the
+    paper profile's budget and anchors (``position_of``). A position in (0, 1) lies
+    between them (eager exceeds it, some eager/whole policy fits); a negative one lies
+    below every eager/whole policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["PLANNERS", "predict", "plan", "plan_methods", "anchors", "position_of", "budget_at"]
+
+#: Planner names, as ``policies.planner`` records them.
+PLANNERS = ("joint", "eager_whole", "agnostic")
+
+def predict(card: Any, policy: Sequence[str]) -> tuple[int, float]:
+    """``(P + sum r + max q, sum c)`` of ``policy`` (one option per segment) on ``card``."""
+    from stateaware.planner import evaluate_policy
+
+    if len(policy) != card.n_segments:
+        raise ValueError(f"policy has {len(policy)} entries; the card has {card.n_segments} segments")
+    peak, ms = evaluate_policy(card, tuple(policy))
+    return int(peak), float(ms)
+
+
+def plan(card: Any, budget_bytes: int, planner: str) -> dict[str, Any]:
+    """The planner's choice under ``budget_bytes``: a dict of the ``policies`` columns.
+
+    Keys: ``planner, feasible, policy`` (a list, or None when infeasible),
+    ``predicted_peak_bytes, predicted_ms`` (true costs; None when infeasible),
+    ``min_peak_bytes`` (least peak in the planner's own view), ``frontier_size``,
+    ``truncated``, ``card_digest``, ``plan_digest``. The search is
+    ``stateaware.planner.plan`` (untruncated).
+    """
+    from stateaware.planner import plan as planner_plan
+
+    if planner not in PLANNERS:
+        raise ValueError(f"planner={planner!r}; valid planners are: {', '.join(PLANNERS)}")
+    chosen = planner_plan(card, int(budget_bytes), planner=planner)
+    return {"planner": planner, "feasible": bool(chosen.feasible),
+            "policy": list(chosen.policy) if chosen.feasible else None,
+            "predicted_peak_bytes": chosen.predicted_peak_bytes, "predicted_ms": chosen.predicted_ms,
+            "min_peak_bytes": chosen.min_peak_bytes, "frontier_size": int(chosen.frontier_size),
+            "truncated": bool(chosen.truncated), "card_digest": card.digest, "plan_digest": chosen.digest}
+
+
+def anchors(card: Any) -> tuple[int, int]:
+    """``(min_ew, eager)``: least predicted eager/whole peak and the measured all-eager
+    step peak (predicted when the card's provenance lacks it); NOTE [ Budget positions ]."""
+    from stateaware.planner import min_peak_bytes
+
+    table = [{o: seg[o] for o in ("eager", "whole") if o in seg} for seg in card.segments]
+    min_ew = min_peak_bytes(card.persistent_bytes, table)
+    eager = card.provenance.get("eager_step_peak_bytes")
+    if eager is None:
+        eager, _ = predict(card, ["eager"] * card.n_segments)
+    return int(min_ew), int(eager)
+
+
+def position_of(budget: float, min_ew: float, eager: float) -> float:
+    """Where ``budget`` sits between the anchors: 0 at ``min_ew``, 1 at ``eager``."""
+    if eager <= min_ew:
+        raise ValueError(f"anchors must satisfy eager ({eager}) > min_ew ({min_ew}) to place a budget")
+    return (float(budget) - float(min_ew)) / (float(eager) - float(min_ew))
+
+
+def budget_at(card: Any, position: float) -> int:
+    """The budget in bytes at ``position`` between ``card``'s anchors (rounded down)."""
+    min_ew, eager = anchors(card)
+    if eager <= min_ew:
+        raise ValueError(f"card {card.digest[:12]}: the all-eager peak ({eager} B) does not exceed the least "
+                         f"eager/whole peak ({min_ew} B), so relative budget positions are undefined")
+    return int(min_ew + position * (eager - min_ew))
+
+
+def plan_methods(card: Any, budget_bytes: int, methods: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per method, its ``policies`` row under ``budget_bytes`` (uniform methods included).
+
+    ``eager``/``whole``/``regions`` are recorded as the fixed planners ``eager``/``whole``/
+    ``region`` with their model prediction; ``functional`` has no card option (its state
+    versions are not a per-segment option), so its prediction is None. Uniform methods are
+    always executed (``feasible`` is true): the budget evaluates them, it does not gate them.
+    """
+    from stateaware.costrt.methods import PLANNED, UNIFORM
+
+    rows: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        if method in PLANNED:
+            rows[method] = plan(card, budget_bytes, PLANNED[method])
+        elif method in UNIFORM:
+            policy = [UNIFORM[method]] * card.n_segments
+            peak, ms = predict(card, policy)
+            rows[method] = {"planner": UNIFORM[method], "policy": policy, "feasible": True,
+                            "predicted_peak_bytes": peak, "predicted_ms": ms, "min_peak_bytes": None,
+                            "frontier_size": None, "truncated": None, "card_digest": card.digest,
+                            "plan_digest": None}
+        elif method == "functional":
+            rows[method] = {"planner": None, "policy": None, "feasible": True, "predicted_peak_bytes": None,
+                            "predicted_ms": None, "min_peak_bytes": None, "frontier_size": None,
+                            "truncated": None, "card_digest": card.digest, "plan_digest": None}
+        else:
+            raise ValueError(f"method={method!r}; valid methods are: {', '.join((*UNIFORM, 'functional', *PLANNED))}")
+    return rows

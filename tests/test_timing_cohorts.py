@@ -1,0 +1,182 @@
+"""Every timing cohort at a tiny scale: counts, semantic checks, infeasible plans, measured peaks.
+
+The cohorts' own YAML files are loaded and run through ``expand`` and ``run`` with a tiny
+hardware profile (the CPU profile's structure at a few KiB), so the tests exercise exactly
+what ``python -m stateaware cohort=NAME`` runs, in seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from omegaconf import OmegaConf
+
+import stateaware.conf
+from stateaware.cohorts import timing
+from stateaware.costrt.cards import FrozenCardError, freeze
+from stateaware.costrt.measure import PEAK_SOURCES
+from stateaware.costrt.profile import profile_card
+from stateaware.launch.spec import ProcessSpec
+from stateaware.records.writer import Identity, RecordWriter
+
+COHORTS = Path(stateaware.conf.__file__).parent / "cohort"
+
+LARGE = {"workload": "feature_queue", "buffer_bytes": 65536, "live_segments": 8, "width": 128, "batch": 128, "rank": 4}
+SMALL = {**LARGE, "width": 4, "batch": 2, "rank": 1}
+
+
+def tiny_hardware(cards_dir: Path, frozen: dict | None = None) -> dict:
+    return {"name": "cpu", "device": "cpu", "scale": 1 / 2048, "params": {"costrt": {
+        "byte_scale": 1 / 2048, "granularity_bytes": 256, "threads": None, "budget_rule": "relative",
+        "profile_repeats": 1, "cards_dir": str(cards_dir),
+        "cells": {"large_sparse": {**LARGE, "write_fraction": 0.001}, "large_dense": {**LARGE, "write_fraction": 1.0},
+                  "small_sparse": {**SMALL, "write_fraction": 0.001}, "small_dense": {**SMALL, "write_fraction": 1.0}},
+        "calibration": {"buffers": {64: 1024, 1024: 4096}, "width": 4, "batch": 2, "rank": 1},
+        "three_workload": {"buffer_bytes": 4096, "write_fraction": 0.001, "live_segments": 6, "width": 4, "batch": 2,
+                           "rank": 1},
+        "frozen_cards": frozen or {},
+        "overrides": {"three_workload": {"warmup": 1, "steps": 2}},
+    }}}
+
+
+def cohort(name: str, **params) -> dict:
+    doc = OmegaConf.to_container(OmegaConf.load(COHORTS / f"{name}.yaml"), resolve=True)
+    doc["params"].update({"warmup": 1, "steps": 2, **params})
+    return doc
+
+
+@pytest.fixture(scope="module")
+def cards(tmp_path_factory):
+    """Frozen tiny cards: large_sparse and the three three_workload cells."""
+    folder = tmp_path_factory.mktemp("cards")
+    hardware = tiny_hardware(folder)
+    frozen = {}
+    names = ["large_sparse"]
+    cells = {c["cell"]: c for c in timing.cells_of({"cells": names}, hardware)}
+    cells.update({c["cell"]: c for c in timing.cells_of({"grid": "three_workload"}, hardware)})
+    for name, cell in cells.items():
+        doc = profile_card(timing._shape(cell), seed=0, repeats=1, provenance={"cell": name})
+        _, frozen[name] = freeze(doc, name, folder)
+    return folder, frozen
+
+
+def run_processes(tmp_path: Path, doc: dict, hardware: dict, processes: int, indices) -> duckdb.DuckDBPyConnection:
+    extra = timing.expand(doc, hardware, processes)
+    assert len(extra) == processes
+    for i in indices:
+        spec = ProcessSpec(run_id="r", cohort=doc["name"], kind="timing", process_index=i, processes=processes,
+                           seed=int(doc["seed"]) + i, source_hash="test", out=str(tmp_path), launcher="inline",
+                           timing=True, hardware=hardware, params={**doc["params"], **extra[i]})
+        timing.run(spec, RecordWriter(tmp_path, Identity("r", doc["name"], i, "test", "cpu", 1 / 2048)))
+    con = duckdb.connect()
+    for table in ("timings", "policies", "records", "profiles"):
+        files = list(tmp_path.glob(f"{table}/**/*.parquet"))
+        if files:
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{tmp_path}/{table}/**/*.parquet', "
+                        "hive_partitioning=false, union_by_name=true)")
+    return con
+
+
+def check_common(con, methods: int, timed: int, steps: int, processes: int):
+    assert con.execute("SELECT count(*) FROM policies").fetchone()[0] == methods * processes
+    # semantic checks: each executable method in FP32 and FP64, plus the negative control
+    outcomes = dict(con.execute('SELECT "check", list(DISTINCT outcome) FROM records GROUP BY "check"').fetchall())
+    assert outcomes["semantic"] == ["match"]
+    assert con.execute("SELECT count(*) FROM records WHERE \"check\" = 'semantic'").fetchone()[0] == 2 * timed * processes
+    # timings: (warmup + steps) rows per timed method per process, measured peaks only
+    assert con.execute("SELECT count(*) FROM timings").fetchone()[0] == timed * steps * processes
+    sources = {r[0] for r in con.execute("SELECT DISTINCT peak_source FROM timings").fetchall()}
+    assert sources <= set(PEAK_SOURCES) and sources == {"torch_profiler"}
+    assert con.execute("SELECT count(*) FROM timings WHERE peak_allocated_bytes IS NULL OR peak_allocated_bytes <= 0 "
+                       "OR step_ms IS NULL OR budget_bytes IS NULL").fetchone()[0] == 0
+
+
+def test_fair44_runs_seven_methods_on_the_frozen_card(tmp_path, cards):
+    folder, frozen = cards
+    hardware = tiny_hardware(folder, frozen)
+    con = run_processes(tmp_path, cohort("fair44"), hardware, 1, [0])
+    check_common(con, methods=7, timed=7, steps=3, processes=1)
+    digests = {r[0] for r in con.execute("SELECT DISTINCT card_digest FROM policies").fetchall()}
+    assert digests == {frozen["large_sparse"]}
+    # the budget lies below the measured eager anchor and every planned policy is feasible
+    assert con.execute("SELECT bool_and(feasible) FROM policies").fetchone()[0]
+    control = con.execute("SELECT list(DISTINCT outcome) FROM records WHERE \"check\" = 'semantic_control'").fetchone()[0]
+    assert control == ["diverge"]
+
+
+def test_confirm32_records_eager_whole_infeasible_and_never_runs_it(tmp_path, cards):
+    folder, frozen = cards
+    hardware = tiny_hardware(folder, frozen)
+    con = run_processes(tmp_path, cohort("confirm32"), hardware, 2, [0, 1])
+    row = con.execute("SELECT bool_or(feasible), count(*), bool_and(policy IS NULL), bool_and(predicted_peak_bytes IS NULL) "
+                      "FROM policies WHERE method = 'eager_whole'").fetchone()
+    assert row == (False, 2, True, True)
+    assert con.execute("SELECT count(*) FROM timings WHERE method = 'eager_whole'").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM records WHERE method = 'eager_whole'").fetchone()[0] == 0
+    assert con.execute("SELECT feasible FROM policies WHERE method = 'joint' LIMIT 1").fetchone()[0]
+    check_common(con, methods=7, timed=6, steps=3, processes=2)
+
+
+def test_confirm_cohorts_refuse_a_missing_or_edited_frozen_card(tmp_path, cards):
+    folder, frozen = cards
+    with pytest.raises(FrozenCardError, match="names none for cell 'large_sparse'"):
+        run_processes(tmp_path / "a", cohort("confirm44"), tiny_hardware(folder, {}), 1, [0])
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    source = next(folder.glob(f"large_sparse-{frozen['large_sparse'][:12]}.json"))
+    (edited / source.name).write_text(source.read_text().replace('"ms": ', '"ms": 1', 1))
+    hardware = tiny_hardware(edited, frozen)
+    with pytest.raises(FrozenCardError, match="edited after freezing"):
+        run_processes(tmp_path / "b", cohort("confirm44"), hardware, 1, [0])
+
+
+def test_confirm44_declares_its_prespecified_comparisons():
+    doc = cohort("confirm44")
+    assert [(c["numerator"], c["denominator"], c["metric"]) for c in doc["comparisons"]] == [
+        ("joint", "eager_whole", "step_ms"), ("joint", "eager_whole", "peak_allocated_bytes")]
+    assert doc["processes"] == 50 and doc["params"]["methods"] == [
+        "eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint"]
+
+
+def test_pressure_measures_each_cells_card_and_shares_one_budget(tmp_path, cards):
+    folder, frozen = cards
+    hardware = tiny_hardware(folder, frozen)
+    con = run_processes(tmp_path, cohort("pressure"), hardware, 4, [1, 2])
+    budgets = con.execute("SELECT DISTINCT budget_bytes FROM policies").fetchall()
+    assert len(budgets) == 1
+    assert con.execute("SELECT count(DISTINCT cell) FROM profiles").fetchone()[0] == 2
+    assert sorted(r[0] for r in con.execute("SELECT DISTINCT cell FROM policies").fetchall()) == [
+        "large_sparse", "small_dense"]
+    timed = con.execute("SELECT count(*) FROM policies WHERE feasible").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM timings").fetchone()[0] == timed * 3
+
+
+def test_calibration_expands_to_the_24_shapes_and_runs_one(tmp_path, cards):
+    folder, _ = cards
+    hardware = tiny_hardware(folder)
+    doc = cohort("calibration")
+    extra = timing.expand(doc, hardware, 24)
+    cells = [e["cell"]["cell"] for e in extra]
+    assert len(set(cells)) == 24
+    assert {e["cell"]["live_segments"] for e in extra} == {1, 64}
+    assert {e["cell"]["write_fraction"] for e in extra} == {0.001, 1.0}
+    con = run_processes(tmp_path, doc, hardware, 24, [0])
+    check_common(con, methods=6, timed=con.execute("SELECT count(*) FROM policies WHERE feasible").fetchone()[0],
+                 steps=3, processes=1)
+    # a scaled selection budget: 20 GiB times the profile's byte scale
+    assert con.execute("SELECT DISTINCT budget_bytes FROM policies").fetchone()[0] == int(20 * 2**30 / 2048)
+
+
+def test_three_workload_assigns_blocks_of_processes_and_applies_the_profiles_reduction(tmp_path, cards):
+    folder, frozen = cards
+    hardware = tiny_hardware(folder, frozen)
+    doc = cohort("three_workload", warmup=50, steps=1000)
+    extra = timing.expand(doc, hardware, 6)
+    assert [e["cell"]["workload"] for e in extra] == ["feature_queue"] * 2 + ["prototype_memory"] * 2 + [
+        "unrolled_recurrence"] * 2
+    assert extra[0]["steps"] == 2 and extra[0]["reduced_from"] == {"warmup": 50, "steps": 1000}
+    con = run_processes(tmp_path, doc, hardware, 6, [2])
+    check_common(con, methods=6, timed=6, steps=3, processes=1)
+    assert con.execute("SELECT DISTINCT workload FROM timings").fetchall() == [("prototype_memory",)]
