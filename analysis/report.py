@@ -29,6 +29,7 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
+    Section("Replay semantics in PyTorch and JAX (§5, Table 2)", "semantic", ("semantic",)),
     Section("Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)", "finite",
             ("derivative", "bytes", "engines", "joint_alias")),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -28,14 +29,14 @@ def test_local_runs_each_process_in_a_fresh_interpreter(compose, tmp_path, sql):
     pids = [p for (p,) in sql(tmp_path, "SELECT pid FROM processes")]
     assert len(pids) == 4 and len(set(pids)) == 4 and os.getpid() not in pids
     # The detail column carries the pid the kind itself saw.
-    seen = {int(d.split()[2]) for (d,) in sql(tmp_path, "SELECT detail FROM records")}
+    seen = {json.loads(d)["pid"] for (d,) in sql(tmp_path, "SELECT detail FROM records")}
     assert seen == set(pids)
 
 
 def test_timing_cohorts_run_one_process_at_a_time(compose, tmp_path, sql):
     cfg = _clock(compose, tmp_path, "processes=3", "cohort.timing=true", sleep_s=0.4)
     assert run(cfg, progress=False) == 0
-    spans = sorted(tuple(map(float, d.split()[:2])) for (d,) in sql(tmp_path, "SELECT detail FROM records"))
+    spans = sorted((json.loads(d)["started"], json.loads(d)["ended"]) for (d,) in sql(tmp_path, "SELECT detail FROM records"))
     assert len(spans) == 3
     for (_, end), (start, _) in zip(spans, spans[1:]):
         assert start >= end, f"timed processes overlapped: {spans}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from stateaware.launch.snapshot import python_path_first, take_snapshot
 from stateaware.source import source_files, source_hash
@@ -25,8 +26,10 @@ def test_a_process_started_under_the_snapshot_imports_it_and_hashes_alike(tmp_pa
              "from stateaware.source import source_hash\n"
              "print(json.dumps({'files': [m.__file__ for m in (stateaware, stateaware.cohorts, stateaware.analysis,"
              " stateaware.conf)], 'hash': source_hash()}))")
+    # Started from inside the checkout, whose stateaware/ folder would shadow a PYTHONPATH entry.
+    checkout = Path(__file__).resolve().parent.parent
     with python_path_first(folder):
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True)
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=checkout, check=True)
     seen = json.loads(done.stdout)
     assert all(f.startswith(str(folder)) for f in seen["files"]), seen["files"]
     assert seen["hash"] == code
@@ -38,4 +41,5 @@ def test_the_environment_is_restored(tmp_path, monkeypatch):
         import os
 
         assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "/a"]
-    assert os.environ["PYTHONPATH"] == "/a"
+        assert os.environ["PYTHONSAFEPATH"] == "1"
+    assert os.environ["PYTHONPATH"] == "/a" and "PYTHONSAFEPATH" not in os.environ

@@ -135,7 +135,7 @@ def max_parallel(cfg: DictConfig, timing: bool) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _executor(cfg: DictConfig, folder: Path, timing: bool) -> Any:
+def _executor(cfg: DictConfig, folder: Path, timing: bool, snapshot: Path | None) -> Any:
     import submitit
 
     launcher = cfg.launcher
@@ -152,7 +152,7 @@ def _executor(cfg: DictConfig, folder: Path, timing: bool) -> Any:
         return executor
     from stateaware.launch.slurm import slurm_executor
 
-    return slurm_executor(cfg, folder, timing)
+    return slurm_executor(cfg, folder, timing, snapshot)
 
 
 def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
@@ -168,9 +168,11 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
     if not pending:
         return summary
     timing = pending[0].timing
-    use_snapshot = cfg.launcher.snapshot and cfg.launcher.name != "inline"
-    code = python_path_first(take_snapshot(plan.out, plan.source_hash)) if use_snapshot else contextlib.nullcontext()
-    executor = _executor(cfg, plan.out / ".submitit" / plan.run_id, timing)
+    snapshot = take_snapshot(plan.out, plan.source_hash) if cfg.launcher.snapshot and cfg.launcher.name != "inline" else None
+    executor = _executor(cfg, plan.out / ".submitit" / plan.run_id, timing, snapshot)
+    # Local processes inherit this environment; Slurm jobs get the path from their batch
+    # script instead (see slurm_executor), which a requeue re-runs.
+    code = python_path_first(snapshot) if snapshot is not None else contextlib.nullcontext()
     bar = _progress(len(pending), plan.cohort, enabled=progress)
     with code:
         try:

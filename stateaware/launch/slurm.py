@@ -79,14 +79,26 @@ def slurm_parameters(cfg: DictConfig, timing: bool) -> dict[str, Any]:
     return params
 
 
-def slurm_executor(cfg: DictConfig, folder: Path, timing: bool) -> Any:
+def slurm_executor(cfg: DictConfig, folder: Path, timing: bool, snapshot: Path | None = None) -> Any:
+    """A submitit SlurmExecutor for ``cfg.launcher``; with ``snapshot``, jobs import the code from it.
+
+    The snapshot goes on ``PYTHONPATH`` in the batch script itself, not through the
+    submitting environment: Slurm re-runs the script when it requeues an array task, but
+    does not reliably carry the submission environment over to it (seen on Slurm 22.05).
+    """
+    import shlex
+
     import submitit
 
     if shutil.which("sbatch") is None:
         raise RuntimeError("launcher=slurm needs Slurm's sbatch on PATH; on one machine try "
                            "launcher=local, or start a test cluster with slurm/start_cluster.sh")
     executor = submitit.SlurmExecutor(folder=folder)
-    executor.update_parameters(**slurm_parameters(cfg, timing))
+    params = slurm_parameters(cfg, timing)
+    if snapshot is not None:
+        params["setup"] = [f"export PYTHONPATH={shlex.quote(str(snapshot))}${{PYTHONPATH:+:$PYTHONPATH}}",
+                           "export PYTHONSAFEPATH=1  # the job's working directory must not shadow the snapshot"]
+    executor.update_parameters(**params)
     return executor
 
 
@@ -142,6 +154,29 @@ def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[Proc
     return jobs
 
 
+def _queued(job_ids: list[str]) -> set[str]:
+    """The ids among ``job_ids`` that ``squeue`` still lists (one line per array task)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(job_ids)],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return set(job_ids)  # cannot tell: assume still queued, ask again next poll
+    return {line.strip() for line in out.splitlines()}
+
+
+def _finished(jobs: list[Any]) -> list[Any]:
+    """The jobs that have ended for good.
+
+    submitit's ``done()`` alone is not enough: while Slurm requeues a task, ``sacct``
+    briefly reports it ``CANCELLED`` ("due to job requeue"), which submitit takes as
+    final. A job that ``squeue`` still lists is not finished, whatever ``sacct`` says.
+    """
+    with_result = [job for job in jobs if job.paths.result_pickle.exists()]
+    rest = [job for job in jobs if job not in with_result]
+    queued = _queued([job.job_id for job in rest]) if rest else set()
+    return with_result + [job for job in rest if job.job_id not in queued and job.done()]
+
+
 def in_flight(out: Path | str, run_id: str, indices: list[int]) -> dict[int, str]:
     """Of ``indices``, the processes whose latest Slurm job is still queued or running → job id."""
     submitted = read_submissions(out, run_id)
@@ -172,7 +207,7 @@ def run_array(executor: Any, pending: list[ProcessSpec], on_result: Callable[[Pr
     if not wait:
         return ids
     while jobs:
-        finished = [job for job in jobs if job.done()]
+        finished = _finished(list(jobs))
         for job in finished:
             on_result(collect(job, jobs.pop(job)))
         if jobs and not finished:

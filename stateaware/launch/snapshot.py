@@ -5,7 +5,8 @@ after its submission, while someone edits the files. The launcher therefore copi
 exactly the files the source hash covers (:func:`stateaware.source.source_files`, under
 their package-relative names — the layout of an installed wheel) into
 ``OUT/.snapshots/<hash>/`` and starts processes with that folder first on
-``PYTHONPATH``; each process then imports ``stateaware`` from the snapshot, and its
+``PYTHONPATH`` (and ``PYTHONSAFEPATH=1``, so a working directory inside a checkout does
+not shadow it); each process then imports ``stateaware`` from the snapshot, and its
 source-hash check compares the snapshot with the hash taken at submission.
 
 Why not submitit's ``RsyncSnapshot``: it snapshots a git checkout's committed files and
@@ -23,7 +24,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["SnapshotError", "take_snapshot", "python_path_first"]
+__all__ = ["SnapshotError", "take_snapshot", "python_path_first", "import_environment"]
 
 
 class SnapshotError(RuntimeError):
@@ -59,15 +60,28 @@ def take_snapshot(out: Path | str, source_hash: str) -> Path:
     return dest
 
 
+def import_environment(folder: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables that make a new interpreter import ``stateaware`` from ``folder``.
+
+    ``folder`` goes first on ``PYTHONPATH``, and ``PYTHONSAFEPATH=1`` stops Python from
+    putting the working directory before it: a process started from inside a checkout
+    would otherwise import the live ``stateaware/`` folder there, not the snapshot.
+    """
+    before = (environ if environ is not None else os.environ).get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), before])), "PYTHONSAFEPATH": "1"}
+
+
 @contextlib.contextmanager
 def python_path_first(folder: Path) -> Iterator[None]:
-    """Put ``folder`` first on ``PYTHONPATH`` for processes started inside the block."""
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), before]))
+    """Processes started inside the block import ``stateaware`` from ``folder`` (see :func:`import_environment`)."""
+    updates = import_environment(folder)
+    before = {key: os.environ.get(key) for key in updates}
+    os.environ.update(updates)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -1,0 +1,167 @@
+"""launcher=slurm against the real single-node cluster of slurm/start_cluster.sh.
+
+Skipped, with the reason shown, where no Slurm node is up (start one with
+`slurm/start_cluster.sh`; `.ci/run` does). Every launch here is the real command in a
+fresh interpreter, as a user types it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _cluster_up() -> str | None:
+    if shutil.which("sinfo") is None:
+        return "sinfo not found: Slurm is not installed (slurm/start_cluster.sh installs and starts it)"
+    try:
+        states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"sinfo failed: {exc}"
+    if not any(s.startswith(("idle", "mix", "alloc")) for s in states):
+        return f"no Slurm node is up (sinfo: {states or 'nothing'}); run slurm/start_cluster.sh"
+    return None
+
+
+if _cluster_up():
+    pytest.skip(_cluster_up(), allow_module_level=True)
+
+
+def _launch(out: Path, *overrides: str, python: str = sys.executable, wait: bool = True, cwd: Path = REPO):
+    # A fixed run id: the same command resumes the same run even if the checkout is being
+    # edited meanwhile (the default run id follows the source hash).
+    params = "++cohort.params={" + ",".join(o.split(":", 1)[1] for o in overrides if o.startswith("param:")) + "}"
+    args = [python, "-m", "stateaware", "cohort=demo", "cohort.kind=tests.kinds.clock", "launcher=slurm",
+            f"out={out}", "run_id=slurm-test", "launcher.poll_s=1", "launcher.mem_gb=0.25", "launcher.cpus_per_task=1", params,
+            *(o for o in overrides if not o.startswith("param:"))]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if wait:
+        return subprocess.run(args, capture_output=True, text=True, timeout=240, env=env, cwd=cwd)
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+
+
+def _wait_for(predicate, what: str, timeout: float = 120.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _submissions(out: Path) -> dict[str, str]:
+    files = list((out / ".submitit").glob("*/submissions.json"))
+    return json.loads(files[0].read_text()) if files else {}
+
+
+def _slurm_state(job: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-o", "%T", "-j", job], capture_output=True, text=True).stdout.strip()
+    return out
+
+
+def test_a_cohort_runs_as_a_job_array_and_records_its_slurm_identity(tmp_path, sql):
+    done = _launch(tmp_path, "processes=3", "param:rows:2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = sql(tmp_path, "SELECT process_index, status, launcher, slurm_job_id, slurm_array_task_id FROM processes ORDER BY 1")
+    arrays = {r[3].split("_")[0] for r in rows}
+    assert len(arrays) == 1  # one array
+    assert [(r[0], r[1], r[2], r[3].split("_")[1], r[4]) for r in rows] == [
+        (i, "completed", "slurm", str(i), i) for i in range(3)]
+    assert sql(tmp_path, "SELECT count(*) FROM timings") == [(6,)]
+
+
+def test_a_failing_process_is_reported_with_its_traceback_and_the_others_complete(tmp_path, sql):
+    done = _launch(tmp_path, "processes=3", "param:fail_index:1")
+    assert done.returncode == 1
+    assert "process 1 failed (attempt 1): deliberate failure in process 1" in done.stdout
+    rows = sql(tmp_path, "SELECT process_index, status, traceback LIKE '%raise ValueError%' FROM processes ORDER BY 1")
+    assert rows == [(0, "completed", None), (1, "failed", True), (2, "completed", None)]
+
+
+def test_scancel_is_recorded_as_cancelled_and_a_rerun_resubmits_only_that_process(tmp_path, sql):
+    out, markers = tmp_path / "out", tmp_path / "markers"
+    markers.mkdir()
+    command = ("processes=3", "param:sleep_s:120", "param:sleep_index:1", f"param:sleep_once_dir:'{markers}'")
+    running = _launch(out, *command, wait=False)
+    job = _wait_for(lambda: _submissions(out).get("1"), "the submission of process 1")
+    _wait_for(lambda: (markers / "slept-1").exists(), f"job {job} to start sleeping")
+    subprocess.run(["scancel", job], check=True)
+    stdout, stderr = running.communicate(timeout=180)
+    assert running.returncode == 1, stdout + stderr
+    assert "process 1 cancelled (attempt 1)" in stdout
+    assert sql(out, "SELECT process_index, status, slurm_job_id FROM processes ORDER BY 1")[1] == (1, "cancelled", job)
+    others = {p: p.stat().st_mtime_ns for p in (out / "records").rglob("*.parquet")}
+    assert len(others) == 2
+
+    again = _launch(out, *command)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 from earlier launches" in again.stdout
+    rows = sql(out, "SELECT process_index, status, attempt, slurm_job_id FROM processes ORDER BY 1")
+    assert [r[:3] for r in rows] == [(0, "completed", 1), (1, "completed", 2), (2, "completed", 1)]
+    assert rows[1][3] != job  # a new submission
+    assert {p: p.stat().st_mtime_ns for p in others} == others  # 0 and 2 did not run again
+
+
+def test_a_requeued_task_completes_without_duplicated_rows(tmp_path, sql):
+    out, markers = tmp_path / "out", tmp_path / "markers"
+    markers.mkdir()
+    running = _launch(out, "processes=2", "param:sleep_s:120", "param:sleep_index:1",
+                      f"param:sleep_once_dir:'{markers}'", wait=False)
+    job = _wait_for(lambda: _submissions(out).get("1"), "the submission of process 1")
+    _wait_for(lambda: (markers / "slept-1").exists(), f"job {job} to start sleeping")  # its timings are written
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    # Slurm holds a requeued job for 120 s (BeginTime); once it is pending again, release it now.
+    _wait_for(lambda: _slurm_state(job) == "PENDING", f"job {job} to be pending again")
+    subprocess.run(["scontrol", "update", f"jobid={job}", "starttime=now"], check=True)
+    stdout, stderr = running.communicate(timeout=240)
+    assert running.returncode == 0, stdout + stderr
+    assert sql(out, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [(0, "completed", 1),
+                                                                                          (1, "completed", 2)]
+    assert sql(out, "SELECT count(*) FROM attempts WHERE process_index = 1") == [(1,)]  # the killed one left no row
+    assert sql(out, "SELECT process_index, count(*) FROM timings GROUP BY 1 ORDER BY 1") == [(0, 3), (1, 3)]
+    restart = json.loads(sql(out, "SELECT detail FROM records WHERE process_index = 1")[0][0])["env"]["SLURM_RESTART_COUNT"]
+    assert restart == "1"
+
+
+def test_a_gpu_request_is_scheduled_through_gres(tmp_path, sql):
+    done = _launch(tmp_path, "processes=1", "launcher.gpus_per_node=1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    env = json.loads(sql(tmp_path, "SELECT detail FROM records")[0][0])["env"]
+    assert env["SLURM_JOB_GPUS"] == "0" or env["CUDA_VISIBLE_DEVICES"] == "0", env
+
+
+def test_code_edited_after_submission_does_not_change_what_queued_jobs_run(tmp_path, sql):
+    # A private editable install of a copy of the project, so editing it cannot disturb
+    # the other tests: the user's checkout, a venv, a queued cohort, then an edit.
+    copy = tmp_path / "checkout"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "__pycache__", "*.egg-info",
+                                                              ".hypothesis", ".pytest_cache"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "-e", str(copy)],
+                   check=True, capture_output=True)
+    out, markers = tmp_path / "out", tmp_path / "markers"
+    markers.mkdir()
+    # Process 0 holds the single slot (array_parallelism=1) while the edit happens.
+    running = _launch(out, "processes=2", "launcher.array_parallelism=1", "param:sleep_s:8", "param:sleep_index:0",
+                      f"param:sleep_once_dir:'{markers}'", python=str(venv / "bin" / "python"), wait=False, cwd=copy)
+    _wait_for(lambda: (markers / "slept-0").exists(), "process 0 to start")
+    worker = copy / "stateaware" / "launch" / "worker.py"  # what every queued process runs first
+    worker.write_text(worker.read_text() + "\nraise RuntimeError('edited after submission')\n")
+    stdout, stderr = running.communicate(timeout=180)
+    assert running.returncode == 0, stdout + stderr
+    hashes = sql(out, "SELECT DISTINCT source_hash FROM processes")
+    assert len(hashes) == 1
+    assert sql(out, "SELECT count(*) FROM processes WHERE status = 'completed'") == [(2,)]
