@@ -12,6 +12,9 @@ Two families:
 ``"uniform"``
     Every ``r``, ``q`` and ``c`` drawn independently and uniformly: no structure at all,
     an adversarial case for the frontier's size.
+``"blocks"``
+    A network of repeated blocks: four ``"tradeoff"`` segment types, each segment a copy
+    of one, as when one layer shape repeats down a deep model.
 
 Each option is present with probability ``1 - missing`` (at least one per segment).
 """
@@ -26,7 +29,10 @@ from .card import OPTIONS, OptionCost, ProfileCard, card_from_dict
 
 __all__ = ["KINDS", "random_card"]
 
-KINDS = ("tradeoff", "uniform")
+KINDS = ("tradeoff", "uniform", "blocks")
+
+#: Distinct segment types in a ``"blocks"`` card.
+_BLOCK_TYPES = 4
 
 _MIB = 1 << 20
 
@@ -90,12 +96,16 @@ def random_card(
     if bad or not options:
         raise ValueError(f"options must be a non-empty subset of {OPTIONS}, got {tuple(options)!r}")
     segments = []
+    types = [_tradeoff_segment(rng) for _ in range(_BLOCK_TYPES)] if kind == "blocks" else []
     for _ in range(n_segments):
-        full = _tradeoff_segment(rng) if kind == "tradeoff" else _uniform_segment(rng, max_bytes)
+        if kind == "blocks":
+            full = types[int(rng.integers(len(types)))]
+        else:
+            full = _tradeoff_segment(rng) if kind == "tradeoff" else _uniform_segment(rng, max_bytes)
         names = [name for name in OPTIONS if name in options]
         kept = [name for name in names if rng.random() >= missing] or [names[int(rng.integers(len(names)))]]
         segments.append({name: full[name] for name in kept})
-    persistent = int(rng.integers(1, 8)) * (1 << 30) if kind == "tradeoff" else int(rng.integers(0, max_bytes))
+    persistent = int(rng.integers(1, 8)) * (1 << 30) if kind != "uniform" else int(rng.integers(0, max_bytes))
     # Through the validator, so a synthetic card is exactly what a loaded one would be.
     return card_from_dict({
         "persistent_bytes": persistent,
