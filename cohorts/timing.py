@@ -171,6 +171,7 @@ def _profile_rows(card: Any, columns: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
+    import dataclasses
     import json
 
     import torch
@@ -217,7 +218,13 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 
     executable = {m: (row["policy"] if row["policy"] is not None else "functional")
                   for m, row in plans.items() if row["feasible"]}
-    checks = semantic_checks(shape, executable, seed=spec.seed, device=device)
+    # The checks compare every code path of every policy; their batch may be reduced on a
+    # profile (costrt.semantic_batch) because correctness does not depend on it and FP64
+    # checks at full batch would cost a CPU cohort more than its timed steps.
+    semantic_batch = costrt.get("semantic_batch")
+    checked = dataclasses.replace(shape, batch=min(shape.batch, int(semantic_batch))) if semantic_batch else shape
+    note["semantic_batch"] = checked.batch
+    checks = semantic_checks(checked, executable, seed=spec.seed, device=device)
     writer.write("records", [{"backend": "torch", "check": "semantic" if c.method in executable else "semantic_control",
                               "family": "costrt", "seed": spec.seed, "workload": shape.workload,
                               "detail": json.dumps({"cell": name, **note}, sort_keys=True, default=str), **c.row()}

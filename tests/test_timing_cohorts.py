@@ -180,3 +180,21 @@ def test_three_workload_assigns_blocks_of_processes_and_applies_the_profiles_red
     con = run_processes(tmp_path, doc, hardware, 6, [2])
     check_common(con, methods=6, timed=6, steps=3, processes=1)
     assert con.execute("SELECT DISTINCT workload FROM timings").fetchall() == [("prototype_memory",)]
+
+
+def test_timing_report_prints_ours_beside_the_papers_columns(tmp_path, cards):
+    from stateaware.analysis.timing import method_rows, render
+    from stateaware.analysis.views import connect
+
+    folder, frozen = cards
+    hardware = tiny_hardware(folder, frozen)
+    run_processes(tmp_path, cohort("confirm32"), hardware, 2, [0, 1])
+    con = connect(tmp_path)
+    rows = {r["method"]: r for r in method_rows(con)}
+    assert list(rows) == ["eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint"]
+    assert rows["eager_whole"]["processes"] == 0 and rows["eager_whole"]["mean_step_ms"] is None
+    assert rows["joint"]["processes"] == 2 and rows["joint"]["fits"] == 2  # the plan fits when measured
+    assert rows["eager"]["fits"] == 0  # eager exceeds the budget
+    text = render(con)
+    assert "| eager_whole | — | no (not run) |" in text
+    assert "paper ms | paper peak GiB | paper fits" in text and "| 3704.54 | 29.936 | 50/50 |" in text

@@ -1,0 +1,296 @@
+"""The timing report: paper Tables 4, 6, 7, 8 and 10 from the ``timings`` and ``policies`` views.
+
+Every "ours" number comes from ``analysis/sql/timing_methods.sql`` or
+``timing_regions.sql`` over the latest run of each timing cohort; the "paper" columns quote
+the paper's published H100 figures and are labelled as such. Peaks are measured bytes
+(``peak_source`` says which instrument); predictions are the static model's, printed
+beside them, never in their place. Sizes print in MiB below 4 GiB (the CPU profile) and in
+GiB above. This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
+
+    python -m stateaware.analysis.timing --results DIR [--cohort confirm44]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_rows", "region_rows", "render",
+           "summary", "main"]
+
+_SQL = Path(__file__).with_name("sql")
+_METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
+
+#: Paper Table 6 (44 GiB fair control, one H100 process): method -> (peak GiB, step ms, fits).
+PAPER_T6 = {"eager": (46.063, 2865.83, "No"), "whole": (42.063, 3919.70, "Yes"), "regions": (26.200, 3867.19, "Yes"),
+            "functional": (42.063, 3932.56, "Yes"), "agnostic": (45.313, 3068.25, "No"),
+            "eager_whole": (42.813, 3735.42, "Yes"), "joint": (42.352, 3053.21, "Yes")}
+
+#: Paper Table 7 (fifty H100 processes): cohort -> method -> (step ms, peak GiB, fits/50).
+PAPER_T7 = {
+    "confirm44": {"eager": (2869.65, 46.063, 0), "whole": (3940.38, 42.063, 50), "regions": (3889.79, 26.200, 50),
+                  "functional": (3942.81, 42.063, 50), "agnostic": (3070.72, 45.313, 0),
+                  "eager_whole": (3740.91, 42.813, 50), "joint": (3061.39, 42.352, 50)},
+    "confirm32": {"eager": (2878.70, 46.063, 0), "whole": (3945.99, 42.063, 0), "regions": (3898.82, 26.200, 50),
+                  "functional": (3952.28, 42.063, 0), "agnostic": (3744.73, 42.813, 0), "eager_whole": None,
+                  "joint": (3704.54, 29.936, 50)},
+}
+
+#: Paper Table 4 (activation pressure, 32 GiB): cell -> method -> "peak GiB / ms" or "Infeasible".
+PAPER_T4 = {
+    "small_sparse": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
+                             ("1.22 / 8.73", "18.21 / 65.39", "1.35 / 25.38", "18.21 / 69.75", "1.22 / 8.69",
+                              "1.22 / 8.70"))),
+    "small_dense": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
+                            ("2.38 / 38.37", "19.38 / 126.29", "19.38 / 140.10", "19.38 / 130.49", "2.38 / 38.40",
+                             "2.38 / 38.43"))),
+    "large_sparse": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
+                             ("46.06 / 2882", "42.06 / 3937", "26.20 / 3908", "42.06 / 3960", "42.81 / 3750",
+                              "29.94 / 3698"))),
+    "large_dense": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
+                            ("46.08 / 2921", "42.33 / 4008", "42.33 / 4049", "42.33 / 4043", "43.08 / 3828",
+                             "Infeasible"))),
+}
+
+#: Paper Table 8: workload -> (time ratio [interval], peak ratio [interval]) as printed.
+PAPER_T8 = {"feature_queue": (".3954 [.3905,.4020]", ".05055 [.05055,.05055]"),
+            "prototype_memory": (".6085 [.6078,.6091]", ".15035 [.15030,.15039]"),
+            "unrolled_recurrence": (".4895 [.4890,.4900]", ".06476 [.06476,.06476]")}
+
+#: Paper Table 10: (workload, MiB, write fraction, live) -> (peak/whole, time/whole, peak/eager, time/eager).
+PAPER_T10 = {
+    ("feature_queue", 64, 0.001, 1): (0.669, 1.134, 1.002, 2.263),
+    ("feature_queue", 64, 0.001, 64): (0.099, 1.189, 1.353, 3.292),
+    ("feature_queue", 64, 1.0, 1): (1.000, 1.405, 1.497, 2.752),
+    ("feature_queue", 64, 1.0, 64): (1.000, 1.199, 11.660, 3.273),
+    ("feature_queue", 1024, 0.001, 1): (0.376, 0.443, 1.002, 2.227),
+    ("feature_queue", 1024, 0.001, 64): (0.051, 0.390, 2.612, 2.965),
+    ("feature_queue", 1024, 1.0, 1): (1.000, 1.105, 1.937, 3.562),
+    ("feature_queue", 1024, 1.0, 64): (1.000, 1.111, 21.407, 3.632),
+    ("prototype_memory", 64, 0.001, 1): (0.717, 1.050, 1.003, 2.197),
+    ("prototype_memory", 64, 0.001, 64): (0.193, 1.190, 2.232, 3.231),
+    ("prototype_memory", 64, 1.0, 1): (1.000, 1.132, 1.398, 1.552),
+    ("prototype_memory", 64, 1.0, 64): (1.000, 1.168, 10.141, 2.851),
+    ("prototype_memory", 1024, 0.001, 1): (0.526, 0.583, 1.004, 2.197),
+    ("prototype_memory", 1024, 0.001, 64): (0.150, 0.608, 4.349, 2.423),
+    ("prototype_memory", 1024, 1.0, 1): (1.000, 1.061, 1.489, 2.691),
+    ("prototype_memory", 1024, 1.0, 64): (1.000, 1.071, 13.649, 2.702),
+    ("unrolled_recurrence", 64, 0.001, 1): (0.716, 1.147, 1.002, 2.282),
+    ("unrolled_recurrence", 64, 0.001, 64): (0.111, 1.190, 1.295, 3.269),
+    ("unrolled_recurrence", 64, 1.0, 1): (1.000, 1.144, 1.398, 2.326),
+    ("unrolled_recurrence", 64, 1.0, 64): (1.000, 1.205, 10.152, 3.269),
+    ("unrolled_recurrence", 1024, 0.001, 1): (0.524, 0.495, 1.001, 2.183),
+    ("unrolled_recurrence", 1024, 0.001, 64): (0.065, 0.488, 1.908, 2.285),
+    ("unrolled_recurrence", 1024, 1.0, 1): (1.000, 1.093, 1.903, 3.279),
+    ("unrolled_recurrence", 1024, 1.0, 64): (1.000, 1.105, 20.899, 3.311),
+}
+
+
+def _rows(con: Any, name: str) -> list[dict[str, Any]]:
+    relation = con.execute((_SQL / f"{name}.sql").read_text())
+    names = [d[0] for d in relation.description]
+    return [dict(zip(names, row)) for row in relation.fetchall()]
+
+
+def method_rows(con: Any) -> list[dict[str, Any]]:
+    """``timing_methods.sql``: one dict per (cohort, cell, method)."""
+    return _rows(con, "timing_methods")
+
+
+def region_rows(con: Any) -> list[dict[str, Any]]:
+    """``timing_regions.sql``: one dict per (cohort, cell) with regions/whole and regions/eager ratios."""
+    return _rows(con, "timing_regions")
+
+
+def _unit(rows: list[dict[str, Any]]) -> tuple[str, float]:
+    largest = max((r.get("max_peak_bytes") or r.get("predicted_peak_bytes") or 0 for r in rows), default=0)
+    return ("GiB", float(1 << 30)) if largest > 4 * (1 << 30) else ("MiB", float(1 << 20))
+
+
+def _b(value: Optional[int], scale: float) -> str:
+    return "—" if value is None else f"{value / scale:.3f}"
+
+
+def _ms(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _r(value: Optional[float]) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def _policy(policy: Optional[str]) -> str:
+    if not policy:
+        return "—"
+    counts = {o: policy.split(",").count(o) for o in ("eager", "whole", "region")}
+    return " ".join(f"{n}{o[0].upper()}" for o, n in counts.items() if n)
+
+
+def _peak(row: dict[str, Any], scale: float) -> str:
+    lo, hi = row["min_peak_bytes"], row["max_peak_bytes"]
+    if lo is None:
+        return "not run" if not row["feasible"] else "—"
+    return _b(lo, scale) if lo == hi else f"{_b(lo, scale)}–{_b(hi, scale)}"
+
+
+def _method_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
+    unit, scale = _unit(rows)
+    out = []
+    for cell in dict.fromkeys(r["cell"] for r in rows):
+        cell_rows = [r for r in rows if r["cell"] == cell]
+        budget = cell_rows[0]["budget_bytes"]
+        out += [f"#### {cohort} / {cell} — budget {_b(budget, scale)} {unit}", "",
+                f"| method | policy | feasible | ours step ms | ours peak {unit} (measured) | predicted {unit} | "
+                f"predicted ms | fits/processes | peak source | paper ms | paper peak GiB | paper fits |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in cell_rows:
+            paper = _paper_method(cohort, cell, r["method"])
+            out.append(f"| {r['method']} | {_policy(r['policy'])} | {'yes' if r['feasible'] else 'no (not run)'} | "
+                       f"{_ms(r['mean_step_ms'])} | {_peak(r, scale)} | {_b(r['predicted_peak_bytes'], scale)} | "
+                       f"{_ms(r['predicted_ms'])} | {r['fits']}/{r['processes']} | {r['peak_source'] or '—'} | "
+                       f"{paper[0]} | {paper[1]} | {paper[2]} |")
+        out.append("")
+    return out
+
+
+def _paper_method(cohort: str, cell: str, method: str) -> tuple[str, str, str]:
+    if cohort in PAPER_T7:
+        got = PAPER_T7[cohort].get(method)
+        return ("infeasible", "—", "—") if got is None else (f"{got[0]:.2f}", f"{got[1]:.3f}", f"{got[2]}/50")
+    if cohort == "fair44" and method in PAPER_T6:
+        peak, ms, fits = PAPER_T6[method]
+        return f"{ms:.2f}", f"{peak:.3f}", fits
+    if cohort == "pressure" and cell in PAPER_T4 and method in PAPER_T4[cell]:
+        text = PAPER_T4[cell][method]
+        if " / " in text:
+            peak, ms = text.split(" / ")
+            return ms, peak, "—"
+        return text, "—", "—"
+    return "—", "—", "—"
+
+
+def _calibration_key(cell: str) -> Optional[tuple[str, int, float, int]]:
+    try:
+        workload, mib, fraction, live = cell.split("-")
+        return workload, int(mib.removesuffix("MiB")), float(fraction.removeprefix("f")), int(live.removeprefix("l"))
+    except ValueError:
+        return None
+
+
+def _regions_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
+    out = [f"#### {cohort}: regions relative to whole snapshots and eager (geometric means over processes)", "",
+           "| workload | paper buffer MiB (ours bytes) | write % | live | processes | peak/whole | time/whole | "
+           "peak/eager | time/eager | paper peak/whole | paper time/whole | paper peak/eager | paper time/eager |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        key = _calibration_key(r["cell"])
+        paper = PAPER_T10.get(key) if key else None
+        mib = key[1] if key else "—"
+        out.append(f"| {r['workload']} | {mib} ({r['buffer_bytes']:,}) | {r['write_fraction'] * 100:g} | "
+                   f"{r['live_segments']} | {r['processes']} | {_r(r['peak_per_whole'])} | {_r(r['time_per_whole'])} | "
+                   f"{_r(r['peak_per_eager'])} | {_r(r['time_per_eager'])} | "
+                   + " | ".join(f"{v:.3f}" if paper else "—" for v in (paper or (0, 0, 0, 0))) + " |")
+    out.append("")
+    return out
+
+
+def _three_workload_table(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
+    out = ["#### three_workload: regions/whole (Table 8; geometric mean of process ratios)", "",
+           "| workload | processes | ours time | ours peak | ours intervals (comparisons) | paper time | paper peak |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mine = [c for c in comparisons if r["workload"] in (c.get("subset") or "")]
+        intervals = "; ".join(f"{c['metric']} {c['estimate']:.4f} [{c['lower']:.4f},{c['upper']:.4f}]" for c in mine)
+        paper = PAPER_T8.get(r["workload"], ("—", "—"))
+        out.append(f"| {r['workload']} | {r['processes']} | {_r(r['time_per_whole'])} | {_r(r['peak_per_whole'])} | "
+                   f"{intervals or '—'} | {paper[0]} | {paper[1]} |")
+    out.append("")
+    return out
+
+
+def _comparison_rows(con: Any) -> list[dict[str, Any]]:
+    try:
+        relation = con.execute("SELECT * FROM comparisons")
+    except Exception:  # no comparisons computed yet: the view does not exist
+        return []
+    names = [d[0] for d in relation.description]
+    return [dict(zip(names, row)) for row in relation.fetchall()]
+
+
+def render(con: Any, cohorts: Optional[list[str]] = None) -> str:
+    """Markdown: every timing cohort present (or those named), ours beside the paper's."""
+    methods = method_rows(con)
+    regions = region_rows(con)
+    comparisons = _comparison_rows(con)
+    present = list(dict.fromkeys(r["cohort"] for r in methods))
+    lines = ["## Cost runtime and timing cohorts (paper §8–§11; Tables 4, 6, 7, 8, 10)", ""]
+    for cohort in cohorts or present:
+        rows = [r for r in methods if r["cohort"] == cohort]
+        if not rows:
+            lines += [f"### {cohort}", "", "no rows", ""]
+            continue
+        lines += [f"### {cohort}", ""]
+        if cohort in ("calibration", "three_workload"):
+            cohort_regions = [r for r in regions if r["cohort"] == cohort]
+            if cohort == "three_workload":
+                lines += _three_workload_table(cohort_regions, [c for c in comparisons if c.get("cohort") == cohort])
+            else:
+                lines += _regions_table(cohort, cohort_regions)
+        lines += _method_table(cohort, rows)
+        mine = [c for c in comparisons if c.get("cohort") == cohort]
+        if mine:
+            lines += ["| comparison | estimate | interval | confidence | processes |", "|---|---|---|---|---|"]
+            lines += [f"| {c['comparison']} | {c['estimate']:.4f} | [{c['lower']:.4f}, {c['upper']:.4f}] | "
+                      f"{c['confidence']:.4f} | {c['processes']} |" for c in mine]
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> str:
+    """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
+    fits, then the cohort's prespecified comparisons with their intervals (computed now)."""
+    from omegaconf import OmegaConf
+
+    import stateaware.conf
+    from stateaware.analysis.comparisons import compute_comparisons
+    from stateaware.analysis.views import connect
+
+    con = connect(results)
+    text = render(con, [cohort])
+    doc = OmegaConf.to_container(OmegaConf.load(Path(stateaware.conf.__file__).parent / "cohort" / f"{cohort}.yaml"))
+    specs = doc.get("comparisons") or []
+    run = con.execute("SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?", [cohort]).fetchone()
+    if specs and run and run[0]:
+        kwargs = {"draws": draws} if draws else {}
+        _, results_ = compute_comparisons(con, run[0], specs, allow_partial=True, **kwargs)
+        text += "\n| prespecified comparison | estimate | interval | confidence | processes |\n|---|---|---|---|---|\n"
+        for r in results_:
+            row = r.row()
+            text += (f"| {row['comparison']} | {row['estimate']:.4f} | [{row['lower']:.4f}, {row['upper']:.4f}] | "
+                     f"{row['confidence']:.4f} | {row['processes']} |\n")
+    return text
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis.timing", description=__doc__.split("\n")[0])
+    parser.add_argument("--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)")
+    parser.add_argument("--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons")
+    parser.add_argument("--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')")
+    args = parser.parse_args(argv)
+    from stateaware.analysis.__main__ import default_results
+
+    results = args.results or default_results()
+    if args.cohort:
+        print(summary(results, args.cohort, args.draws))
+    else:
+        from stateaware.analysis.views import connect
+
+        print(render(connect(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
