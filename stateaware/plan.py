@@ -21,6 +21,11 @@ from stateaware.planner import PLANNERS, CardError, Plan, ProfileCard, format_by
 
 __all__ = ["main", "plot_frontier"]
 
+#: Frontier cap for the plot's own planning run when --frontier-cap is not given: every
+#: fitting policy's frontier can grow to millions of points on large irregular cards,
+#: and a plot needs far fewer; a plot that was thinned says so in its title.
+PLOT_FRONTIER_CAP = 4096
+
 
 def _budget(text: str) -> int:
     try:
@@ -56,7 +61,11 @@ def _parser() -> argparse.ArgumentParser:
         help="keep at most this many frontier points per segment (default: untruncated, optimal)",
     )
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    parser.add_argument("--plot", metavar="FILE.png", help="write the predicted peak/time frontier with the budget line")
+    parser.add_argument(
+        "--plot", metavar="FILE.png",
+        help=f"write the predicted peak/time frontier of the policies that fit, with the budget line "
+        f"(at most --frontier-cap or {PLOT_FRONTIER_CAP} points per segment)",
+    )
     return parser
 
 
@@ -113,7 +122,7 @@ def plot_frontier(result: Plan, path: str) -> None:
     ax.axvline(result.budget_bytes / gib, color="k", ls="--", label=f"budget {format_bytes(result.budget_bytes)}")
     ax.set_xlabel("predicted peak (GiB)")
     ax.set_ylabel("predicted time (ms per step)")
-    status = "" if result.feasible else " — infeasible"
+    status = ("" if result.feasible else " — infeasible") + (" — frontier thinned (cap)" if result.truncated else "")
     ax.set_title(f"{result.planner}: card {result.card_digest[:12]}{status}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -132,8 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = plan(card, args.budget, args.planner, args.frontier_cap)
     print(result.to_json() if args.json else _report(card, result))
     if args.plot:
-        # The printed plan keeps its bounded search; the plot shows every fitting policy.
-        plot_frontier(plan(card, args.budget, args.planner, args.frontier_cap, full_frontier=True), args.plot)
+        # The printed plan keeps its bounded search; the plot shows every fitting policy
+        # (thinned to PLOT_FRONTIER_CAP per segment if there are more, and then titled so).
+        cap = args.frontier_cap or PLOT_FRONTIER_CAP
+        plot_frontier(plan(card, args.budget, args.planner, cap, full_frontier=True), args.plot)
         if not args.json:
             print(f"plot      {args.plot}")
     return 0

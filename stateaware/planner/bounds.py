@@ -24,7 +24,7 @@ NOTE [ Cost bound ]
     between options, and a fine grid around the multiplier that is best at the root (see
     ``_multipliers``). The bound's tightness near the optimum decides how many prefixes
     survive: on 1,024-segment random cards, 16 multipliers left ~5,600 prefixes at the
-    widest step and 64 left ~1,500 (bench/bench_planner.py measures the current figure).
+    widest step and 48 left ~1,500 (bench/bench_planner.py measures the current figure).
     A prefix is dropped only when ``C + bound`` exceeds the incumbent's
     time by more than ``_COST_SLACK`` (relative), which absorbs float summation order.
 """
