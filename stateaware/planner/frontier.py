@@ -14,8 +14,9 @@ NOTE [ Why three coordinates, not two ]
 NOTE [ Rules ]
     Rule 1 (exactness): a triple is dropped only if another kept triple is <= in all three
     coordinates (or it duplicates one). Every completion of the dropped prefix is then
-    matched or beaten by the same completion of its dominator, so with no cap the final
-    set contains an optimal policy for *every* budget.
+    matched or beaten by the same completion of its dominator, so with no cap and no
+    budget the final set contains an optimal policy for *every* budget. Rule 4 extends
+    this to the budget bounds.
     Rule 2 (no rounding): bytes are int64 and compared exactly; nothing is bucketed.
     Times are float64 sums; two policies whose times differ only by summation rounding
     may both be kept, which costs a point, never an optimum.
@@ -24,6 +25,11 @@ NOTE [ Rules ]
     then dropped, the policies stay valid. Without a budget the kept triples are spread
     evenly along ``R + Q`` (both ends kept); with one, they are those with the least lower
     bound on completed time (bounds.py), a beam search toward the optimum.
+    Rule 4 (bounds are not truncation): with a budget, a prefix is also dropped when no
+    completion of it fits, or when every fitting completion provably takes longer than a
+    policy already found (bounds.py). Neither can drop every optimum, so an untruncated
+    run with bounds still returns an optimal policy for that budget; only the *set* it
+    returns shrinks (to the policies that fit, or that may be optimal).
 
 NOTE [ The dominance sweep ]
     Candidates are sorted by (Q level, R, C) and swept one Q level at a time. Inside a
