@@ -211,6 +211,23 @@ def _three_workload_table(rows: list[dict[str, Any]], comparisons: list[dict[str
     return out
 
 
+def _provenance(con: Any, cohort: str) -> list[str]:
+    """The profile, its scales, step counts, any reduction, the card source, from the records."""
+    import json
+
+    row = con.execute("SELECT any_value(hardware), any_value(scale), any_value(detail), count(DISTINCT process_index) "
+                      "FROM records WHERE cohort = ? AND \"check\" = 'semantic'", [cohort]).fetchone()
+    if not row or row[0] is None:
+        return []
+    detail = json.loads(row[2] or "{}")
+    text = (f"Profile `{row[0]}` (declared scale {row[1]:g}; cost-runtime byte scale {detail.get('byte_scale')}), "
+            f"{row[3]} process(es), {detail.get('warmup')} warm-up + {detail.get('steps')} measured steps per method, "
+            f"card {detail.get('card_source')}, semantic checks at batch {detail.get('semantic_batch')}.")
+    if detail.get("reduced_from"):
+        text += f" **Reduced on this profile** from {detail['reduced_from']}."
+    return [text]
+
+
 def _comparison_rows(con: Any) -> list[dict[str, Any]]:
     try:
         relation = con.execute("SELECT * FROM comparisons")
@@ -232,7 +249,7 @@ def render(con: Any, cohorts: Optional[list[str]] = None) -> str:
         if not rows:
             lines += [f"### {cohort}", "", "no rows", ""]
             continue
-        lines += [f"### {cohort}", ""]
+        lines += [f"### {cohort}", "", *_provenance(con, cohort), ""]
         if cohort in ("calibration", "three_workload"):
             cohort_regions = [r for r in regions if r["cohort"] == cohort]
             if cohort == "three_workload":

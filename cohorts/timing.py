@@ -21,6 +21,7 @@ three_workload}.yaml``):
                  ``budget_rule: absolute`` (h100) the budget is ``budget_gib`` GiB.
 ``card``         ``frozen`` (refuse to run without the frozen card the profile names),
                  ``auto`` (frozen if named, else measure) or ``measure``.
+``shuffle``      run the methods in an order drawn from the process seed (default true).
 ``warmup``, ``steps``  per method; ``hardware.costrt.overrides.<cohort>`` may reduce them
                  on a profile (recorded in the policies rows' detail and by the report).
 """
@@ -173,6 +174,7 @@ def _profile_rows(card: Any, columns: dict[str, Any]) -> list[dict[str, Any]]:
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     import dataclasses
     import json
+    import random
 
     import torch
 
@@ -209,7 +211,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     plans = plan_methods(card, budget, methods)
 
     warmup, steps = int(params["warmup"]), int(params["steps"])
-    note = {"warmup": warmup, "steps": steps, "reduced_from": params.get("reduced_from"),
+    note = {"warmup": warmup, "steps": steps, "shuffle": bool(params.get("shuffle", True)), "reduced_from": params.get("reduced_from"),
             "card_source": "measured_in_process" if measured_here else "frozen", "byte_scale": costrt.get("byte_scale")}
     writer.write("policies", [{"method": m, **{k: v for k, v in row.items()}, **columns} for m, row in plans.items()],
                  part=f"cell={name}")
@@ -233,7 +235,10 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
               if all(c.outcome == "match" for c in checks if c.method == m) and
               sum(c.method == m for c in checks) == 2}
 
-    for method in methods:
+    # Methods run in an order drawn from the process seed: slow drift of a shared machine
+    # (load, thermal state) then spreads over every method instead of biasing the last ones.
+    order = random.Random(spec.seed).sample(methods, len(methods)) if params.get("shuffle", True) else methods
+    for method in order:
         if method not in passed:
             continue  # infeasible (policies row says so) or failed its check (records row says so)
         times, peak = measure_method(shape, executable[method], seed=spec.seed, warmup=warmup, steps=steps,

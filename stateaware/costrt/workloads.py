@@ -222,7 +222,7 @@ def _sparse_writes(shape: Shape, seed: int, step: int, i: int) -> torch.Tensor:
         return (torch.arange(k) + start) % n
     if shape.workload == "prototype_memory":
         gen = torch.Generator().manual_seed((int(seed) * 1_000_003 + step * 997 + i) % (2**63))
-        return torch.randperm(n, generator=gen)[:k]
+        return torch.randperm(n, generator=gen)[:k].clone()  # not a view: keep k indices, not n
     block = i % max(1, n // k)  # unrolled_recurrence: a fixed hidden-state block per time step
     return (torch.arange(k) + block * k) % n
 
