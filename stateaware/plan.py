@@ -116,7 +116,7 @@ def plot_frontier(result: Plan, path: str) -> None:
     gib = float(1 << 30)
     fig, ax = plt.subplots(figsize=(6, 4))
     if result.frontier.shape[0]:
-        ax.step(result.frontier[:, 0] / gib, result.frontier[:, 1], where="post", marker="o", ms=3, label="frontier")
+        ax.step(result.frontier[:, 0] / gib, result.frontier[:, 1], where="post", marker="o", ms=3, label="frontier (planner's cost view)")
     if result.feasible:
         ax.plot([result.predicted_peak_bytes / gib], [result.predicted_ms], "r*", ms=12, label="chosen (true cost)")
     ax.axvline(result.budget_bytes / gib, color="k", ls="--", label=f"budget {format_bytes(result.budget_bytes)}")
