@@ -151,8 +151,7 @@ def render(con: Any) -> str:
         ("§7 joint-alias stored operations", _n(j["stored_operations"]), PAPER["stored_operations"],
          _compare_count(_n(j["stored_operations"]), PAPER["stored_operations"])),
     ]
-    lines = ["## Finite programs: replay contract (paper §6, §7, Table 3)", "",
-             "| quantity | ours | paper | comparison |", "|---|---|---|---|"]
+    lines = ["| quantity | ours | paper | comparison |", "|---|---|---|---|"]
     lines += [f"| {name} | {ours} | {paper} | {cmp} |" for name, ours, paper, cmp in rows]
     lines += ["", "### Engines by write density (Table 1)", ""]
     lines += _table(*_all(con, "finite_engines_by_method"))
