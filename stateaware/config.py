@@ -158,16 +158,10 @@ def validate(cfg: DictConfig) -> None:
         _check(value is None or value >= 1, f"launcher.{key}", value, "null or an integer >= 1")
     _check(cfg.launcher.timeout_min > 0, "launcher.timeout_min", cfg.launcher.timeout_min, "minutes > 0")
     _check(cfg.wait or cfg.launcher.name == "slurm", "wait", cfg.wait, "true, unless launcher=slurm (local processes need a waiting launcher)")
-    for path, value in _budget_values(OmegaConf.to_container(cfg, resolve=True)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-        if isinstance(value, str):
-            from stateaware.units import parse_bytes
+    from stateaware.units import FORMS
 
-            try:
-                ok = parse_bytes(value) >= 0
-            except ValueError:
-                ok = False
-        _check(ok, path, value, "a non-negative size (bytes, or a string like '44GiB')")
+    for path, value in _budget_values(OmegaConf.to_container(cfg, resolve=True)):
+        _check(_is_size(value), path, value, f"a non-negative size: {FORMS}")
     from stateaware.cohorts import load_kind
 
     try:
@@ -180,6 +174,19 @@ def validate(cfg: DictConfig) -> None:
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
     if not ok:
         raise ConfigError(f"invalid {name}={value!r}: allowed values are {allowed}")
+
+
+def _is_size(value: Any) -> bool:
+    """Whether ``value`` is a non-negative number of bytes or a size string like ``44GiB``."""
+    from stateaware.units import parse_bytes
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value >= 0
+    try:
+        parse_bytes(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _budget_values(node: Any, prefix: str = ""):

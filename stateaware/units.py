@@ -1,40 +1,49 @@
-"""Byte sizes as people write them: ``44GiB``, ``512MiB``, ``1.5GiB``, ``123456``."""
+"""Byte sizes as people write them: ``44GiB``, ``512MiB``, ``1.5GiB``, ``123456``.
+
+One parser for every size the project reads — budgets on the planner's command line,
+sizes in configs — so ``44GiB`` means the same bytes everywhere.
+"""
 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
-__all__ = ["UNITS", "parse_bytes", "format_bytes"]
+__all__ = ["UNITS", "FORMS", "parse_bytes", "format_bytes"]
 
-#: Binary units only: budgets in the paper are GiB, and 44 GB != 44 GiB.
-UNITS = {"": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+#: Binary units only: the paper's budgets are GiB, and 44 GB is not 44 GiB, so a decimal
+#: unit is refused rather than guessed.
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
-_SIZE = re.compile(r"^\s*(?P<num>[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>[A-Za-z]*)\s*$")
+#: The accepted forms, as error messages state them.
+FORMS = "bytes as an integer (123456) or a number with a unit B, KiB, MiB, GiB or TiB (512MiB, 44GiB, 1.5GiB)"
+
+_SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\s*$")
 
 
-def parse_bytes(text: str | int | float) -> int:
-    """The number of bytes ``text`` denotes; ``ValueError`` naming the accepted forms.
+def parse_bytes(text: str | int, what: str = "size") -> int:
+    """The number of bytes ``text`` denotes; ``ValueError`` naming ``what`` and the accepted forms.
 
-    Accepts an integer or float (bytes), or a string ``<number><unit>`` with unit one of
-    ``B, KiB, MiB, GiB, TiB`` (binary; decimal ``GB`` is refused rather than guessed).
-    Fractional bytes round to the nearest integer. Negative sizes parse (the caller
-    decides whether they are allowed).
+    Decimals are exact (``1.5GiB`` is 1,610,612,736 bytes, computed with fractions, not
+    floats); a fractional byte count rounds *down*, so a parsed budget never admits a peak
+    above the written one. Negative and malformed sizes are errors.
     """
     if isinstance(text, bool):
-        raise ValueError(f"size {text!r} is not a number of bytes")
-    if isinstance(text, (int, float)):
-        return int(round(text))
-    match = _SIZE.match(text)
-    if not match or match["unit"] not in UNITS:
-        raise ValueError(
-            f"cannot parse size {text!r}: write bytes (e.g. 123456) or a number with one of "
-            f"the units {', '.join(u for u in UNITS if u)} (e.g. 44GiB, 512MiB)"
-        )
-    return int(round(float(match["num"]) * UNITS[match["unit"]]))
+        raise ValueError(f"{what} {text!r} is not a size; write {FORMS}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"{what} {text} is negative; write {FORMS}")
+        return text
+    match = _SIZE.match(str(text))
+    if match is None or (match["unit"] and match["unit"] not in UNITS):
+        hint = f"{what}s are non-negative; " if str(text).strip().startswith("-") else ""
+        raise ValueError(f"cannot read {what} {text!r}: {hint}write {FORMS}")
+    scale = UNITS[match["unit"]] if match["unit"] else 1
+    return int(Fraction(match["number"]) * scale)  # int() of a non-negative Fraction floors
 
 
 def format_bytes(n: int | float) -> str:
-    """``n`` bytes in the largest binary unit that keeps it >= 1, three decimals (e.g. 42.352 GiB)."""
+    """``n`` bytes in the largest binary unit that keeps it >= 1, three decimals (42.352 GiB)."""
     for unit in ("TiB", "GiB", "MiB", "KiB"):
         if abs(n) >= UNITS[unit]:
             return f"{n / UNITS[unit]:.3f} {unit}"
