@@ -43,7 +43,7 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
 
 
 def format_bytes(n: int | float) -> str:
-    """``n`` bytes in the largest binary unit that keeps it >= 1, three decimals (42.352 GiB)."""
+    """``n`` bytes in the largest binary unit that keeps it >= 1, three decimals (1.500 GiB)."""
     for unit in ("TiB", "GiB", "MiB", "KiB"):
         if abs(n) >= UNITS[unit]:
             return f"{n / UNITS[unit]:.3f} {unit}"

@@ -25,4 +25,4 @@ def test_integers_round_trip(n):
 
 
 def test_format():
-    assert format_bytes(42.352 * 2**30) == "42.352 GiB" and format_bytes(12) == "12 B"
+    assert format_bytes(3 * 2**29) == "1.500 GiB" and format_bytes(12) == "12 B"
