@@ -215,16 +215,22 @@ def _provenance(con: Any, cohort: str) -> list[str]:
     """The profile, its scales, step counts, any reduction, the card source, from the records."""
     import json
 
-    row = con.execute("SELECT any_value(hardware), any_value(scale), any_value(detail), count(DISTINCT process_index) "
-                      "FROM records WHERE cohort = ? AND \"check\" = 'semantic'", [cohort]).fetchone()
-    if not row or row[0] is None:
+    rows = con.execute("SELECT DISTINCT hardware, scale, detail, process_index FROM records "
+                       "WHERE cohort = ? AND \"check\" = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
+                       "(SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?))", [cohort, cohort]).fetchall()
+    if not rows:
         return []
-    detail = json.loads(row[2] or "{}")
-    text = (f"Profile `{row[0]}` (declared scale {row[1]:g}; cost-runtime byte scale {detail.get('byte_scale')}), "
-            f"{row[3]} process(es), {detail.get('warmup')} warm-up + {detail.get('steps')} measured steps per method, "
-            f"card {detail.get('card_source')}, semantic checks at batch {detail.get('semantic_batch')}.")
-    if detail.get("reduced_from"):
-        text += f" **Reduced on this profile** from {detail['reduced_from']}."
+    details = [json.loads(r[2] or "{}") for r in rows]
+
+    def values(key: str) -> str:
+        found = sorted({json.dumps(d.get(key), sort_keys=True) for d in details})
+        return " / ".join(v.strip('"') for v in found)
+
+    text = (f"Profile `{rows[0][0]}` (declared scale {rows[0][1]:g}; cost-runtime byte scale {values('byte_scale')}), "
+            f"{len({r[3] for r in rows})} process(es), {values('warmup')} warm-up + {values('steps')} measured steps "
+            f"per method, card {values('card_source')}, semantic checks at batch {values('semantic_batch')}.")
+    if any(d.get("reduced_from") for d in details):
+        text += f" **Reduced on this profile** from {values('reduced_from')}."
     return [text]
 
 
