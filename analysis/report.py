@@ -24,14 +24,17 @@ __all__ = ["SECTIONS", "Section", "select_runs", "build_report", "main"]
 @dataclass(frozen=True)
 class Section:
     title: str
-    module: str  # stateaware.analysis.<module>: render(con) -> str, optional figures(con, out) -> list[Path]
+    module: str  # stateaware.analysis.<module>: render(con) -> str
     cohorts: tuple[str, ...]  # the cohorts whose runs feed it
+    figures: str | None = None  # stateaware.analysis.<figures>: figures(con, out_dir) -> list[Path]
 
 
 SECTIONS: tuple[Section, ...] = (
     Section("Replay semantics in PyTorch and JAX (§5, Table 2)", "semantic", ("semantic",)),
     Section("Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)", "finite",
             ("derivative", "bytes", "engines", "joint_alias")),
+    Section("Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)", "timing",
+            ("calibration", "pressure", "fair44", "confirm44", "confirm32", "three_workload"), figures="timing_figures"),
 )
 
 
@@ -83,6 +86,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
              "| cohort | run | processes | verification | source hash | hardware (scale) |",
              "|---|---|---|---|---|---|"]
     verification = verify(con, allow_partial=allow_partial)
+    notes = []
     for cohort, run_id, processes, config_yaml in selected:
         run = verification.run(run_id)
         hashes = con.execute("SELECT string_agg(DISTINCT left(source_hash, 12), ', ') FROM processes WHERE run_id = ?",
@@ -91,19 +95,27 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
         lines.append(f"| {cohort} | `{run_id}` | {processes} | {run.label} | `{hashes}` | {hardware[0]} ({hardware[1]:g}) |")
         comparisons = _comparisons_of(config_yaml)
         if comparisons:
-            _, computed = compute_comparisons(con, run_id, comparisons, verification=verification,
-                                              draws=draws or DRAWS)
+            try:
+                _, computed = compute_comparisons(con, run_id, comparisons, verification=verification,
+                                                  draws=draws or DRAWS)
+            except ValueError as exc:  # e.g. one process: nothing to pair; say so, do not guess
+                notes.append(f"- {cohort} (`{run_id}`): prespecified comparisons not computed: {exc}")
+                continue
             write_comparisons(results, computed, run=run)
 
+    if notes:
+        lines += ["", *notes]
     con = connect(results, run_ids=chosen)  # now with the comparisons just written
     present = {c for (c,) in con.execute("SELECT DISTINCT cohort FROM runs").fetchall()}
     for section in SECTIONS:
         if not present.intersection(section.cohorts):
             continue
-        module = importlib.import_module(f"stateaware.analysis.{section.module}")
-        lines += ["", f"## {section.title}", "", module.render(con).strip()]
-        if hasattr(module, "figures"):
-            for path in module.figures(con, out):
+        body = importlib.import_module(f"stateaware.analysis.{section.module}").render(con).strip()
+        if body.startswith("## "):  # the section names itself; keep one heading
+            body = body.split("\n", 1)[1].strip() if "\n" in body else ""
+        lines += ["", f"## {section.title}", "", body]
+        if section.figures:
+            for path in importlib.import_module(f"stateaware.analysis.{section.figures}").figures(con, out):
                 lines += ["", f"![{path.stem}]({path.relative_to(out).as_posix()})"]
     if verification.partial:
         lines += ["", f"**Partial analysis:** {verification.label}; tables cover completed processes only."]

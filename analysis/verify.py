@@ -254,7 +254,8 @@ def _verify_run(
     if "policies" in views:
         problems.extend(_check_digests(con, views["policies"], run_id, scope))  # rule 4
     if summary:
-        problems.extend(_check_timing_rows(summary, run_id, completed, expected_rows))  # rule 5
+        problems.extend(_check_timing_rows(summary, run_id, completed, expected_rows,
+                                           _never_executed(con, views, run_id)))  # rule 5
         if any(n > keys for n, keys, *_ in summary.values()):
             problems.extend(_check_duplicates(con, "timings", views["timings"], _ROW_KEYS["timings"], run_id, scope))
     for table, key in _ROW_KEYS.items():
@@ -350,15 +351,25 @@ def _check_digests(con: Any, columns: set[str], run_id: str, scope: str) -> list
     return problems
 
 
+def _never_executed(con: Any, views: Mapping[str, set[str]], run_id: str) -> set[tuple[int, str]]:
+    """(process, method) pairs whose plan was infeasible: never executed, so no timings expected."""
+    if not {"process_index", "method", "feasible"} <= views.get("policies", set()):
+        return set()
+    rows = con.execute("SELECT DISTINCT process_index, method FROM policies WHERE run_id = ? AND NOT feasible",
+                       [run_id]).fetchall()
+    return {(int(p), m) for p, m in rows}
+
+
 def _check_timing_rows(
-    summary: _Summary, run_id: str, completed: Sequence[int], expected_rows: int | None
+    summary: _Summary, run_id: str, completed: Sequence[int], expected_rows: int | None,
+    infeasible: set[tuple[int, str]] = frozenset(),
 ) -> list[str]:
     done = set(completed)
     counts = {cell: n for cell, (n, *_rest) in summary.items() if cell[0] in done}
     if not counts:
         return []  # a cohort without timing rows (semantic, finite) has nothing to count
     methods = sorted({m for _p, m in counts}, key=str)
-    cells = {(p, m): counts.get((p, m), 0) for p in completed for m in methods}
+    cells = {(p, m): counts.get((p, m), 0) for p in completed for m in methods if (p, m) not in infeasible}
     if expected_rows is None:
         # The mode over non-empty cells; ties go to the larger count, so a run where half
         # the processes lost rows is judged against the fuller half.
