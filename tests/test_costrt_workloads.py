@@ -95,3 +95,16 @@ def test_policy_errors_list_the_valid_values():
     with pytest.raises(ValueError, match="fixed-policy methods are"):
         uniform_policy("joint", 4)
     assert METHODS == ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
+
+
+def test_a_deep_stack_keeps_a_nonzero_output_and_the_control_still_diverges():
+    # 64 segments of dropout: the output must not collapse to zero (which would make every
+    # gradient check vacuous), and a non-finite or zero reference is never called a match.
+    shape = Shape("feature_queue", buffer_bytes=2048 * 256, write_fraction=0.001, live_segments=64,
+                  granularity_bytes=256, width=16, batch=8, rank=1)
+    wl, rows = build(shape, seed=1, dtype=torch.float64), step_rows(shape, seed=1, step=0)
+    seed_step(1, 0)
+    loss, y = forward(wl, rows, ("eager",) * 64)
+    assert float(loss) > 0 and torch.isfinite(y).all()
+    control = [c for c in semantic_checks(shape, {}, seed=1) if c.method == CONTROL]
+    assert [c.outcome for c in control] == ["diverge", "diverge"]

@@ -9,6 +9,7 @@ measures its peak in one extra, untimed step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,9 @@ def _compare(got: Mapping[str, list[torch.Tensor]], want: Mapping[str, list[torc
     worst_phase, worst = None, 0.0
     for phase in ("forward", "state", "backward1", "backward2"):
         for a, b in zip(got[phase], want[phase]):
+            if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
+                # NaN compares false with everything: a non-finite value is never a match
+                return "diverge", phase, math.inf
             scale = max(float(b.abs().max()), 1e-30)
             error = float((a - b).abs().max()) / scale
             if error > worst:

@@ -4,7 +4,7 @@ A workload is ``L`` live segments over a state buffer of ``n_rows`` rows of
 ``granularity_bytes`` (at FP32; FP64 doubles every byte count). Segment ``i``:
 
 1. reads rows ``reads[i]`` of the state and reduces them to a width-``w`` bias ``s``;
-2. computes ``z = tanh(x @ U_i) @ V_i + s`` and ``y = dropout(x * (0.5 + sigmoid(z)))`` —
+2. computes ``z = tanh(x @ U_i) @ V_i + s`` and ``y = x * (0.5 + dropout(sigmoid(z)))`` —
    real matmuls on a ``batch x width`` activation, with ``z`` (hence the backward) depending on
    the state values read at forward;
 3. writes rows ``writes[i]`` *in place* (a fraction ``f`` of the buffer; ``f = 1`` writes
@@ -278,20 +278,21 @@ class _Tanh(torch.autograd.Function):
 
 
 class _Gate(torch.autograd.Function):
-    """``x * (0.5 + sigmoid(z)) * keep / (1 - p)``, saving ``x``, ``z`` and the dropout mask
-    ``keep`` (NOTE [ Saving inputs only ])."""
+    """``x * (0.5 + sigmoid(z) * keep / (1 - p))``, saving ``x``, ``z`` and the dropout mask
+    ``keep`` (NOTE [ Saving inputs only ]). Dropout acts on the gate, not on ``x``, so a
+    deep stack never multiplies an element by zero (64 dropped gates would zero the output)."""
 
     @staticmethod
     def forward(ctx, x, z, keep):  # type: ignore[override]
         ctx.save_for_backward(x, z, keep)
-        return torch.addcmul(0.5 * x, x, torch.sigmoid(z)) * keep / (1 - DROPOUT)
+        return x * (0.5 + torch.sigmoid(z) * keep / (1 - DROPOUT))
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         x, z, keep = ctx.saved_tensors
         g = torch.sigmoid(z)
-        grad = grad * keep / (1 - DROPOUT)
-        return grad * (0.5 + g), grad * x * g * (1 - g), None
+        gate = keep / (1 - DROPOUT)
+        return grad * (0.5 + g * gate), grad * x * gate * g * (1 - g), None
 
 
 # NOTE [ Saving inputs only ]
