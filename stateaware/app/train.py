@@ -1,0 +1,266 @@
+"""One method at one seed: encoder epochs, validation, checkpoint, then the probe (paper §12).
+
+:func:`train_encoder` is the *complete encoder process* the paper times: building the
+encoders, every encoder epoch (training and validation), the canonical encoder
+checkpoint. :func:`probe` is separate: it loads the encoder by its hash, fits a linear
+classifier on frozen features of the fitting images, and scores the official test images
+once (test data select no epoch). Every random draw comes from the seed and epoch (augment
+crops and flips, batch order), so every method sees the same data in the same order.
+
+Observation (``Observer``): on CUDA the allocator's allocated and reserved peaks are read
+before every ``reset_peak_memory_stats`` (one per encoder epoch) and once at exit; on the
+CPU the profiler's window peak of each epoch plus the bytes live when it opens
+(``stateaware.costrt.measure.window_peak``), source ``torch_profiler``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from stateaware.app import moco, scores
+from stateaware.app.model import backbone_features, cifar_resnet18, feature_dim
+
+__all__ = ["Protocol", "Observer", "augment", "center", "train_encoder", "probe", "deterministic"]
+
+#: CIFAR-100 channel statistics of the training set (input normalisation constants).
+_MEAN = (0.5071, 0.4865, 0.4409)
+_STD = (0.2673, 0.2564, 0.2762)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The knobs of one run (the paper's at ``hardware=h100``; reduced on CPU)."""
+
+    image: int = 32  # crop size (32: the full image)
+    width: int = 64
+    dim: int = 128
+    queue_size: int = 131072  # x dim x 4 bytes: 64 MiB at dim 128
+    batch: int = 256
+    encoder_epochs: int = 100
+    probe_epochs: int = 25
+    lr: float = 0.06
+    probe_lr: float = 1.0
+    probe_batch: int = 256
+    temperature: float = 0.2
+    momentum: float = 0.99
+    weight_decay: float = 5e-4
+
+
+def deterministic(threads: int | None = None) -> None:
+    """Deterministic algorithms (and ``threads`` intra-op threads when given)."""
+    torch.use_deterministic_algorithms(True)
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+
+
+def _normalise(x: torch.Tensor) -> torch.Tensor:
+    mean = torch.tensor(_MEAN, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(_STD, device=x.device).view(1, 3, 1, 1)
+    return (x.float() / 255.0 - mean) / std
+
+
+def augment(images: torch.Tensor, size: int, gen: torch.Generator) -> torch.Tensor:
+    """Random ``size`` crops of the 4-pixel zero-padded ``N x 3 x 32 x 32`` uint8 images,
+    flipped horizontally with probability 1/2, normalised (draws from ``gen``, CPU)."""
+    n, _, h, w = images.shape
+    padded = nn.functional.pad(images, (4, 4, 4, 4))
+    oy = torch.randint(0, h + 8 - size + 1, (n,), generator=gen)
+    ox = torch.randint(0, w + 8 - size + 1, (n,), generator=gen)
+    flip = torch.rand(n, generator=gen) < 0.5
+    ar = torch.arange(size)
+    ys = (oy[:, None] + ar)[:, None, :, None].expand(n, 3, size, size)
+    xs = ox[:, None] + ar
+    xs = torch.where(flip[:, None], xs.flip(1), xs)[:, None, None, :].expand(n, 3, size, size)
+    rows = padded.gather(2, ys[..., :1].expand(n, 3, size, padded.shape[3]))
+    crop = rows.gather(3, xs)
+    return _normalise(crop)
+
+
+def center(images: torch.Tensor, size: int) -> torch.Tensor:
+    """The central ``size`` crop, normalised (evaluation view)."""
+    o = (images.shape[2] - size) // 2
+    return _normalise(images[:, :, o:o + size, o:o + size])
+
+
+@dataclass
+class Observer:
+    """Allocator peaks before every reset and once at exit (see the module docstring)."""
+
+    device: torch.device
+    live: Callable[[], int]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def window(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` as one observed window ending in a reset; its result."""
+        if self.device.type == "cuda":
+            out = fn()
+            torch.cuda.synchronize(self.device)
+            self._record("before_reset", torch.cuda.max_memory_allocated(self.device),
+                         torch.cuda.max_memory_reserved(self.device), "cuda_allocator")
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return out
+        from stateaware.costrt.measure import window_peak
+
+        start = self.live()
+        box: list[Any] = []
+        peak, _ = window_peak(lambda: box.append(fn()))
+        self._record("before_reset", start + peak, None, "torch_profiler")
+        return box[0]
+
+    def exit(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self._record("exit", torch.cuda.max_memory_allocated(self.device),
+                         torch.cuda.max_memory_reserved(self.device), "cuda_allocator")
+        else:
+            peak = max((r["peak_allocated_bytes"] for r in self.rows), default=self.live())
+            self._record("exit", peak, None, "torch_profiler")
+
+    def _record(self, event: str, allocated: int, reserved: int | None, source: str) -> None:
+        self.rows.append({"event": event, "event_index": len(self.rows), "peak_allocated_bytes": int(allocated),
+                          "peak_reserved_bytes": None if reserved is None else int(reserved), "peak_source": source})
+
+
+def _epoch_gen(seed: int, epoch: int, salt: int) -> torch.Generator:
+    return torch.Generator().manual_seed((int(seed) * 1_000_003 + epoch * 7919 + salt) % (2**63))
+
+
+def _batches(n: int, batch: int, gen: torch.Generator) -> list[torch.Tensor]:
+    order = torch.randperm(n, generator=gen)
+    return [order[i:i + batch] for i in range(0, n - batch + 1, batch)]  # full batches only
+
+
+def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, method: str,
+                  policy: Sequence[str], proto: Protocol, device: torch.device, out: Path,
+                  observer: Observer | None = None) -> dict[str, Any]:
+    """Train the encoders on ``images`` (uint8 NCHW, CPU) under ``method``; write the
+    canonical encoder file under ``out``. Returns ``{"epochs", "sha256", "path", "seconds"}``.
+
+    ``observer`` (optional) wraps every epoch; its ``live`` callable is set here.
+    """
+    start = time.perf_counter()
+    m = moco.build(seed, width=proto.width, dim=proto.dim, queue_size=proto.queue_size,
+                   temperature=proto.temperature, momentum=proto.momentum, device=device)
+    opt = torch.optim.SGD(m.query.parameters(), lr=proto.lr, momentum=0.9, weight_decay=proto.weight_decay)
+    if observer is not None:
+        from stateaware.app.card import persistent_bytes
+
+        observer.live = lambda: persistent_bytes(m, opt)
+    epochs, step = [], 0
+    for epoch in range(proto.encoder_epochs):
+        t0 = time.perf_counter()
+        gen = _epoch_gen(seed, epoch, 1)
+
+        def one_epoch() -> list[float]:
+            nonlocal step
+            m.query.train(), m.key.train()
+            losses = []
+            for idx in _batches(len(images), proto.batch, gen):
+                x = images[idx]
+                x_q = augment(x, proto.image, gen).to(device)
+                x_k = augment(x, proto.image, gen).to(device)
+                losses.append(moco.train_step(m, opt, x_q, x_k, step, method, policy))
+                step += 1
+            return losses
+
+        losses = observer.window(one_epoch) if observer is not None else one_epoch()
+        val = _validate(m, val_images, proto, device, _epoch_gen(seed, epoch, 2))
+        row = {"phase": "encoder", "epoch": epoch, "loss": float(np.mean(losses)) if losses else float("nan"),
+               "accuracy": val, "seconds": time.perf_counter() - t0}
+        if observer is not None and observer.rows:
+            last = observer.rows[-1]
+            row.update({k: last[k] for k in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_source")})
+        epochs.append(row)
+    path = out / "encoder.bin"
+    sha = scores.write_encoder(m.query.state_dict(), path)
+    if observer is not None:
+        observer.exit()
+    return {"epochs": epochs, "sha256": sha, "path": path, "seconds": time.perf_counter() - start,
+            "queue_sha256": _tensor_sha(m.queue)}
+
+
+def _tensor_sha(t: torch.Tensor) -> str:
+    import hashlib
+
+    return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+
+
+@torch.no_grad()
+def _validate(m: moco.Moco, images: torch.Tensor, proto: Protocol, device: torch.device,
+              gen: torch.Generator) -> float | None:
+    """Top-1 accuracy of the key among (key + queue) on validation pairs (no enqueue)."""
+    if len(images) == 0:
+        return None
+    m.query.eval(), m.key.eval()
+    hits = total = 0
+    for i in range(0, len(images), proto.batch):
+        x = images[i:i + proto.batch]
+        q = nn.functional.normalize(m.query(augment(x, proto.image, gen).to(device)), dim=1)
+        k = nn.functional.normalize(m.key(augment(x, proto.image, gen).to(device)), dim=1)
+        logits = torch.cat([(q * k).sum(1, keepdim=True), q @ m.queue.t()], dim=1)
+        hits += int((logits.argmax(1) == 0).sum())
+        total += len(x)
+    m.query.train(), m.key.train()
+    return hits / total
+
+
+@torch.no_grad()
+def _features(model: nn.Module, images: torch.Tensor, proto: Protocol, device: torch.device) -> torch.Tensor:
+    model.eval()
+    out = [backbone_features(model, center(images[i:i + proto.probe_batch], proto.image).to(device))
+           for i in range(0, len(images), proto.probe_batch)]
+    return torch.cat(out) if out else torch.empty(0, feature_dim(model), device=device)
+
+
+def probe(encoder_path: Path, encoder_sha256: str, data: dict[str, torch.Tensor], classes: int, *, seed: int,
+          proto: Protocol, device: torch.device, scores_path: Path) -> dict[str, Any]:
+    """Fit the linear probe on frozen features; write the test-score file.
+
+    ``data`` holds uint8 NCHW ``fit``/``val``/``test`` images and int64 ``*_labels``.
+    Returns ``{"epochs", "sha256", "accuracy", "mean_loss"}`` (test accuracy and mean
+    cross-entropy read back from the score file's records).
+    """
+    state = scores.load_encoder(encoder_path, encoder_sha256)
+    fc = state["fc.weight"].shape[0]
+    model = cifar_resnet18(fc, width=proto.width)
+    model.load_state_dict(state)
+    model.to(device)
+    feats = {k: _features(model, data[k], proto, device) for k in ("fit", "val", "test")}
+    labels = {k: data[f"{k}_labels"].to(device) for k in ("fit", "val", "test")}
+    torch.manual_seed(int(seed) + 2)
+    linear = nn.Linear(feats["fit"].shape[1], classes).to(device)
+    opt = torch.optim.SGD(linear.parameters(), lr=proto.probe_lr, momentum=0.9)
+    epochs = []
+    for epoch in range(proto.probe_epochs):
+        t0 = time.perf_counter()
+        gen = _epoch_gen(seed, epoch, 3)
+        losses = []
+        order = torch.randperm(len(feats["fit"]), generator=gen)
+        for i in range(0, len(order), proto.probe_batch):
+            idx = order[i:i + proto.probe_batch].to(device)
+            loss = nn.functional.cross_entropy(linear(feats["fit"][idx]), labels["fit"][idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        with torch.no_grad():
+            val = (float((linear(feats["val"]).argmax(1) == labels["val"]).float().mean())
+                   if len(feats["val"]) else None)
+        epochs.append({"phase": "probe", "epoch": epoch, "loss": float(np.mean(losses)), "accuracy": val,
+                       "seconds": time.perf_counter() - t0})
+    with torch.no_grad():
+        logits = linear(feats["test"])
+        losses = nn.functional.cross_entropy(logits, labels["test"], reduction="none")
+    sha = scores.write_scores(data["test_labels"].numpy(), logits.argmax(1).cpu().numpy(),
+                              losses.cpu().numpy(), scores_path)
+    rec = scores.read_scores(scores_path)
+    return {"epochs": epochs, "sha256": sha, "accuracy": float((rec["pred"] == rec["label"]).mean()),
+            "mean_loss": float(rec["loss"].astype(np.float64).mean())}

@@ -1,0 +1,140 @@
+"""The seven methods on the transactional checkpoint: byte-identical training state, and
+strict enqueue under torch.utils.checkpoint giving wrong gradients and statistics."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+from stateaware.app import card, moco, train
+from stateaware.torch_replay import UndeclaredStateError
+
+SMALL = dict(width=4, dim=16, queue_size=48)
+POLICY = ("whole", "eager", "whole", "eager", "eager", "whole", "region")  # a mixed planned-style policy
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    threads = torch.get_num_threads()
+    train.deterministic(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _batches(steps: int):
+    gen = torch.Generator().manual_seed(11)
+    return [(torch.randn(8, 3, 12, 12, generator=gen), torch.randn(8, 3, 12, 12, generator=gen)) for _ in range(steps)]
+
+
+def _digest(m: moco.Moco) -> str:
+    h = hashlib.sha256()
+    for name, t in sorted(m.query.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().contiguous().numpy().tobytes())
+    h.update(m.queue.numpy().tobytes())
+    return h.hexdigest()
+
+
+def _run(method: str, policy, steps: int = 3, seed: int = 5) -> moco.Moco:
+    m = moco.build(seed, **SMALL)
+    opt = torch.optim.SGD(m.query.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    for step, (x_q, x_k) in enumerate(_batches(steps)):
+        moco.train_step(m, opt, x_q, x_k, step, method, policy)
+    return m
+
+
+def test_seven_methods_leave_byte_identical_parameters_statistics_and_queue():
+    digests = {}
+    for method in moco.METHODS:
+        policy = POLICY if method in moco.PLANNED else moco.fixed_policy(method)
+        digests[method] = _digest(_run(method, policy))
+    assert len(set(digests.values())) == 1, digests
+    # ... and a different seed trains to different bytes (the check is not vacuous).
+    assert _digest(_run("eager", moco.fixed_policy("eager"), seed=6)) != digests["eager"]
+
+
+def test_queue_ring_holds_the_last_keys():
+    m = _run("eager", moco.fixed_policy("eager"), steps=7)  # 7 x 8 keys through a 48-row ring
+    norms = m.queue.norm(dim=1)
+    assert torch.allclose(norms, torch.ones_like(norms), atol=1e-5)
+    assert moco.queue_rows(6, 8, 48).tolist() == list(range(0, 8))
+
+
+def _grads_after_one_step(contrast_runner, segment_runner):
+    m = moco.build(5, **SMALL)
+    x_q, x_k = _batches(1)[0]
+    moco.momentum_update(m)
+    with torch.no_grad():
+        k = torch.nn.functional.normalize(m.key(x_k), dim=1)
+    rows = moco.queue_rows(0, 8, m.queue_size)
+    h = x_q
+    for seg in m.segments:
+        h = segment_runner(seg, h)
+    loss = contrast_runner(m, h, k, rows)
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in m.query.parameters()])
+    stats = torch.cat([b.float().flatten() for b in m.query.buffers()])
+    return grads, stats, m.queue.clone()
+
+
+def test_strict_enqueue_under_torch_checkpoint_corrupts_gradients_and_statistics():
+    def eager_contrast(m, h, k, rows):
+        return moco.contrast(h, k, m.queue, rows, m.temperature)
+
+    ref_g, ref_s, ref_q = _grads_after_one_step(eager_contrast, lambda seg, h: seg(h))
+
+    def torch_contrast(m, h, k, rows):
+        # The queue reached as the model holds it (not an argument, whose version torch checks).
+        return torch_checkpoint(lambda q: moco.contrast(q, k, m.queue, rows, m.temperature), h, use_reentrant=False)
+
+    g, s, q = _grads_after_one_step(torch_contrast, lambda seg, h: torch_checkpoint(seg, h, use_reentrant=False))
+    # The replay copies the already-enqueued queue: the negatives differ, so do the gradients.
+    assert not torch.equal(g, ref_g)
+    assert (g - ref_g).abs().max() > 1e-4
+    # The replay updates BatchNorm statistics a second time.
+    assert not torch.equal(s, ref_s)
+    # Ours, whole and region: the same bytes as eager.
+    from stateaware.torch_replay import Region, checkpoint
+
+    for mode in ("whole", "region"):
+        def ours_contrast(m, h, k, rows, mode=mode):
+            state = [m.queue] if mode == "whole" else [Region(m.queue, rows)]
+            return checkpoint(moco.contrast, h, k, m.queue, rows, m.temperature, state=state, preserve=mode)
+
+        g, s, q = _grads_after_one_step(ours_contrast,
+                                        lambda seg, h, mode=mode: checkpoint(seg, h, state=[seg], preserve=mode))
+        assert torch.equal(g, ref_g) and torch.equal(s, ref_s) and torch.equal(q, ref_q)
+
+
+def test_undeclared_queue_is_refused_not_differentiated():
+    def undeclared(m, h, k, rows):
+        from stateaware.torch_replay import checkpoint
+
+        return checkpoint(moco.contrast, h, k, m.queue, rows, m.temperature)
+
+    with pytest.raises(UndeclaredStateError):
+        _grads_after_one_step(undeclared, lambda seg, h: seg(h))
+
+
+def test_card_has_a_region_option_only_for_the_queue_and_plans_under_a_budget():
+    from stateaware.costrt.plans import anchors, budget_at
+
+    m = moco.build(5, **SMALL)
+    opt = torch.optim.SGD(m.query.parameters(), lr=0.05, momentum=0.9)
+    before = _digest(m)
+    x_q, x_k = _batches(1)[0]
+    c = card.profile_card(m, opt, x_q, x_k, repeats=1)
+    assert _digest(m) == before  # profiling leaves statistics and queue as they were
+    assert c.n_segments == moco.n_segments() == 7
+    assert [sorted(s) for s in c.segments] == [["eager", "whole"]] * 6 + [["eager", "region", "whole"]]
+    queue_bytes = 48 * 16 * 4
+    assert c.segments[-1]["whole"].retained_bytes == queue_bytes
+    assert c.segments[-1]["region"].retained_bytes == 8 * (16 * 4 + 8)
+    min_ew, eager = anchors(c)
+    assert eager > min_ew
+    plans = card.plan_policies(c, budget_at(c, 0.5))
+    for row in plans.values():
+        assert row["feasible"] and len(row["policy"]) == 7 and row["predicted_peak_bytes"] <= budget_at(c, 0.5)
