@@ -9,7 +9,8 @@ replay must restore:
 ``eager``       every segment eager; strict enqueue (no recompute).
 ``whole``       every segment checkpointed, declared state preserved whole.
 ``regions``     every segment checkpointed, the queue as ``Region(queue, rows)`` (the
-                enqueue rows); BatchNorm buffers whole (every element is written).
+                enqueue rows); BatchNorm buffers whole (every element is written), so
+                its policy is ``whole`` for the encoder segments and ``region`` last.
 ``functional``  every segment checkpointed; the queue is kept out of place (the contrast
                 segment returns the next queue version, rebound after the step) and is
                 not declared; BatchNorm buffers are declared whole.
@@ -132,6 +133,10 @@ def fixed_policy(method: str) -> tuple[str, ...]:
     if method not in FIXED:
         raise ValueError(f"method {method!r} has no fixed policy; fixed-policy methods are: "
                          f"{', '.join((*FIXED, 'functional'))}")
+    if method == "regions":
+        # Only the queue has declared rows; BatchNorm buffers are written whole, so a region
+        # of them is the whole buffer (the card has no region option there).
+        return ("whole",) * (n_segments() - 1) + ("region",)
     return (FIXED[method],) * n_segments()
 
 

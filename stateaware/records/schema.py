@@ -136,6 +136,15 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         # fraction of float cells each operation writes
         ("writes", pa.string()),
         ("write_fraction", pa.float64()),
+        # the CIFAR application (cohorts/cifar.py): complete-encoder seconds (initialisation,
+        # epochs, validation, checkpoint; probe excluded), the test scores read back from the
+        # score file, the hash binding the probe to its encoder, and whether the archive's
+        # official checksums were verified (false for generated archives)
+        ("encoder_seconds", pa.float64()),
+        ("test_accuracy", pa.float64()),
+        ("test_mean_loss", pa.float64()),
+        ("encoder_sha256", pa.string()),
+        ("checksum_verified", pa.bool_()),
     ],
     "timings": [
         ("method", pa.string()),
@@ -193,6 +202,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("peak_allocated_bytes", pa.int64()),
         ("peak_reserved_bytes", pa.int64()),
         ("peak_source", pa.string()),
+        ("checksum_verified", pa.bool_()),  # the CIFAR archive's official checksums checked
     ],
     "peaks": [
         ("method", pa.string()),
@@ -202,6 +212,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("peak_allocated_bytes", pa.int64()),
         ("peak_reserved_bytes", pa.int64()),
         ("peak_source", pa.string()),
+        ("checksum_verified", pa.bool_()),  # the CIFAR archive's official checksums checked
     ],
     "artifacts": [
         ("method", pa.string()),
@@ -210,6 +221,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("path", pa.string()),  # relative to the results directory
         ("bytes", pa.int64()),
         ("sha256", pa.string()),
+        ("checksum_verified", pa.bool_()),  # the CIFAR archive's official checksums checked
     ],
 }
 
