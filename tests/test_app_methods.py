@@ -10,6 +10,7 @@ import torch
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 from stateaware.app import card, moco, train
+from stateaware.app.model import l2_normalize
 from stateaware.torch_replay import UndeclaredStateError
 
 SMALL = dict(width=4, dim=16, queue_size=48)
@@ -68,7 +69,7 @@ def _grads_after_one_step(contrast_runner, segment_runner):
     x_q, x_k = _batches(1)[0]
     moco.momentum_update(m)
     with torch.no_grad():
-        k = torch.nn.functional.normalize(m.key(x_k), dim=1)
+        k = l2_normalize(m.key(x_k))
     rows = moco.queue_rows(0, 8, m.queue_size)
     h = x_q
     for seg in m.segments:
@@ -138,3 +139,23 @@ def test_card_has_a_region_option_only_for_the_queue_and_plans_under_a_budget():
     plans = card.plan_policies(c, budget_at(c, 0.5))
     for row in plans.values():
         assert row["feasible"] and len(row["policy"]) == 7 and row["predicted_peak_bytes"] <= budget_at(c, 0.5)
+
+
+def test_replayed_steps_free_what_they_allocate():
+    """NOTE [ Saving inputs only ] in app.model: built-ins that save their outputs leaked
+    every replay graph (MBs per step); the net allocation of 12 steps equals that of 4."""
+    from stateaware.costrt.measure import window_peak
+
+    ends = {}
+    for n in (4, 12):
+        m = moco.build(5, **SMALL)
+        opt = torch.optim.SGD(m.query.parameters(), lr=0.05, momentum=0.9)
+        batches = _batches(n + 1)
+        moco.train_step(m, opt, *batches[0], 0, "whole", moco.fixed_policy("whole"))
+
+        def steps(m=m, opt=opt, batches=batches, n=n):
+            for s in range(1, n + 1):
+                moco.train_step(m, opt, *batches[s], s, "whole", moco.fixed_policy("whole"))
+
+        ends[n] = window_peak(steps)[1]
+    assert abs(ends[12] - ends[4]) < 16 * 1024, ends

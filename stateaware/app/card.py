@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from stateaware.app.model import l2_normalize
 from stateaware.app.moco import Moco, contrast, n_segments, queue_rows
 from stateaware.costrt.measure import synchronize
 
@@ -80,7 +81,7 @@ def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x
     snapshot = {k: v.clone() for k, v in m.query.state_dict().items()}
     queue = m.queue.clone()
     with torch.no_grad():
-        k = torch.nn.functional.normalize(m.key(x_k), dim=1)
+        k = l2_normalize(m.key(x_k))
     rows = queue_rows(0, x_q.shape[0], m.queue_size, device)
     segments: list[dict[str, Any]] = []
     h = x_q.detach()

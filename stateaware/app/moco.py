@@ -38,10 +38,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from stateaware.app.model import cifar_resnet18, encoder_segments
+from stateaware.app.model import cifar_resnet18, encoder_segments, l2_normalize
 from stateaware.torch_replay import Region, checkpoint
 
-__all__ = ["METHODS", "OPTIONS", "FIXED", "PLANNED", "Moco", "build", "contrast", "queue_rows",
+__all__ = ["cross_entropy", "METHODS", "OPTIONS", "FIXED", "PLANNED", "Moco", "build", "contrast", "queue_rows",
            "momentum_update", "train_step", "fixed_policy", "n_segments"]
 
 #: The seven methods, in the order records and Table 9 list them.
@@ -106,6 +106,31 @@ def momentum_update(m: Moco) -> None:
         pk.mul_(m.momentum).add_(pq.detach(), alpha=1.0 - m.momentum)
 
 
+class _CrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy that saves its logits, not ``log_softmax``'s output (which, saved
+    by the built-in, leaks replay graphs: NOTE [ Saving inputs only ] in ``app.model``).
+    Forward and backward call the same ATen kernels as ``F.cross_entropy``: same bits."""
+
+    @staticmethod
+    def forward(ctx, logits, target):  # type: ignore[override]
+        out = torch.log_softmax(logits, 1)
+        loss, total = torch.ops.aten.nll_loss_forward(out, target, None, 1, -100)
+        ctx.save_for_backward(logits, target, total)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        logits, target, total = ctx.saved_tensors
+        out = torch.log_softmax(logits, 1)
+        g = torch.ops.aten.nll_loss_backward(grad, out, target, None, 1, -100, total)
+        return torch.ops.aten._log_softmax_backward_data(g, out, 1, logits.dtype), None
+
+
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``F.cross_entropy(logits, target)`` (mean), bit for bit, saving only its inputs."""
+    return _CrossEntropy.apply(logits, target)
+
+
 def contrast(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, rows: torch.Tensor, temperature: float,
              *, enqueue: bool = True, functional: bool = False):
     """InfoNCE of ``q`` against its key ``k`` and the queue's negatives; strict enqueue.
@@ -117,7 +142,7 @@ def contrast(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, rows: torch.
     l_pos = (q * k).sum(1, keepdim=True)
     l_neg = q @ negatives.t()
     logits = torch.cat([l_pos, l_neg], dim=1) / temperature
-    loss = nn.functional.cross_entropy(logits, torch.zeros(q.shape[0], dtype=torch.long, device=q.device))
+    loss = cross_entropy(logits, torch.zeros(q.shape[0], dtype=torch.long, device=q.device))
     if functional:
         return loss, queue.index_copy(0, rows, k)
     if enqueue:
@@ -163,8 +188,7 @@ def train_step(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k
         raise ValueError(f"policy has {len(policy)} entries; the encoder has {n_segments()} segments")
     momentum_update(m)
     with torch.no_grad():
-        k = m.key(x_k)
-        k = nn.functional.normalize(k, dim=1)
+        k = l2_normalize(m.key(x_k))
     rows = queue_rows(step, x_q.shape[0], m.queue_size, m.queue.device)
     h = x_q
     for seg, option in zip(m.segments, policy[:-1]):

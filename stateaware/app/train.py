@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from stateaware.app import moco, scores
-from stateaware.app.model import backbone_features, cifar_resnet18, feature_dim
+from stateaware.app.model import backbone_features, cifar_resnet18, feature_dim, l2_normalize
 
 __all__ = ["Protocol", "Observer", "augment", "center", "train_encoder", "probe", "deterministic"]
 
@@ -203,8 +203,8 @@ def _validate(m: moco.Moco, images: torch.Tensor, proto: Protocol, device: torch
     hits = total = 0
     for i in range(0, len(images), proto.batch):
         x = images[i:i + proto.batch]
-        q = nn.functional.normalize(m.query(augment(x, proto.image, gen).to(device)), dim=1)
-        k = nn.functional.normalize(m.key(augment(x, proto.image, gen).to(device)), dim=1)
+        q = l2_normalize(m.query(augment(x, proto.image, gen).to(device)))
+        k = l2_normalize(m.key(augment(x, proto.image, gen).to(device)))
         logits = torch.cat([(q * k).sum(1, keepdim=True), q @ m.queue.t()], dim=1)
         hits += int((logits.argmax(1) == 0).sum())
         total += len(x)
