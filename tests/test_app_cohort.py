@@ -17,7 +17,7 @@ from stateaware.records.writer import Identity, RecordWriter
 REPO = Path(__file__).resolve().parent.parent
 TINY = {"verify_checksum": False, "seeds": 2, "threads": 1, "fit": 64, "validation": 16, "test": 24, "split_seed": 0,
         "image": 12, "width": 4, "dim": 16, "queue_size": 64, "batch": 16, "encoder_epochs": 2, "probe_epochs": 2,
-        "probe_batch": 32, "lr": 0.06, "probe_lr": 0.5, "budget_position": 0.5}
+        "probe_batch": 32, "lr": 0.06, "probe_lr": 0.05, "budget_position": 0.5}
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +98,25 @@ def test_epochs_peaks_and_policies_are_recorded(cohort_run):
         if method == "regions":
             assert policy == ["whole"] * 6 + ["region"]
     assert _q(out, "SELECT count(DISTINCT segment) FROM profiles") == [(7,)]
+
+
+def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_path):
+    from stateaware.analysis import application
+    from stateaware.analysis.views import connect
+
+    out, _ = cohort_run
+    con = connect(out)
+    rows = application.table9_rows(con)
+    assert [r["method"] for r in rows] == ["eager", "whole", "regions", "functional", "deferred", "agnostic", "joint"]
+    assert all(r["seeds"] == 2 and r["min_allocated_mib"] > 0 for r in rows)
+    # Eager and deferred eager run the same segments eagerly: the same observed peaks.
+    by = {r["method"]: r for r in rows}
+    assert by["eager"]["max_allocated_mib"] == by["deferred"]["max_allocated_mib"]
+    comps = {c["comparison"]: c for c in application.comparison_rows(con)}
+    assert sorted(comps) == ["joint/deferred", "joint/whole"] and comps["joint/whole"]["seeds"] == 2
+    text = application.render(con)
+    assert "| paper allocated MiB |" in text and "| 2701 | 7 | 1 |" in text and "| 2702 | 7 | 1 |" in text
+    assert f"{application.PAPER_T9['joint'][0]:.2f}" in text  # in the paper's column only
+    assert len(application.process_rows(con)) == 14
+    png = application.figure3c(con, tmp_path / "fig3c.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

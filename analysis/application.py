@@ -1,0 +1,164 @@
+"""The CIFAR-100 dense-queue application report: Table 9 and Figure 3C data (paper §12).
+
+Reads the latest ``cifar`` run through ``analysis/sql/app_*.sql``:
+
+* Table 9 — per method: allocated and reserved peak MiB (least–largest over seeds),
+  mean complete-encoder seconds with the per-seed min–max, beside the paper's H100
+  columns (labelled as the paper's; never mixed into ours);
+* quality — per seed: how many distinct test-score files the seven methods wrote (one
+  means byte-identical), accuracy and mean cross-entropy read back from the score file;
+* the §12 comparisons — joint vs whole and joint vs deferred eager, geometric means of
+  the per-seed ratios with their min–max (descriptive, no interval claimed);
+* Figure 3C data — one row per complete encoder process; ``figure3c`` plots it.
+
+Imports neither torch nor jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figure3c", "main"]
+
+_SQL = Path(__file__).with_name("sql")
+_METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")
+
+#: Paper Table 9 (five observed H100 seeds 2702–2706): method -> (allocated MiB, reserved MiB,
+#: mean encoder seconds, "min–max seconds").
+PAPER_T9 = {"eager": (1389.35, 1924.00, 1857.47, "1844.03–1866.87"),
+            "whole": (1004.62, 1410.00, 1841.10, "1821.24–1864.30"),
+            "regions": (1004.74, 1410.00, 1842.40, "1834.85–1854.06"),
+            "functional": (1004.62, 1410.00, 1847.51, "1837.14–1862.65"),
+            "deferred": (1389.41, 1924.00, 1842.81, "1833.59–1850.69"),
+            "agnostic": (1005.48, 1410.00, 1856.22, "1841.82–1882.82"),
+            "joint": (1229.74, 1602.00, 1855.90, "1835.37–1878.18")}
+
+
+def _rows(con: Any, name: str) -> list[dict[str, Any]]:
+    relation = con.execute((_SQL / f"{name}.sql").read_text())
+    names = [d[0] for d in relation.description]
+    return [dict(zip(names, row)) for row in relation.fetchall()]
+
+
+def process_rows(con: Any) -> list[dict[str, Any]]:
+    """``app_processes.sql``: one dict per (seed, method) process (Figure 3C's points)."""
+    return _rows(con, "app_processes")
+
+
+def table9_rows(con: Any) -> list[dict[str, Any]]:
+    """``app_table9.sql``: one dict per method."""
+    return _rows(con, "app_table9")
+
+
+def comparison_rows(con: Any) -> list[dict[str, Any]]:
+    """``app_comparisons.sql``: joint/whole and joint/deferred."""
+    return _rows(con, "app_comparisons")
+
+
+def _range(lo: Optional[float], hi: Optional[float], fmt: str) -> str:
+    if lo is None or hi is None:
+        return "—"
+    return format(lo, fmt) if lo == hi else f"{format(lo, fmt)}–{format(hi, fmt)}"
+
+
+def render(con: Any) -> str:
+    """Markdown: Table 9 (ours beside the paper's), quality per seed, comparisons, Figure 3C data."""
+    procs = process_rows(con)
+    lines = ["## Dense-queue application (paper §12; Table 9, Figure 3C)", ""]
+    if not procs:
+        return "\n".join(lines + ["no cifar rows", ""]) + "\n"
+    hardware = sorted({p["hardware"] for p in procs})
+    verified = sorted({bool(p["checksum_verified"]) for p in procs})
+    sources = sorted({str(p["peak_source"]) for p in procs})
+    lines += [f"hardware {', '.join(hardware)}; peaks from {', '.join(sources)}; archive checksum verified: "
+              f"{', '.join(map(str, verified))}; {len(procs)} processes. The paper's columns are its H100 "
+              "protocol (seeds 2702–2706); ours are this run's.", ""]
+    lines += ["| method | seeds | allocated MiB | reserved MiB | mean encoder s | min–max s | "
+              "paper allocated MiB | paper reserved MiB | paper mean s | paper min–max s |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table9_rows(con):
+        paper = PAPER_T9.get(r["method"])
+        p = (f"{paper[0]:.2f} | {paper[1]:.2f} | {paper[2]:.2f} | {paper[3]}" if paper else "— | — | — | —")
+        lines.append(f"| {r['method']} | {r['seeds']} | {_range(r['min_allocated_mib'], r['max_allocated_mib'], '.2f')} | "
+                     f"{_range(r['min_reserved_mib'], r['max_reserved_mib'], '.2f')} | "
+                     f"{r['mean_encoder_seconds']:.2f} | "
+                     f"{_range(r['min_encoder_seconds'], r['max_encoder_seconds'], '.2f')} | {p} |")
+    lines += ["", "| seed | methods | distinct score files | accuracy | mean cross-entropy |", "|---|---|---|---|---|"]
+    seeds = sorted({p["seed"] for p in procs})
+    for seed in seeds:
+        mine = [p for p in procs if p["seed"] == seed]
+        hashes = {p["scores_sha256"] for p in mine}
+        accs = sorted({p["test_accuracy"] for p in mine})
+        losses = sorted({p["test_mean_loss"] for p in mine})
+        lines.append(f"| {seed} | {len(mine)} | {len(hashes)} | {', '.join(f'{a:.4f}' for a in accs)} | "
+                     f"{', '.join(f'{x:.10f}' for x in losses)} |")
+    comps = comparison_rows(con)
+    if comps:
+        lines += ["", "| comparison | seeds | allocated ratio (geo. mean) | range | encoder time ratio (geo. mean) | "
+                  "range |", "|---|---|---|---|---|---|"]
+        for c in comps:
+            lines.append(f"| {c['comparison']} | {c['seeds']} | {c['allocated_geomean']:.6f} | "
+                         f"[{c['allocated_min']:.6f}, {c['allocated_max']:.6f}] | {c['seconds_geomean']:.6f} | "
+                         f"[{c['seconds_min']:.6f}, {c['seconds_max']:.6f}] |")
+        lines += ["", "Ranges are over seeds; no interval or significance is claimed."]
+    lines += ["", "Figure 3C data (one point per complete encoder process):", "",
+              "| seed | method | allocated MiB | encoder s |", "|---|---|---|---|"]
+    for p in procs:
+        mib = "—" if p["peak_allocated_bytes"] is None else f"{p['peak_allocated_bytes'] / 1048576:.2f}"
+        lines.append(f"| {p['seed']} | {p['method']} | {mib} | {p['encoder_seconds']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure3c(con: Any, path: Path | str) -> Path:
+    """Plot Figure 3C (allocated MiB against complete-encoder seconds, one dot per
+    process, black ticks at each method's mean) to ``path``; returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    procs = [p for p in process_rows(con) if p["peak_allocated_bytes"] is not None]
+    if not procs:
+        raise ValueError("no cifar processes with an allocated peak to plot")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    colours = {"joint": "tab:orange", "whole": "tab:blue"}
+    for method in _METHODS:
+        pts = [p for p in procs if p["method"] == method]
+        if not pts:
+            continue
+        xs = [p["encoder_seconds"] for p in pts]
+        ys = [p["peak_allocated_bytes"] / 1048576 for p in pts]
+        ax.scatter(xs, ys, s=18, label=method, color=colours.get(method))
+        ax.scatter([sum(xs) / len(xs)], [sum(ys) / len(ys)], marker="|", s=200, color="black")
+    ax.set_xlabel("complete encoder seconds")
+    ax.set_ylabel("peak allocated MiB")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis.application",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)")
+    parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
+    args = parser.parse_args(argv)
+    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.views import connect
+
+    con = connect(args.results or default_results())
+    print(render(con))
+    if args.figure:
+        print(figure3c(con, args.figure))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
