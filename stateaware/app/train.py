@@ -55,8 +55,16 @@ class Protocol:
 
 
 def deterministic(threads: int | None = None) -> None:
-    """Deterministic algorithms (and ``threads`` intra-op threads when given)."""
+    """Deterministic algorithms (and ``threads`` intra-op threads when given).
+
+    Sets ``CUBLAS_WORKSPACE_CONFIG`` (unless set) as CUDA's deterministic cuBLAS needs;
+    it takes effect only if cuBLAS has not been initialised yet in this process.
+    """
+    import os
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
     if threads is not None:
         torch.set_num_threads(int(threads))
 
