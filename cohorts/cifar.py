@@ -92,9 +92,6 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     proto = train.Protocol(**{k: v for k, v in proto_cfg.items() if k in fields})
     train.deterministic(proto_cfg.get("threads"))
     device = torch.device(str(spec.hardware.get("device", "cpu")))
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = False
-        torch.cuda.reset_peak_memory_stats(device)
     verify = bool(proto_cfg.get("verify_checksum", params.get("verify_checksum", True)))
     out = Path(spec.out)
     artifacts = out / "artifacts" / spec.cohort / spec.run_id / f"seed={seed}" / method
@@ -151,6 +148,12 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 
     # The complete encoder process (observed), then the probe (separate).
     observer = train.Observer(device, lambda: 0)
+    if device.type == "cuda":
+        # The card's profiling forwards are not the encoder process: drop their cached
+        # blocks and peaks so the first observation starts from this process's baseline.
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     enc = train.train_encoder(images[fit], images[val], seed=seed, method=method, policy=policy, proto=proto,
                               device=device, out=artifacts, observer=observer)

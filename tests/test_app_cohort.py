@@ -15,9 +15,10 @@ from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = {"verify_checksum": False, "seeds": 2, "threads": 1, "fit": 64, "validation": 16, "test": 24, "split_seed": 0,
+TINY = {"verify_checksum": False, "seeds": 2, "threads": 1, "fit": 72, "validation": 16, "test": 24, "split_seed": 0,
         "image": 12, "width": 4, "dim": 16, "queue_size": 64, "batch": 16, "encoder_epochs": 2, "probe_epochs": 2,
-        "probe_batch": 32, "lr": 0.06, "probe_lr": 0.05, "budget_position": 0.5}
+        "probe_batch": 32, "lr": 0.06, "probe_lr": 0.05, "budget_position": 0.5,
+        "peaks": "epoch"}  # fit 72 at batch 16: every epoch ends with a short batch of 8
 
 
 @pytest.fixture(scope="module")

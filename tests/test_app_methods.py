@@ -3,6 +3,7 @@ strict enqueue under torch.utils.checkpoint giving wrong gradients and statistic
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -61,7 +62,8 @@ def test_queue_ring_holds_the_last_keys():
     m = _run("eager", moco.fixed_policy("eager"), steps=7)  # 7 x 8 keys through a 48-row ring
     norms = m.queue.norm(dim=1)
     assert torch.allclose(norms, torch.ones_like(norms), atol=1e-5)
-    assert moco.queue_rows(6, 8, 48).tolist() == list(range(0, 8))
+    assert moco.queue_rows(48, 8, 48).tolist() == list(range(0, 8))  # offset 48 wraps to row 0
+    assert moco.queue_rows(44, 8, 48).tolist() == [44, 45, 46, 47, 0, 1, 2, 3]
 
 
 def _grads_after_one_step(contrast_runner, segment_runner):
@@ -159,3 +161,20 @@ def test_replayed_steps_free_what_they_allocate():
 
         ends[n] = window_peak(steps)[1]
     assert abs(ends[12] - ends[4]) < 16 * 1024, ends
+
+
+def test_step_peaks_one_observation_per_reset_and_one_at_exit(tmp_path):
+    proto = train.Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=0,
+                           peaks="step")
+    images = torch.randint(0, 256, (20, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    observer = train.Observer(torch.device("cpu"), lambda: 0)
+    enc = train.train_encoder(images, images[:4], seed=1, method="whole", policy=moco.fixed_policy("whole"),
+                              proto=proto, device=torch.device("cpu"), out=tmp_path, observer=observer)
+    # 20 images at batch 8: steps of 8, 8 and 4 — three resets, then the exit observation.
+    assert [r["event"] for r in observer.rows] == ["before_reset"] * 3 + ["exit"]
+    assert all(r["peak_allocated_bytes"] > 0 and r["peak_source"] == "torch_profiler" for r in observer.rows)
+    assert enc["epochs"][0]["peak_allocated_bytes"] == max(r["peak_allocated_bytes"] for r in observer.rows[:3])
+    with pytest.raises(ValueError, match="valid values are: step, epoch"):
+        train.train_encoder(images, images[:4], seed=1, method="whole", policy=moco.fixed_policy("whole"),
+                            proto=dataclasses.replace(proto, peaks="batch"), device=torch.device("cpu"),
+                            out=tmp_path, observer=None)

@@ -93,10 +93,11 @@ def build(seed: int, *, width: int, dim: int, queue_size: int, temperature: floa
     return Moco(query, key, encoder_segments(query), queue, float(temperature), float(momentum))
 
 
-def queue_rows(step: int, batch: int, queue_size: int, device: str | torch.device = "cpu") -> torch.Tensor:
-    """The ring rows step ``step`` enqueues into (a pure function of the step: no pointer state)."""
-    return (torch.arange(batch) + step * batch) % queue_size if device == "cpu" else \
-        ((torch.arange(batch) + step * batch) % queue_size).to(device)
+def queue_rows(offset: int, batch: int, queue_size: int, device: str | torch.device = "cpu") -> torch.Tensor:
+    """The ring rows that ``batch`` keys enqueue into after ``offset`` keys were enqueued
+    (a pure function of the count: no pointer state)."""
+    rows = (torch.arange(batch) + int(offset)) % queue_size
+    return rows if torch.device(device).type == "cpu" else rows.to(device)
 
 
 @torch.no_grad()
@@ -175,11 +176,13 @@ def _segment(seg: nn.Module, h: torch.Tensor, option: str) -> torch.Tensor:
 
 
 def train_step(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k: torch.Tensor, step: int,
-               method: str, policy: Sequence[str]) -> float:
+               method: str, policy: Sequence[str], *, offset: int | None = None) -> float:
     """One strict (or deferred) MoCo step under ``method`` with per-segment ``policy``.
 
     ``policy`` has one option per segment (encoder segments, then contrast); it is
     ignored where the method fixes the execution (``functional``, ``deferred``).
+    ``offset`` is the number of keys enqueued before this step (default ``step * batch``,
+    right when every batch is full).
     Returns the loss. Every method leaves the same bytes in parameters, buffers and queue.
     """
     if method not in METHODS:
@@ -189,7 +192,8 @@ def train_step(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k
     momentum_update(m)
     with torch.no_grad():
         k = l2_normalize(m.key(x_k))
-    rows = queue_rows(step, x_q.shape[0], m.queue_size, m.queue.device)
+    batch = x_q.shape[0]
+    rows = queue_rows(step * batch if offset is None else offset, batch, m.queue_size, m.queue.device)
     h = x_q
     for seg, option in zip(m.segments, policy[:-1]):
         h = _segment(seg, h, option)

@@ -43,7 +43,8 @@ class Protocol:
     width: int = 64
     dim: int = 128
     queue_size: int = 131072  # x dim x 4 bytes: 64 MiB at dim 128
-    batch: int = 256
+    batch: int = 128
+    peaks: str = "step"  # reset the allocator peak after every "step" or every "epoch"
     encoder_epochs: int = 100
     probe_epochs: int = 25
     lr: float = 0.06
@@ -143,7 +144,7 @@ def _epoch_gen(seed: int, epoch: int, salt: int) -> torch.Generator:
 
 def _batches(n: int, batch: int, gen: torch.Generator) -> list[torch.Tensor]:
     order = torch.randperm(n, generator=gen)
-    return [order[i:i + batch] for i in range(0, n - batch + 1, batch)]  # full batches only
+    return [order[i:i + batch] for i in range(0, n, batch)]  # every image once: the last batch may be short
 
 
 def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, method: str,
@@ -152,7 +153,10 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
     """Train the encoders on ``images`` (uint8 NCHW, CPU) under ``method``; write the
     canonical encoder file under ``out``. Returns ``{"epochs", "sha256", "path", "seconds"}``.
 
-    ``observer`` (optional) wraps every epoch; its ``live`` callable is set here.
+    ``observer`` (optional) wraps every step (``proto.peaks == "step"``) or every epoch in
+    an observed window ending in a reset; its ``live`` callable is set here. Every
+    training image is visited once per epoch (the last batch may be short; the queue
+    ring advances by the keys actually enqueued).
     """
     start = time.perf_counter()
     m = moco.build(seed, width=proto.width, dim=proto.dim, queue_size=proto.queue_size,
@@ -162,30 +166,41 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
         from stateaware.app.card import persistent_bytes
 
         observer.live = lambda: persistent_bytes(m, opt)
-    epochs, step = [], 0
+    if proto.peaks not in ("step", "epoch"):
+        raise ValueError(f"Protocol.peaks={proto.peaks!r}; valid values are: step, epoch")
+    epochs, step, enqueued = [], 0, 0
     for epoch in range(proto.encoder_epochs):
         t0 = time.perf_counter()
         gen = _epoch_gen(seed, epoch, 1)
+        first = len(observer.rows) if observer is not None else 0
+
+        def one_step(idx: torch.Tensor) -> float:
+            nonlocal step, enqueued
+            x = images[idx]
+            x_q = augment(x, proto.image, gen).to(device)
+            x_k = augment(x, proto.image, gen).to(device)
+            loss = moco.train_step(m, opt, x_q, x_k, step, method, policy, offset=enqueued)
+            step, enqueued = step + 1, enqueued + len(idx)
+            return loss
 
         def one_epoch() -> list[float]:
-            nonlocal step
             m.query.train(), m.key.train()
-            losses = []
-            for idx in _batches(len(images), proto.batch, gen):
-                x = images[idx]
-                x_q = augment(x, proto.image, gen).to(device)
-                x_k = augment(x, proto.image, gen).to(device)
-                losses.append(moco.train_step(m, opt, x_q, x_k, step, method, policy))
-                step += 1
-            return losses
+            batches = _batches(len(images), proto.batch, gen)
+            if observer is not None and proto.peaks == "step":
+                return [observer.window(lambda idx=idx: one_step(idx)) for idx in batches]
+            return [one_step(idx) for idx in batches]
 
-        losses = observer.window(one_epoch) if observer is not None else one_epoch()
+        use_epoch_window = observer is not None and proto.peaks == "epoch"
+        losses = observer.window(one_epoch) if use_epoch_window else one_epoch()
         val = _validate(m, val_images, proto, device, _epoch_gen(seed, epoch, 2))
         row = {"phase": "encoder", "epoch": epoch, "loss": float(np.mean(losses)) if losses else float("nan"),
                "accuracy": val, "seconds": time.perf_counter() - t0}
-        if observer is not None and observer.rows:
-            last = observer.rows[-1]
-            row.update({k: last[k] for k in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_source")})
+        seen = observer.rows[first:] if observer is not None else []
+        if seen:
+            reserved = [r["peak_reserved_bytes"] for r in seen if r["peak_reserved_bytes"] is not None]
+            row.update({"peak_allocated_bytes": max(r["peak_allocated_bytes"] for r in seen),
+                        "peak_reserved_bytes": max(reserved) if reserved else None,
+                        "peak_source": seen[0]["peak_source"]})
         epochs.append(row)
     path = out / "encoder.bin"
     sha = scores.write_encoder(m.query.state_dict(), path)
