@@ -19,7 +19,10 @@ Cohort ``params`` (``conf/cohort/cifar.yaml``):
                      ``params.seeds`` the profile runs), the
                      ``stateaware.app.train.Protocol`` fields, ``budget_mib`` (absolute) or
                      ``budget_position`` (relative between the card's anchors,
-                     ``stateaware.costrt.plans.budget_at``), ``threads``.
+                     ``stateaware.costrt.plans.budget_at``), ``threads``, ``peaks``
+                     (``step`` or ``epoch`` resets) and ``card``: the digest of a card frozen
+                     with ``python -m stateaware.app.card`` (absent: profiled in the process,
+                     so planned policies may differ between processes by measured time).
 
 Tables: ``policies`` and ``profiles`` (the card and the plan of this process's method),
 ``epochs`` (encoder and probe), ``peaks``, ``artifacts`` (encoder and score files, with
@@ -106,16 +109,15 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     test_images = _images(cifar.test_images[:test_n])
     flag = {"checksum_verified": cifar.checksum_verified}
 
-    # The card and the plan (every method records its own policies row).
-    probe_model = moco.build(seed, width=proto.width, dim=proto.dim, queue_size=proto.queue_size,
-                             temperature=proto.temperature, momentum=proto.momentum, device=device)
-    opt = torch.optim.SGD(probe_model.query.parameters(), lr=proto.lr, momentum=0.9)
-    gen = torch.Generator().manual_seed(seed)
-    x = images[fit[: proto.batch]]
-    card = app_card.profile_card(probe_model, opt, train.augment(x, proto.image, gen).to(device),
-                                 train.augment(x, proto.image, gen).to(device),
-                                 provenance={"hardware": spec.hardware_name, "seed": seed})
-    del probe_model, opt
+    # The card (frozen by digest, or measured here) and the plan (every method records its row).
+    if proto_cfg.get("card"):
+        from stateaware.costrt.cards import load_frozen
+
+        card, card_source = load_frozen(str(proto_cfg["card"])), "frozen"
+    else:
+        card = app_card.profile_protocol(proto, seed=seed, device=device,
+                                         provenance={"hardware": spec.hardware_name, "seed": seed})
+        card_source = "measured_in_process"
     if "budget_mib" in proto_cfg:
         budget = int(float(proto_cfg["budget_mib"]) * _MIB)
     else:
@@ -177,7 +179,8 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
                               "workload": "cifar", "check": "test_scores", "sha256": probe["sha256"],
                               "encoder_sha256": enc["sha256"], "encoder_seconds": encoder_seconds,
                               "test_accuracy": probe["accuracy"], "test_mean_loss": probe["mean_loss"],
-                              "detail": json.dumps({"policy": list(policy), "test_images": test_n, "fit": fit_n,
+                              "detail": json.dumps({"policy": list(policy), "card_source": card_source,
+                                                    "card_digest": card.digest, "test_images": test_n, "fit": fit_n,
                                                     "validation": val_n, "archive_sha256": cifar.archive_sha256,
                                                     "queue_sha256": enc["queue_sha256"],
                                                     "protocol": dataclasses.asdict(proto)}, sort_keys=True)}],

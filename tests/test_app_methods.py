@@ -178,3 +178,15 @@ def test_step_peaks_one_observation_per_reset_and_one_at_exit(tmp_path):
         train.train_encoder(images, images[:4], seed=1, method="whole", policy=moco.fixed_policy("whole"),
                             proto=dataclasses.replace(proto, peaks="batch"), device=torch.device("cpu"),
                             out=tmp_path, observer=None)
+
+
+def test_protocol_card_bytes_are_deterministic_and_freeze_round_trips(tmp_path):
+    from stateaware.costrt.cards import freeze, load_frozen
+
+    proto = train.Protocol(image=8, width=2, dim=8, queue_size=32, batch=8)
+    a = card.profile_protocol(proto, seed=0, repeats=1)
+    b = card.profile_protocol(proto, seed=0, repeats=1)
+    bytes_of = lambda c: [(o, v.retained_bytes, v.temp_bytes) for s in c.segments for o, v in s.items()]  # noqa: E731
+    assert bytes_of(a) == bytes_of(b) and a.persistent_bytes == b.persistent_bytes
+    _, digest = freeze(a.to_dict(), "cifar-test", tmp_path)
+    assert load_frozen(digest, tmp_path).digest == a.digest

@@ -28,7 +28,7 @@ from stateaware.app.model import l2_normalize
 from stateaware.app.moco import Moco, contrast, n_segments, queue_rows
 from stateaware.costrt.measure import synchronize
 
-__all__ = ["profile_card", "persistent_bytes", "plan_policies"]
+__all__ = ["profile_card", "profile_protocol", "persistent_bytes", "plan_policies", "main"]
 
 
 def persistent_bytes(m: Moco, optimizer: torch.optim.Optimizer) -> int:
@@ -130,3 +130,57 @@ def plan_policies(card: Any, budget_bytes: int) -> dict[str, dict[str, Any]]:
     from stateaware.costrt.plans import plan
 
     return {method: plan(card, int(budget_bytes), planner) for method, planner in PLANNED.items()}
+
+
+def profile_protocol(proto: Any, *, seed: int, device: str | torch.device = "cpu", repeats: int = 3,
+                     provenance: dict[str, Any] | None = None) -> Any:
+    """The card of a fresh model of ``proto`` (a ``stateaware.app.train.Protocol``) on a
+    seeded random batch of its shape: the costs depend on shapes, not on the images."""
+    from stateaware.app import moco
+
+    m = moco.build(seed, width=proto.width, dim=proto.dim, queue_size=proto.queue_size,
+                   temperature=proto.temperature, momentum=proto.momentum, device=device)
+    optimizer = torch.optim.SGD(m.query.parameters(), lr=proto.lr, momentum=0.9)
+    gen = torch.Generator().manual_seed(int(seed))
+    shape = (proto.batch, 3, proto.image, proto.image)
+    x_q = torch.randn(shape, generator=gen).to(device)
+    x_k = torch.randn(shape, generator=gen).to(device)
+    return profile_card(m, optimizer, x_q, x_k, repeats=repeats, provenance=provenance)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m stateaware.app.card --hardware cpu``: profile the cifar cohort's protocol
+    for that hardware profile and freeze the card (``stateaware.costrt.cards.freeze``);
+    prints the digest to put under ``params.protocols.<hardware>.card``."""
+    import argparse
+    import dataclasses
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    import stateaware.conf
+    from stateaware.app.train import Protocol, deterministic
+    from stateaware.costrt.cards import freeze
+
+    parser = argparse.ArgumentParser(prog="python -m stateaware.app.card", description=main.__doc__.split("\n")[0])
+    parser.add_argument("--hardware", default="cpu", help="hardware profile (a key of the cohort's protocols)")
+    parser.add_argument("--device", default=None, help="device (default: the hardware profile's)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--directory", default=None, help="where to freeze (default: conf/cards)")
+    args = parser.parse_args(argv)
+    conf = Path(stateaware.conf.__file__).parent
+    cohort = OmegaConf.to_container(OmegaConf.load(conf / "cohort" / "cifar.yaml"), resolve=True)
+    hardware = OmegaConf.to_container(OmegaConf.load(conf / "hardware" / f"{args.hardware}.yaml"), resolve=True)
+    proto_cfg = cohort["params"]["protocols"][args.hardware]
+    deterministic(proto_cfg.get("threads"))
+    fields = {f.name for f in dataclasses.fields(Protocol)}
+    proto = Protocol(**{k: v for k, v in proto_cfg.items() if k in fields})
+    card = profile_protocol(proto, seed=0, device=args.device or hardware.get("device", "cpu"), repeats=args.repeats,
+                            provenance={"hardware": args.hardware, "protocol": dataclasses.asdict(proto)})
+    path, digest = freeze(card.to_dict(), f"cifar-{args.hardware}", args.directory)
+    print(f"cifar-{args.hardware}: {digest}  ({path})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
