@@ -83,7 +83,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     import torch
 
     from stateaware.app import card as app_card
-    from stateaware.app import data, moco, scores, train
+    from stateaware.app import data, moco, train
     from stateaware.costrt.plans import budget_at
 
     params = spec.params

@@ -35,8 +35,7 @@ def persistent_bytes(m: Moco, optimizer: torch.optim.Optimizer) -> int:
     """Bytes live through every step: both encoders, gradients, optimizer state, queue."""
     seen: dict[int, int] = {}
     tensors = [*m.query.parameters(), *m.query.buffers(), *m.key.parameters(), *m.key.buffers(), m.queue]
-    tensors += [p for p in m.query.parameters()]  # gradients: one per parameter
-    grads = sum(p.numel() * p.element_size() for p in m.query.parameters())
+    grads = sum(p.numel() * p.element_size() for p in m.query.parameters())  # one gradient per parameter
     for st in optimizer.state.values():
         tensors += [v for v in st.values() if isinstance(v, torch.Tensor)]
     for t in tensors:
@@ -116,7 +115,8 @@ def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x
     # Profiling ran training-mode forwards: put the BatchNorm statistics and queue back.
     m.query.load_state_dict(snapshot)
     m.queue.copy_(queue)
-    assert len(segments) == n_segments()
+    if len(segments) != n_segments():
+        raise RuntimeError(f"profiled {len(segments)} segments; the encoder has {n_segments()}")
     doc = {"persistent_bytes": persistent_bytes(m, optimizer), "segments": segments,
            "provenance": {"workload": "cifar", "bytes": "counted (saved tensors, declared state)",
                           "ms": f"measured, median of {repeats} forwards", "batch": int(x_q.shape[0]),
