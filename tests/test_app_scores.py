@@ -55,3 +55,23 @@ def test_augment_is_seeded_and_crops_from_the_padded_image():
     found = any(torch.equal(padded[0, :, y:y + 16, x:x + 16], c)
                 for y in range(25) for x in range(25) for c in (crop, crop.flip(2)))
     assert found
+
+
+def test_input_saving_relu_and_cross_entropy_match_the_builtins():
+    from stateaware.app.model import InputReLU, l2_normalize
+    from stateaware.app.moco import cross_entropy
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 40, dtype=torch.float64, generator=gen, requires_grad=True)
+    t = torch.randint(0, 40, (6,), generator=gen)
+    g_ref, = torch.autograd.grad(torch.nn.functional.cross_entropy(x, t), x)
+    loss = cross_entropy(x, t)
+    g, = torch.autograd.grad(loss, x)
+    assert torch.allclose(loss, torch.nn.functional.cross_entropy(x, t), rtol=0, atol=1e-12)
+    assert torch.allclose(g, g_ref, rtol=0, atol=1e-12)
+    assert torch.autograd.gradcheck(cross_entropy, (x, t))
+    y = torch.randn(4, 5, generator=gen, requires_grad=True)
+    r_ref, = torch.autograd.grad(torch.relu(y).pow(2).sum(), y)
+    r, = torch.autograd.grad(InputReLU()(y).pow(2).sum(), y)
+    assert torch.equal(r, r_ref)  # the same bits: relu(x) > 0 exactly when x > 0
+    assert torch.allclose(l2_normalize(y), torch.nn.functional.normalize(y, dim=1), atol=1e-6)

@@ -110,25 +110,27 @@ def momentum_update(m: Moco) -> None:
 class _CrossEntropy(torch.autograd.Function):
     """Mean cross-entropy that saves its logits, not ``log_softmax``'s output (which, saved
     by the built-in, leaks replay graphs: NOTE [ Saving inputs only ] in ``app.model``).
-    Forward and backward call the same ATen kernels as ``F.cross_entropy``: same bits."""
+    The target log-probabilities are gathered rather than passed to ``nll_loss``, which
+    has no deterministic CUDA implementation; the backward scatters ``-grad / N`` into
+    one element per row (no accumulation) and applies ``log_softmax``'s backward kernel."""
 
     @staticmethod
     def forward(ctx, logits, target):  # type: ignore[override]
         out = torch.log_softmax(logits, 1)
-        loss, total = torch.ops.aten.nll_loss_forward(out, target, None, 1, -100)
-        ctx.save_for_backward(logits, target, total)
-        return loss
+        ctx.save_for_backward(logits, target)
+        return -out.gather(1, target[:, None]).sum() / logits.shape[0]
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        logits, target, total = ctx.saved_tensors
+        logits, target = ctx.saved_tensors
         out = torch.log_softmax(logits, 1)
-        g = torch.ops.aten.nll_loss_backward(grad, out, target, None, 1, -100, total)
+        g = torch.zeros_like(out).scatter_(1, target[:, None], (-grad / logits.shape[0]).expand(len(target), 1))
         return torch.ops.aten._log_softmax_backward_data(g, out, 1, logits.dtype), None
 
 
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """``F.cross_entropy(logits, target)`` (mean), bit for bit, saving only its inputs."""
+    """Mean cross-entropy of ``logits`` against class indices ``target`` (values as
+    ``F.cross_entropy``'s up to summation order), saving only its inputs."""
     return _CrossEntropy.apply(logits, target)
 
 
