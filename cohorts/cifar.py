@@ -27,6 +27,8 @@ Cohort ``params`` (``conf/cohort/cifar.yaml``):
 Tables: ``policies`` and ``profiles`` (the card and the plan of this process's method),
 ``epochs`` (encoder and probe), ``peaks``, ``artifacts`` (encoder and score files, with
 SHA-256), ``records`` (one row: test-score hash, accuracy, mean loss, encoder seconds).
+A planned method with no feasible policy under the budget writes its ``policies`` row
+(``feasible`` false) and nothing else: it is never executed.
 """
 
 from __future__ import annotations
@@ -126,11 +128,13 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
                "write_fraction": proto.batch / proto.queue_size, "live_segments": moco.n_segments(),
                "granularity_bytes": proto.dim * 4, "width": proto.width, "batch": proto.batch,
                "budget_bytes": int(budget)}
+    part = f"seed={seed}-method={method}"
     if method in moco.PLANNED:
         plan = app_card.plan_policies(card, budget)[method]
         if not plan["feasible"]:
-            raise ValueError(f"{method}: no policy fits the selection budget of {budget} bytes "
-                             f"(least predicted peak {plan['min_peak_bytes']} bytes)")
+            # Outcomes are data: the infeasible plan is recorded and never executed.
+            writer.write("policies", [{"method": method, **plan, **columns}], part=part)
+            return
         policy = tuple(plan["policy"])
     else:
         from stateaware.costrt.plans import predict
@@ -140,7 +144,6 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
         peak, ms = (None, None) if method == "functional" else predict(card, policy)
         plan = {"planner": None, "feasible": True, "policy": list(policy), "predicted_peak_bytes": peak,
                 "predicted_ms": ms, "card_digest": card.digest}
-    part = f"seed={seed}-method={method}"
     writer.write("policies", [{"method": method, **plan, **columns}], part=part)
     writer.write("profiles", [{"card_digest": card.digest, "segment": i, "option": option,
                                **{k: v for k, v in cost.to_dict().items()},

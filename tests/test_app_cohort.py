@@ -44,6 +44,8 @@ def cohort_run(tmp_path_factory):
 def _q(out: Path, sql: str):
     con = duckdb.connect()
     for table in ("records", "artifacts", "epochs", "peaks", "policies", "profiles"):
+        if not (out / table).is_dir():
+            continue
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{out}/{table}/**/*.parquet')")
     return con.execute(sql).fetchall()
 
@@ -121,3 +123,19 @@ def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_pa
     assert len(application.process_rows(con)) == 14
     png = application.figure3c(con, tmp_path / "fig3c.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_infeasible_plan_is_recorded_and_never_executed(tmp_path):
+    from stateaware.cohorts import cifar
+
+    archive = data.write_archive(tmp_path / data.ARCHIVE_NAME, train=100, test=30, seed=1)
+    cohort = yaml.safe_load((REPO / "conf/cohort/cifar.yaml").read_text())
+    params = {**cohort["params"], "archive": str(archive), "train_seed": 2701, "method": "joint",
+              "protocols": {"cpu": {**TINY, "budget_mib": 0.001}}}  # 1 KiB: below every policy
+    hardware = {"name": "cpu", "scale": 0.001953125, "device": "cpu"}
+    out = tmp_path / "results"
+    spec = ProcessSpec(run_id="r2", cohort="cifar", kind="cifar", process_index=6, processes=7, seed=2707,
+                       source_hash="x", out=str(out), launcher="inline", timing=True, hardware=hardware, params=params)
+    cifar.run(spec, RecordWriter(out, Identity("r2", "cifar", 6, "x", "cpu", hardware["scale"])))
+    assert sorted(p.name for p in out.iterdir()) == ["policies"]
+    assert _q(out, "SELECT method, feasible, policy FROM policies") == [("joint", False, None)]
