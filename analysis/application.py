@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figure3c", "main"]
+__all__ = ["PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figures", "figure3c", "main"]
 
 _SQL = Path(__file__).with_name("sql")
 _METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")
@@ -142,6 +142,12 @@ def figure3c(con: Any, path: Path | str) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def figures(con: Any, out: Path) -> list[Path]:
+    """The report's figures for this section: Figure 3C when cifar processes have peaks."""
+    has_peaks = any(p["peak_allocated_bytes"] is not None for p in process_rows(con))
+    return [figure3c(con, Path(out) / "figure3c-cifar.png")] if has_peaks else []
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -35,6 +35,8 @@ SECTIONS: tuple[Section, ...] = (
             ("derivative", "bytes", "engines", "joint_alias")),
     Section("Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)", "timing",
             ("calibration", "pressure", "fair44", "confirm44", "confirm32", "three_workload"), figures="timing_figures"),
+    Section("CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)", "application", ("cifar",),
+            figures="application"),
 )
 
 

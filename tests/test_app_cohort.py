@@ -126,6 +126,7 @@ def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_pa
     assert len(application.process_rows(con)) == 14
     png = application.figure3c(con, tmp_path / "fig3c.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in application.figures(con, tmp_path)] == ["figure3c-cifar.png"]  # what the report embeds
 
 
 def test_an_infeasible_plan_is_recorded_and_never_executed(tmp_path):
