@@ -405,3 +405,27 @@ def test_cuda_hidden_buffer_and_rng(preserve):
     ref, ours = program("eager"), program("ours")
     for a, b in zip(ours, ref):
         assert torch.equal(a, b)
+
+
+def test_replay_graphs_are_freed_when_ops_save_their_outputs():
+    # tanh and relu save their outputs; a replay that handed autograd the tensor itself
+    # left a C++ reference cycle (output -> grad_fn -> saved output) per step, invisible to
+    # Python's collector. Every tensor the segment made, in forward and replay, must die.
+    import gc
+    import weakref
+
+    made = []
+    w = torch.randn(8, 8, requires_grad=True)
+    buf = torch.zeros(8)
+
+    def segment(x):
+        h = torch.tanh(x @ w)
+        made.append(weakref.ref(h))
+        return torch.relu(h).sum(0) + buf
+
+    for _ in range(3):
+        x = torch.randn(4, 8, requires_grad=True)
+        checkpoint(segment, x, state=[buf]).sum().backward()
+    gc.collect()
+    assert len(made) == 6  # three forwards, three replays
+    assert [r() is None for r in made] == [True] * 6

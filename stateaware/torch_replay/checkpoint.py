@@ -436,14 +436,20 @@ def _replay_pack(frame: _Frame, gid: int):
                 "stateaware checkpoint: the replay saved more tensors than the original forward "
                 f"({len(frame.holders)}); the segment is not deterministic in what it computes."
             )
-        kept = x
+        # The replay's own graph is never differentiated (Rule 7), so what it saves, and what
+        # backward receives, is a detached alias: an op that saves its own output (tanh,
+        # sigmoid, ReLU) would otherwise close a cycle through C++ (output -> grad_fn ->
+        # saved output) that Python's collector cannot see, and every replay graph would
+        # outlive its step. torch.utils.checkpoint detaches here for the same reason.
+        alias = x.detach() if x.requires_grad else x
+        kept = alias
         if frame.region_storages and _storage_ptr(x) in frame.region_storages:
             kept = x.detach().clone()  # Rule 2: the redo will overwrite the live storage
         elif id(x) in frame.live_ids:
             # Rule 2: the declared tensor object itself; its `.data` is swapped back after the
             # replay, so autograd gets an alias that keeps pointing at the replay's storage.
             kept = x.detach()
-        frame.replay_saved.append((x, x._version, index))
+        frame.replay_saved.append((alias, x._version, index))
         holder = frame.holders[index]()
         if holder is not None:
             handle = _Handle()
@@ -451,7 +457,7 @@ def _replay_pack(frame: _Frame, gid: int):
             frame.recomputed[gid][handle] = kept
         if frame.early_stop and frame.counts[gid] == len(frame.holders):
             raise _StopReplay
-        return x
+        return alias
 
     return pack
 
