@@ -26,7 +26,9 @@ __all__ = ["SEGMENTS", "Head", "l2_normalize", "InputReLU", "cifar_resnet18", "e
 #     -> saved output) that Python's collector cannot see, so every replay graph leaked:
 #     measured on CPU, 34 MB over 8 whole-checkpoint steps at width 8, 2.8 MB with
 #     ``InputReLU`` (the rest: ``log_softmax``, hence ``moco.cross_entropy``, and the
-#     norm in ``F.normalize``, hence ``l2_normalize``). ``InputReLU`` saves its input; ``threshold_backward`` on the input gives the same bits as on the
+#     norm in ``F.normalize``, hence ``l2_normalize``). The checkpoint has since been fixed
+#     at the root (a replay now saves detached aliases, as torch's does); these input-saving
+#     ops remain because the measured profile cards and peaks were taken with them. ``InputReLU`` saves its input; ``threshold_backward`` on the input gives the same bits as on the
 #     output (``relu(x) > 0`` exactly when ``x > 0``). Out of place, it keeps the
 #     BatchNorm output alive where the in-place ReLU overwrote it: eager retains more.
 
