@@ -1,5 +1,6 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
-#   make run    install into .venv, then run the main job on this machine's default profile
+#   make run    install into .venv, run the main job (confirm44) on this machine's default
+#               profile, then write the report (results/report/report.md)
 #   make test   install into .venv, then run the test suite
 # The venv sees system site-packages, so an already installed torch/jax is reused rather
 # than downloaded again; whatever is missing is installed from pyproject.toml.
@@ -7,7 +8,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-COHORT ?= demo
+COHORT ?= confirm44
 PYTEST_ARGS ?=
 
 .PHONY: install run test clean
@@ -21,6 +22,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 
 run: install
 	$(PY) -m stateaware cohort=$(COHORT)
+	$(PY) -m stateaware.analysis report
 
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
