@@ -15,8 +15,13 @@ provides
     into ``spec.params``). Without it every process gets ``{}``; the process index and
     ``spec.seed`` tell processes apart.
 
-Kinds import the library and the record writer only; the launcher never imports a kind
-in the submitting process except to call ``expand``.
+``summary(out: str, cohort: str) -> str`` (optional)
+    What ``python -m stateaware cohort=NAME`` prints after every process completed (the
+    timing cohorts print their per-method table and prespecified ratios).
+
+Kinds import the library and the record writer only (a ``summary`` may read the records
+back through ``stateaware.analysis``); the launcher never imports a kind
+in the submitting process except to call ``expand`` and ``summary``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import Any
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
-__all__ = ["expand", "run", "cells_of", "effective_params"]
+__all__ = ["expand", "run", "summary", "cells_of", "effective_params"]
 
 _GIB = 1 << 30
 
@@ -248,3 +248,11 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
                                   "peak_reserved_bytes": peak.reserved_bytes, "peak_source": peak.source,
                                   "device": device, "seed": spec.seed, **columns}
                                  for is_warmup, step, ms in times], part=f"cell={name}-method={method}")
+
+
+def summary(out: str, cohort: str) -> str:
+    """What the command prints after a run: per method, mean step time, measured and
+    predicted peak and fits, then the prespecified ratios with their intervals."""
+    from stateaware.analysis.timing import summary as timing_summary
+
+    return timing_summary(out, cohort)

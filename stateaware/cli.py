@@ -67,6 +67,12 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
               f"--results {plan.out}; re-run this command to collect and resubmit what is missing")
         return 0
     print(describe(summary, plan))
+    if summary.exit_code == 0:
+        from stateaware.cohorts import load_kind
+
+        summarize = getattr(load_kind(cfg.cohort.kind), "summary", None)
+        if summarize is not None:
+            print(summarize(str(plan.out), plan.cohort))
     return summary.exit_code
 
 

@@ -64,3 +64,15 @@ def test_help_lists_the_groups_and_no_cohort_names_the_choices(tmp_path):
     assert "launcher: inline, local, slurm" in shown.stdout and "hardware: auto, cpu, h100" in shown.stdout
     bare = _run("-m", "stateaware", cwd=tmp_path)
     assert bare.returncode == 2 and "no cohort chosen: pass cohort=NAME, one of" in bare.stderr and "demo" in bare.stderr
+
+
+def test_a_timing_cohort_prints_its_per_method_summary(tmp_path):
+    done = _run("-m", "stateaware", "cohort=fair44", "hardware=cpu", "cohort.params.steps=2", "cohort.params.warmup=1",
+                "launcher=inline", f"out={tmp_path}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "fair44: run fair44-" in done.stdout and "1/1 processes completed" in done.stdout
+    header = next(line for line in lines if line.startswith("| method | policy |"))
+    assert "ours step ms" in header and "ours peak MiB (measured)" in header and "predicted MiB" in header
+    methods = [line.split("|")[1].strip() for line in lines if line.startswith("| ") and "| yes |" in line]
+    assert methods == ["eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint"]
