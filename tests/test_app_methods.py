@@ -144,7 +144,7 @@ def test_card_has_a_region_option_only_for_the_queue_and_plans_under_a_budget():
 
 
 def test_replayed_steps_free_what_they_allocate():
-    """NOTE [ Saving inputs only ] in app.model: built-ins that save their outputs leaked
+    """Built-ins that save their outputs (in-place ReLU, log_softmax, normalize) once leaked
     every replay graph (MBs per step); the net allocation of 12 steps equals that of 4."""
     from stateaware.costrt.measure import window_peak
 

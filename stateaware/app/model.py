@@ -2,9 +2,8 @@
 
 torchvision's ``resnet18`` with the CIFAR stem: a 3x3, stride-1 first convolution and no
 max-pool. ``width`` (64 in the paper) scales every stage (64, 128, 256, 512 at 64) for
-the reduced CPU profile; the blocks are torchvision's own ``BasicBlock`` layers, rebuilt
-with ``ResNet._make_layer`` when ``width != 64``; every ReLU is an ``InputReLU`` (NOTE
-[ Saving inputs only ]).
+the reduced CPU profile; the blocks are torchvision's own ``BasicBlock`` layers (in-place ReLUs
+included), rebuilt with ``ResNet._make_layer`` when ``width != 64``.
 
 The query encoder runs as ``SEGMENTS`` — the stem, the four stages and the projection
 head — each an ``nn.Module`` whose buffers (BatchNorm running statistics, written during
@@ -16,40 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["SEGMENTS", "Head", "l2_normalize", "InputReLU", "cifar_resnet18", "encoder_segments", "feature_dim",
+__all__ = ["SEGMENTS", "Head", "l2_normalize", "cifar_resnet18", "encoder_segments", "feature_dim",
            "backbone_features"]
-
-# NOTE [ Saving inputs only ]
-#     torchvision's ``nn.ReLU(inplace=True)`` saves its *output*. Under a saved-tensor pack
-#     hook that returns the tensor itself (the transactional checkpoint's replay), a
-#     built-in op that saves its own output makes a cycle through C++ (output -> grad_fn
-#     -> saved output) that Python's collector cannot see, so every replay graph leaked:
-#     measured on CPU, 34 MB over 8 whole-checkpoint steps at width 8, 2.8 MB with
-#     ``InputReLU`` (the rest: ``log_softmax``, hence ``moco.cross_entropy``, and the
-#     norm in ``F.normalize``, hence ``l2_normalize``). The checkpoint has since been fixed
-#     at the root (a replay now saves detached aliases, as torch's does); these input-saving
-#     ops remain because the measured profile cards and peaks were taken with them. ``InputReLU`` saves its input; ``threshold_backward`` on the input gives the same bits as on the
-#     output (``relu(x) > 0`` exactly when ``x > 0``). Out of place, it keeps the
-#     BatchNorm output alive where the in-place ReLU overwrote it: eager retains more.
-
-
-class _ReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):  # type: ignore[override]
-        ctx.save_for_backward(x)
-        return torch.relu(x)
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        (x,) = ctx.saved_tensors
-        return torch.ops.aten.threshold_backward(grad, x, 0)
-
-
-class InputReLU(nn.Module):
-    """ReLU that saves its input for backward (NOTE [ Saving inputs only ])."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _ReLU.apply(x)
 
 #: The query encoder's segment names, in forward order (the contrast segment follows).
 SEGMENTS = ("stem", "layer1", "layer2", "layer3", "layer4", "head")
@@ -62,9 +29,8 @@ def _pool(x: torch.Tensor) -> torch.Tensor:
 
 
 def l2_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Rows of ``x`` divided by their L2 norm (at least ``eps``), from ops that save their
-    inputs (``vector_norm`` saves its output: NOTE [ Saving inputs only ])."""
-    return x / (x * x).sum(1, keepdim=True).pow(0.5).clamp_min(eps)
+    """Rows of ``x`` divided by their L2 norm (at least ``eps``): ``F.normalize(x, dim=1)``."""
+    return nn.functional.normalize(x, dim=1, eps=eps)
 
 
 class Head(nn.Module):
@@ -98,10 +64,6 @@ def cifar_resnet18(out_dim: int, *, width: int = 64) -> nn.Module:
         model.fc = nn.Linear(width * 8, out_dim)
     model.conv1 = nn.Conv2d(3, width, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, nn.ReLU):
-                setattr(module, name, InputReLU())  # NOTE [ Saving inputs only ]
     # torchvision's init for the layers replaced above (kaiming conv, unit BatchNorm).
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
