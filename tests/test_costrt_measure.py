@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
 import torch
 
-from stateaware.costrt.measure import live_bytes, peak_step, timed_steps, window_peak
+from stateaware.costrt.measure import _stderr_without_usdt_lines, live_bytes, peak_step, timed_steps, window_peak
 
 MIB = 1 << 20
 
@@ -20,6 +23,43 @@ def test_window_peak_is_exact_for_a_known_allocation_pattern():
     peak, end = window_peak(pattern)
     assert peak == 4 * MIB
     assert end == 0
+
+
+def test_window_peak_writes_no_usdt_line_to_fd2_and_keeps_its_peak(capfd):
+    def four_mib():
+        os.write(2, b"fn's own stderr line\n")
+        block = torch.empty(4 * MIB, dtype=torch.uint8)
+        del block
+
+    # Twice: the first window in a process also initializes kineto.
+    assert window_peak(four_mib) == (4 * MIB, 0)
+    assert window_peak(four_mib) == (4 * MIB, 0)
+    err = capfd.readouterr().err
+    assert "USDT" not in err
+    assert err.count("fn's own stderr line\n") == 2
+
+
+def test_window_peak_stops_the_profiler_when_fn_raises(capfd):
+    def fails():
+        raise ValueError("inside the window")
+
+    with pytest.raises(ValueError, match="inside the window"):
+        window_peak(fails)
+    assert not torch.autograd._profiler_enabled()
+    assert window_peak(lambda: torch.empty(MIB, dtype=torch.uint8)) == (MIB, 0)
+    assert "USDT" not in capfd.readouterr().err
+
+
+def test_stderr_filter_drops_only_usdt_lines_and_restores_fd2_on_error(capfd):
+    with pytest.raises(RuntimeError):
+        with _stderr_without_usdt_lines():
+            os.write(2, b"USDT:2026-11-29 18:09:37 1:1 SyncActivityProfilerHandler.cpp:39] profiler_start\n"
+                        b"ERROR:2026-11-29 18:09:37 1:1 DeviceProperties.cpp:56] a real error\n"
+                        b"no newline at the end")
+            raise RuntimeError
+    os.write(2, b"|after\n")
+    assert capfd.readouterr().err == (
+        "ERROR:2026-11-29 18:09:37 1:1 DeviceProperties.cpp:56] a real error\nno newline at the end|after\n")
 
 
 def test_peak_step_adds_live_bytes_and_names_its_source():

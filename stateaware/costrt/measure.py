@@ -13,12 +13,28 @@ NOTE [ CPU peaks from the profiler ]
     start — the tensors it knows to be live. Profiling costs about a second once per
     process and tens of milliseconds per step, so the peak is measured in one extra,
     untimed step per method (``peak_step``) and never inside a timed step.
+
+NOTE [ The profiler's USDT lines on stderr ]
+    torch 2.14's kineto writes ``USDT:... profiler_start`` / ``profiler_stop`` to fd 2
+    (``std::cerr``) each time a window opens and closes, so a timing cohort's logs carry
+    two lines per measured step. They are logged at kineto's USDT level (5), above ERROR
+    (4), so the one switch kineto reads, ``KINETO_LOG_LEVEL`` (read once, when kineto
+    initializes), can hide them only by also hiding kineto's errors (level 6); no profiler
+    option or ``torch._C`` switch turns them off. So ``window_peak`` points fd 2 at a
+    temporary file while the profiler enters and while it exits — never while ``fn`` runs
+    — then restores fd 2 and writes back every captured line except those starting with
+    ``USDT:``. Errors kineto prints there still reach stderr, after the edge that printed
+    them; another thread's stderr text written during an edge is delayed, not lost.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +43,10 @@ __all__ = ["PEAK_SOURCES", "Peak", "live_bytes", "synchronize", "timed_steps", "
 
 #: Where a peak came from (``timings.peak_source``).
 PEAK_SOURCES = ("cuda_allocator", "torch_profiler")
+
+#: How kineto begins a USDT-level log line (its level name, then ``:``); the only lines
+#: dropped from stderr (NOTE [ The profiler's USDT lines on stderr ]).
+_USDT_LINE_PREFIX = b"USDT:"
 
 
 @dataclass(frozen=True)
@@ -77,10 +97,12 @@ def window_peak(fn: Callable[[], object]) -> tuple[int, int]:
 
     See NOTE [ CPU peaks from the profiler ]. Returns the running maximum of the summed
     raw ``[memory]`` events (at least 0) and the net change at the end of the window.
+    The profiler's ``USDT:`` lines are kept off stderr; everything else it or ``fn``
+    writes there is kept (NOTE [ The profiler's USDT lines on stderr ]).
     """
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _quiet_edges(profile(activities=[ProfilerActivity.CPU], profile_memory=True)) as prof:
         fn()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     events.sort(key=lambda e: e.start_ns())
@@ -89,6 +111,51 @@ def window_peak(fn: Callable[[], object]) -> tuple[int, int]:
         running += event.nbytes()
         peak = max(peak, running)
     return peak, running
+
+
+@contextlib.contextmanager
+def _stderr_without_usdt_lines() -> Iterator[None]:
+    """Capture fd 2 for the body, then write back every line not starting with ``USDT:``.
+
+    fd 2 is restored in ``finally``, so an exception in the body loses nothing; where fd 2
+    is not open there is nothing to filter and the body runs as is.
+    """
+    if sys.stderr is not None:
+        sys.stderr.flush()  # Python's pending text belongs before the captured stretch
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            if sys.stderr is not None:
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = b"".join(line for line in captured if not line.startswith(_USDT_LINE_PREFIX))
+            while kept:
+                kept = kept[os.write(2, kept):]
+
+
+@contextlib.contextmanager
+def _quiet_edges(manager: contextlib.AbstractContextManager) -> Iterator[object]:
+    """Enter and exit ``manager`` without kineto's USDT lines; its body's stderr is untouched."""
+    with _stderr_without_usdt_lines():
+        entered = manager.__enter__()
+    try:
+        yield entered
+    except BaseException:
+        with _stderr_without_usdt_lines():
+            if not manager.__exit__(*sys.exc_info()):
+                raise
+    else:
+        with _stderr_without_usdt_lines():
+            manager.__exit__(None, None, None)
 
 
 def peak_step(step: Callable[[], None], *, device: torch.device | str,
