@@ -72,10 +72,14 @@ def render(con: Any) -> str:
         return "\n".join(lines + ["no cifar rows", ""]) + "\n"
     hardware = sorted({p["hardware"] for p in procs})
     verified = sorted({bool(p["checksum_verified"]) for p in procs})
-    sources = sorted({str(p["peak_source"]) for p in procs})
-    lines += [f"hardware {', '.join(hardware)}; peaks from {', '.join(sources)}; archive checksum verified: "
-              f"{', '.join(map(str, verified))}; {len(procs)} processes. The paper's columns are its H100 "
-              "protocol (seeds 2702–2706); ours are this run's.", ""]
+    quality_only = sorted({p["seed"] for p in procs if not p["observed"]})
+    cards = sorted({str(p["card_source"]) for p in procs if p["card_source"]})
+    sources = sorted({str(p["peak_source"]) for p in procs if p["observed"]})
+    lines += [f"hardware {', '.join(hardware)}; peaks from {', '.join(sources) or '—'}; archive checksum verified: "
+              f"{', '.join(map(str, verified))}; card {', '.join(cards) or '—'}; {len(procs)} processes"
+              + (f"; quality-only (unobserved) seeds {', '.join(map(str, quality_only))}, left out of Table 9 "
+                 "and Figure 3C" if quality_only else "")
+              + ". The paper's columns are its H100 protocol (observed seeds 2702–2706); ours are this run's.", ""]
     lines += ["| method | seeds | allocated MiB | reserved MiB | mean encoder s | min–max s | "
               "paper allocated MiB | paper reserved MiB | paper mean s | paper min–max s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -86,14 +90,16 @@ def render(con: Any) -> str:
                      f"{_range(r['min_reserved_mib'], r['max_reserved_mib'], '.2f')} | "
                      f"{r['mean_encoder_seconds']:.2f} | "
                      f"{_range(r['min_encoder_seconds'], r['max_encoder_seconds'], '.2f')} | {p} |")
-    lines += ["", "| seed | methods | distinct score files | accuracy | mean cross-entropy |", "|---|---|---|---|---|"]
+    lines += ["", "| seed | observed | methods | distinct score files | accuracy | mean cross-entropy |",
+              "|---|---|---|---|---|---|"]
     seeds = sorted({p["seed"] for p in procs})
     for seed in seeds:
         mine = [p for p in procs if p["seed"] == seed]
         hashes = {p["scores_sha256"] for p in mine}
         accs = sorted({p["test_accuracy"] for p in mine})
         losses = sorted({p["test_mean_loss"] for p in mine})
-        lines.append(f"| {seed} | {len(mine)} | {len(hashes)} | {', '.join(f'{a:.4f}' for a in accs)} | "
+        observed = "yes" if all(p["observed"] for p in mine) else "no (quality only)"
+        lines.append(f"| {seed} | {observed} | {len(mine)} | {len(hashes)} | {', '.join(f'{a:.4f}' for a in accs)} | "
                      f"{', '.join(f'{x:.10f}' for x in losses)} |")
     comps = comparison_rows(con)
     if comps:
@@ -104,9 +110,9 @@ def render(con: Any) -> str:
                          f"[{c['allocated_min']:.6f}, {c['allocated_max']:.6f}] | {c['seconds_geomean']:.6f} | "
                          f"[{c['seconds_min']:.6f}, {c['seconds_max']:.6f}] |")
         lines += ["", "Ranges are over seeds; no interval or significance is claimed."]
-    lines += ["", "Figure 3C data (one point per complete encoder process):", "",
+    lines += ["", "Figure 3C data (one point per observed complete encoder process):", "",
               "| seed | method | allocated MiB | encoder s |", "|---|---|---|---|"]
-    for p in procs:
+    for p in (p for p in procs if p["observed"]):
         mib = "—" if p["peak_allocated_bytes"] is None else f"{p['peak_allocated_bytes'] / 1048576:.2f}"
         lines.append(f"| {p['seed']} | {p['method']} | {mib} | {p['encoder_seconds']:.3f} |")
     return "\n".join(lines) + "\n"
@@ -120,7 +126,7 @@ def figure3c(con: Any, path: Path | str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    procs = [p for p in process_rows(con) if p["peak_allocated_bytes"] is not None]
+    procs = [p for p in process_rows(con) if p["observed"] and p["peak_allocated_bytes"] is not None]
     if not procs:
         raise ValueError("no cifar processes with an allocated peak to plot")
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -146,7 +152,7 @@ def figure3c(con: Any, path: Path | str) -> Path:
 
 def figures(con: Any, out: Path) -> list[Path]:
     """The report's figures for this section: Figure 3C when cifar processes have peaks."""
-    has_peaks = any(p["peak_allocated_bytes"] is not None for p in process_rows(con))
+    has_peaks = any(p["observed"] and p["peak_allocated_bytes"] is not None for p in process_rows(con))
     return [figure3c(con, Path(out) / "figure3c-cifar.png")] if has_peaks else []
 
 

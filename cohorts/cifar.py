@@ -13,20 +13,29 @@ Cohort ``params`` (``conf/cohort/cifar.yaml``):
 ``archive``          path of ``cifar-100-python.tar.gz`` (relative paths: to the working
                      directory). ``verify_checksum`` (per protocol, default true) checks
                      torchvision's MD5s; every row records it (``checksum_verified``).
-``seeds``            training seeds; the process count must be ``7 * len(seeds)``.
-``protocols``        per hardware profile name (``h100``, ``cpu``): ``fit``, ``validation``,
-                     ``test`` image counts (null: all), ``split_seed``, ``seeds`` (how many of
-                     ``params.seeds`` the profile runs), the
+``seeds``            training seeds; ``processes = 7 * k`` runs the first ``k``.
+``protocols``        per hardware profile name (``h100``, ``cpu``): ``processes`` (the
+                     cohort's default count on that profile), ``fit``, ``validation``,
+                     ``test`` image counts (null: all), ``split_seed``, the
                      ``stateaware.app.train.Protocol`` fields, ``budget_mib`` (absolute) or
                      ``budget_position`` (relative between the card's anchors,
                      ``stateaware.costrt.plans.budget_at``), ``threads``, ``peaks``
-                     (``step`` or ``epoch`` resets) and ``card``: the digest of a card frozen
-                     with ``python -m stateaware.app.card`` (absent: profiled in the process,
-                     so planned policies may differ between processes by measured time).
+                     (``step`` or ``epoch`` resets), ``quality_only_seeds`` (seeds that
+                     run unobserved: no allocator reads, quality evidence only — the
+                     paper's 2701) and ``card``: the digest of a card frozen with
+                     ``python -m stateaware.app.card --hardware NAME`` at the protocol's
+                     shapes (checked). Without one each process profiles its own card
+                     before its clock starts, so planned policies may differ between
+                     processes by measured time (``records.card_source`` says which).
+
+Complete-encoder time (``records.encoder_seconds``) spans reading the archive, the card and
+plan, building the encoders, every encoder epoch with its validation, the observer's
+counter reads, and the encoder checkpoint; the probe is separate (paper §12).
 
 Tables: ``policies`` and ``profiles`` (the card and the plan of this process's method),
-``epochs`` (encoder and probe), ``peaks``, ``artifacts`` (encoder and score files, with
-SHA-256), ``records`` (one row: test-score hash, accuracy, mean loss, encoder seconds).
+``epochs`` (encoder and probe), ``peaks`` (observed seeds), ``artifacts`` (encoder and
+score files, with SHA-256), ``records`` (one row: test-score hash, accuracy, mean loss,
+encoder seconds, ``observed``, ``card_source``).
 A planned method with no feasible policy under the budget writes its ``policies`` row
 (``feasible`` false) and nothing else: it is never executed.
 """
@@ -60,14 +69,14 @@ def protocol_of(params: dict[str, Any], hardware: dict[str, Any]) -> dict[str, A
 
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
-    """One (seed, method) per process: ``processes`` must be ``7 * len(seeds)``."""
+    """One (seed, method) per process, seed-major: ``processes`` must be ``7 * k`` with
+    ``k <= len(params.seeds)``; the first ``k`` seeds run."""
     params = cohort.get("params") or {}
     seeds = [int(s) for s in params.get("seeds") or []]
-    proto = protocol_of(params, hardware)
-    seeds = seeds[: int(proto.get("seeds", len(seeds)))]
+    protocol_of(params, hardware)  # fail here, before any process starts, on an unknown profile
     if processes % len(_METHODS) or processes // len(_METHODS) > len(seeds) or processes < 1:
         raise ValueError(f"cohort {cohort.get('name')!r}: processes={processes} must be 7 x the number of seeds "
-                         f"run (at most {len(seeds)} seeds on {hardware.get('name')!r}: {seeds})")
+                         f"run (at most {len(seeds)} seeds: {seeds})")
     return [{"train_seed": seeds[i // len(_METHODS)], "method": _METHODS[i % len(_METHODS)]} for i in range(processes)]
 
 
@@ -79,6 +88,35 @@ def _images(array):
 
 def _take(n: int | None, total: int) -> int:
     return total if n is None else min(int(n), total)
+
+
+#: Protocol fields that fix a card's costs: a frozen card must have been profiled at these.
+_CARD_SHAPE = ("image", "width", "dim", "queue_size", "batch")
+
+
+def _card(proto_cfg: dict[str, Any], proto: Any, *, seed: int, device: Any, hardware: str) -> tuple[Any, str]:
+    """The protocol's frozen card (``card`` digest), or one profiled here; ``(card, source)``.
+
+    A frozen card profiled at other shapes than the protocol's is refused: its costs would
+    describe another program.
+    """
+    from stateaware.app import card as app_card
+
+    if not proto_cfg.get("card"):
+        card = app_card.profile_protocol(proto, seed=seed, device=device,
+                                         provenance={"hardware": hardware, "seed": seed})
+        return card, "measured_in_process"
+    from stateaware.costrt.cards import load_frozen
+
+    card = load_frozen(str(proto_cfg["card"]))
+    profiled = dict(card.provenance).get("protocol") or {}
+    wrong = {k: (profiled.get(k), getattr(proto, k)) for k in _CARD_SHAPE if profiled.get(k) != getattr(proto, k)}
+    if wrong:
+        raise ValueError(f"frozen card {card.digest[:12]} (params.protocols.{hardware}.card) was profiled at "
+                         + ", ".join(f"{k}={a}" for k, (a, _) in wrong.items()) + "; the protocol has "
+                         + ", ".join(f"{k}={b}" for k, (_, b) in wrong.items())
+                         + f": freeze a card for it with `python -m stateaware.app.card --hardware {hardware}`")
+    return card, "frozen"
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
@@ -98,8 +136,24 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     train.deterministic(proto_cfg.get("threads"))
     device = torch.device(str(spec.hardware.get("device", "cpu")))
     verify = bool(proto_cfg.get("verify_checksum", params.get("verify_checksum", True)))
+    observed = seed not in {int(s) for s in proto_cfg.get("quality_only_seeds") or ()}
     out = Path(spec.out)
     artifacts = out / "artifacts" / spec.cohort / spec.run_id / f"seed={seed}" / method
+
+    # A card profiled here is not the encoder process (the paper's card is frozen before the
+    # cohort): it runs before the clock starts, and its cached blocks and peaks are dropped.
+    if proto_cfg.get("card"):
+        card, card_source = None, "frozen"
+    else:
+        card, card_source = _card(proto_cfg, proto, seed=seed, device=device, hardware=spec.hardware_name)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+    # The complete encoder process starts here: data, card and plan, encoders, every epoch
+    # with its validation, the checkpoint (paper §12); the probe is timed apart.
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cifar-") as tmp:
         cifar = data.load(Path(str(params["archive"])).expanduser(), extract_to=tmp, verify_checksum=verify)
     n_train = len(cifar.train_labels)
@@ -109,17 +163,10 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     test_n = _take(proto_cfg.get("test"), len(cifar.test_labels))
     images = _images(cifar.train_images)
     test_images = _images(cifar.test_images[:test_n])
-    flag = {"checksum_verified": cifar.checksum_verified}
+    base = {"method": method, "seed": seed, "checksum_verified": cifar.checksum_verified}
+    if card is None:
+        card, card_source = _card(proto_cfg, proto, seed=seed, device=device, hardware=spec.hardware_name)
 
-    # The card (frozen by digest, or measured here) and the plan (every method records its row).
-    if proto_cfg.get("card"):
-        from stateaware.costrt.cards import load_frozen
-
-        card, card_source = load_frozen(str(proto_cfg["card"])), "frozen"
-    else:
-        card = app_card.profile_protocol(proto, seed=seed, device=device,
-                                         provenance={"hardware": spec.hardware_name, "seed": seed})
-        card_source = "measured_in_process"
     if "budget_mib" in proto_cfg:
         budget = int(float(proto_cfg["budget_mib"]) * _MIB)
     else:
@@ -146,22 +193,9 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
         # as the cost runtime records it (its encoder segments run whole; detail says so).
         plan = {"planner": None, "feasible": True, "policy": None if method == "functional" else list(policy),
                 "predicted_peak_bytes": peak, "predicted_ms": ms, "card_digest": card.digest}
-    writer.write("policies", [{"method": method, **plan, **columns}], part=part)
-    writer.write("profiles", [{"card_digest": card.digest, "segment": i, "option": option,
-                               **{k: v for k, v in cost.to_dict().items()},
-                               "persistent_bytes": card.persistent_bytes,
-                               "provenance_json": json.dumps(dict(card.provenance), sort_keys=True), **columns}
-                              for i, seg in enumerate(card.segments) for option, cost in seg.items()], part=part)
 
-    # The complete encoder process (observed), then the probe (separate).
-    observer = train.Observer(device, lambda: 0)
-    if device.type == "cuda":
-        # The card's profiling forwards are not the encoder process: drop their cached
-        # blocks and peaks so the first observation starts from this process's baseline.
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-    start = time.perf_counter()
+    # The complete encoder process (observed unless the seed is quality-only), then the probe.
+    observer = train.Observer(device, lambda: 0) if observed else None
     enc = train.train_encoder(images[fit], images[val], seed=seed, method=method, policy=policy, proto=proto,
                               device=device, out=artifacts, observer=observer)
     encoder_seconds = time.perf_counter() - start
@@ -171,10 +205,16 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
                          "val_labels": labels[val], "test_labels": torch.from_numpy(cifar.test_labels[:test_n])},
                         cifar.classes, seed=seed, proto=proto, device=device, scores_path=artifacts / "scores.bin")
 
-    base = {"method": method, "seed": seed, **flag}
+    writer.write("policies", [{"method": method, **plan, **columns}], part=part)
+    writer.write("profiles", [{"card_digest": card.digest, "segment": i, "option": option,
+                               **{k: v for k, v in cost.to_dict().items()},
+                               "persistent_bytes": card.persistent_bytes,
+                               "provenance_json": json.dumps(dict(card.provenance), sort_keys=True), **columns}
+                              for i, seg in enumerate(card.segments) for option, cost in seg.items()], part=part)
     writer.write("epochs", [{**base, "peak_allocated_bytes": None, "peak_reserved_bytes": None, "peak_source": None,
                              **row} for row in enc["epochs"] + probe["epochs"]], part=part)
-    writer.write("peaks", [{**base, **row} for row in observer.rows], part=part)
+    if observer is not None:
+        writer.write("peaks", [{**base, **row} for row in observer.rows], part=part)
     writer.write("artifacts", [{**base, "name": name, "path": str(path.relative_to(out)),
                                 "bytes": path.stat().st_size, "sha256": sha}
                                for name, path, sha in (("encoder", enc["path"], enc["sha256"]),
@@ -183,9 +223,10 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     writer.write("records", [{**base, "backend": "torch", "family": "cifar", "precision": "fp32",
                               "workload": "cifar", "check": "test_scores", "sha256": probe["sha256"],
                               "encoder_sha256": enc["sha256"], "encoder_seconds": encoder_seconds,
+                              "observed": observed, "card_source": card_source,
                               "test_accuracy": probe["accuracy"], "test_mean_loss": probe["mean_loss"],
-                              "detail": json.dumps({"policy": list(policy), "card_source": card_source,
-                                                    "card_digest": card.digest, "test_images": test_n, "fit": fit_n,
+                              "detail": json.dumps({"policy": list(policy), "card_digest": card.digest,
+                                                    "test_images": test_n, "fit": fit_n,
                                                     "validation": val_n, "archive_sha256": cifar.archive_sha256,
                                                     "queue_sha256": enc["queue_sha256"],
                                                     "protocol": dataclasses.asdict(proto)}, sort_keys=True)}],

@@ -15,29 +15,52 @@ from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = {"verify_checksum": False, "seeds": 2, "threads": 1, "fit": 72, "validation": 16, "test": 24, "split_seed": 0,
+TINY = {"verify_checksum": False, "threads": 1, "fit": 72, "validation": 16, "test": 24, "split_seed": 0,
         "image": 12, "width": 4, "dim": 16, "queue_size": 64, "batch": 16, "encoder_epochs": 2, "probe_epochs": 2,
         "probe_batch": 32, "lr": 0.06, "probe_lr": 0.05, "budget_position": 0.5,
         "peaks": "epoch"}  # fit 72 at batch 16: every epoch ends with a short batch of 8
 
 
+HARDWARE = {"name": "cpu", "scale": 0.001953125, "device": "cpu"}
+
+
+def _freeze_tiny_card(directory: Path, **shape) -> str:
+    """Freeze the card of ``TINY`` (with ``shape`` overrides) under ``directory``; its digest."""
+    import dataclasses
+
+    from stateaware.app import card, train
+    from stateaware.costrt.cards import freeze
+
+    fields = {f.name for f in dataclasses.fields(train.Protocol)}
+    proto = train.Protocol(**{k: v for k, v in {**TINY, **shape}.items() if k in fields})
+    c = card.profile_protocol(proto, seed=0, repeats=1, provenance={"protocol": dataclasses.asdict(proto)})
+    return freeze(c.to_dict(), "cifar-test", directory)[1]
+
+
+def _run_process(out: Path, params: dict, index: int, run_id: str = "r1") -> None:
+    from stateaware.cohorts import cifar
+
+    spec = ProcessSpec(run_id=run_id, cohort="cifar", kind="cifar", process_index=index, processes=14,
+                       seed=2701 + index, source_hash="x", out=str(out), launcher="inline", timing=True,
+                       hardware=HARDWARE, params=params)
+    cifar.run(spec, RecordWriter(out, Identity(run_id, "cifar", index, "x", "cpu", HARDWARE["scale"])))
+
+
 @pytest.fixture(scope="module")
 def cohort_run(tmp_path_factory):
+    """14 processes on one frozen card (as the CPU profile's own protocol runs)."""
     from stateaware.cohorts import cifar
 
     tmp = tmp_path_factory.mktemp("cifar")
     archive = data.write_archive(tmp / data.ARCHIVE_NAME, train=100, test=30, seed=1)
     cohort = yaml.safe_load((REPO / "conf/cohort/cifar.yaml").read_text())
     cohort["params"]["archive"] = str(archive)
-    cohort["params"]["protocols"]["cpu"] = TINY
-    hardware = {"name": "cpu", "scale": 0.001953125, "device": "cpu"}
-    per = cifar.expand(cohort, hardware, cohort["processes"])
-    out = tmp / "results"
-    for i, extra in enumerate(per):
-        spec = ProcessSpec(run_id="r1", cohort="cifar", kind="cifar", process_index=i, processes=len(per),
-                           seed=cohort["seed"] + i, source_hash="x", out=str(out), launcher="inline", timing=True,
-                           hardware=hardware, params={**cohort["params"], **extra})
-        cifar.run(spec, RecordWriter(out, Identity("r1", "cifar", i, "x", "cpu", hardware["scale"])))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("stateaware.costrt.cards.CARDS_DIR", tmp / "cards")
+        cohort["params"]["protocols"]["cpu"] = {**TINY, "card": _freeze_tiny_card(tmp / "cards")}
+        out = tmp / "results"
+        for i, extra in enumerate(cifar.expand(cohort, HARDWARE, 14)):
+            _run_process(out, {**cohort["params"], **extra}, i)
     return out, cohort
 
 
@@ -58,8 +81,10 @@ def test_expand_is_seed_major_and_checks_the_process_count():
     assert [p["train_seed"] for p in per] == [2701] * 7 + [2702] * 7
     assert [p["method"] for p in per[:7]] == ["eager", "whole", "regions", "functional", "deferred", "agnostic", "joint"]
     assert len(cifar.expand(cohort, {"name": "h100"}, 42)) == 42
-    with pytest.raises(ValueError, match="7 x the number of seeds"):
-        cifar.expand(cohort, {"name": "cpu"}, 21)  # three seeds on a two-seed profile
+    assert [p["train_seed"] for p in cifar.expand(cohort, {"name": "cpu"}, 21)][-1] == 2703
+    for bad in (15, 49, 0):  # not 7 x seeds; seven seeds of six; none
+        with pytest.raises(ValueError, match="7 x the number of seeds"):
+            cifar.expand(cohort, {"name": "cpu"}, bad)
     with pytest.raises(ValueError, match="valid entries are: h100, cpu"):
         cifar.expand(cohort, {"name": "a100"}, 14)
 
@@ -121,7 +146,7 @@ def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_pa
     comps = {c["comparison"]: c for c in application.comparison_rows(con)}
     assert sorted(comps) == ["joint/deferred", "joint/whole"] and comps["joint/whole"]["seeds"] == 2
     text = application.render(con)
-    assert "| paper allocated MiB |" in text and "| 2701 | 7 | 1 |" in text and "| 2702 | 7 | 1 |" in text
+    assert "| paper allocated MiB |" in text and "| 2701 | yes | 7 | 1 |" in text and "| 2702 | yes | 7 | 1 |" in text
     assert f"{application.PAPER_T9['joint'][0]:.2f}" in text  # in the paper's column only
     assert len(application.process_rows(con)) == 14
     png = application.figure3c(con, tmp_path / "fig3c.png")
@@ -129,17 +154,53 @@ def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_pa
     assert [p.name for p in application.figures(con, tmp_path)] == ["figure3c-cifar.png"]  # what the report embeds
 
 
-def test_an_infeasible_plan_is_recorded_and_never_executed(tmp_path):
-    from stateaware.cohorts import cifar
-
+def _params(tmp_path: Path, method: str, **protocol) -> dict:
     archive = data.write_archive(tmp_path / data.ARCHIVE_NAME, train=100, test=30, seed=1)
     cohort = yaml.safe_load((REPO / "conf/cohort/cifar.yaml").read_text())
-    params = {**cohort["params"], "archive": str(archive), "train_seed": 2701, "method": "joint",
-              "protocols": {"cpu": {**TINY, "budget_mib": 0.001}}}  # 1 KiB: below every policy
-    hardware = {"name": "cpu", "scale": 0.001953125, "device": "cpu"}
+    return {**cohort["params"], "archive": str(archive), "train_seed": 2701, "method": method,
+            "protocols": {"cpu": {**TINY, **protocol}}}
+
+
+def test_processes_default_to_the_hardware_profiles_protocol(compose):
+    from stateaware.config import resolve_hardware
+
+    assert resolve_hardware(compose("cohort=cifar", "hardware=cpu")).processes == 14  # two seeds
+    assert resolve_hardware(compose("cohort=cifar", "hardware=h100")).processes == 42  # the paper's six
+    assert resolve_hardware(compose("cohort=cifar", "hardware=h100", "processes=7")).processes == 7
+
+
+def test_every_process_uses_the_one_frozen_card(cohort_run):
+    out, _ = cohort_run
+    assert _q(out, "SELECT DISTINCT card_source FROM records") == [("frozen",)]
+    assert _q(out, "SELECT count(DISTINCT card_digest) FROM policies") == [(1,)]
+    assert _q(out, "SELECT count(*) FROM records WHERE observed") == [(14,)]
+
+
+def test_a_frozen_card_of_other_shapes_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr("stateaware.costrt.cards.CARDS_DIR", tmp_path / "cards")
+    digest = _freeze_tiny_card(tmp_path / "cards", width=6)
+    with pytest.raises(ValueError, match=r"profiled at width=6; the protocol has width=4: freeze a card"):
+        _run_process(tmp_path / "results", _params(tmp_path, "eager", card=digest), 0)
+
+
+def test_a_quality_only_seed_runs_unobserved_and_stays_out_of_table9(tmp_path):
+    from stateaware.analysis import application
+    from stateaware.analysis.views import connect
+
     out = tmp_path / "results"
-    spec = ProcessSpec(run_id="r2", cohort="cifar", kind="cifar", process_index=6, processes=7, seed=2707,
-                       source_hash="x", out=str(out), launcher="inline", timing=True, hardware=hardware, params=params)
-    cifar.run(spec, RecordWriter(out, Identity("r2", "cifar", 6, "x", "cpu", hardware["scale"])))
+    _run_process(out, _params(tmp_path, "eager", quality_only_seeds=[2701]), 0)
+    assert not (out / "peaks").exists()  # no allocator reads at all
+    assert _q(out, "SELECT seed, observed, card_source FROM records") == [(2701, False, "measured_in_process")]
+    assert _q(out, "SELECT count(*) FROM epochs WHERE phase = 'encoder' AND peak_allocated_bytes IS NULL") == [(2,)]
+    con = connect(out)
+    assert application.table9_rows(con) == [] and application.comparison_rows(con) == []
+    text = application.render(con)
+    assert "| 2701 | no (quality only) | 1 | 1 |" in text and "quality-only (unobserved) seeds 2701" in text
+    assert application.figures(con, tmp_path) == []
+
+
+def test_an_infeasible_plan_is_recorded_and_never_executed(tmp_path):
+    out = tmp_path / "results"
+    _run_process(out, _params(tmp_path, "joint", budget_mib=0.001), 6, run_id="r2")  # 1 KiB: below every policy
     assert sorted(p.name for p in out.iterdir()) == ["policies"]
     assert _q(out, "SELECT method, feasible, policy FROM policies") == [("joint", False, None)]

@@ -1,13 +1,14 @@
 -- Paper §12 comparisons: joint vs whole and joint vs deferred eager, per seed paired within
 -- the latest cifar run, on allocated peak and complete-encoder seconds: the geometric mean
--- of the per-seed ratios and their min–max (descriptive; no interval is claimed).
+-- of the per-seed ratios and their min–max (descriptive; no interval is claimed); observed
+-- seeds only.
 WITH latest AS (SELECT coalesce((SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = 'cifar'),
                                 (SELECT max(run_id) FROM records WHERE cohort = 'cifar')) AS run_id),
      per AS (SELECT r.seed, r.method, r.encoder_seconds AS seconds,
                     (SELECT max(peak_allocated_bytes) FROM peaks p WHERE p.cohort = 'cifar' AND p.run_id = r.run_id
                        AND p.seed = r.seed AND p.method = r.method) AS allocated
              FROM records r WHERE r.cohort = 'cifar' AND r.run_id = (SELECT run_id FROM latest)
-               AND r.check = 'test_scores'),
+               AND r.check = 'test_scores' AND coalesce(r.observed, true)),
      pairs AS (SELECT d.method AS denominator, n.seed,
                       n.allocated / d.allocated AS allocated_ratio, n.seconds / d.seconds AS seconds_ratio
                FROM per n JOIN per d ON n.seed = d.seed

@@ -48,7 +48,7 @@ class Protocol:
     encoder_epochs: int = 100
     probe_epochs: int = 25
     lr: float = 0.06
-    probe_lr: float = 1.0
+    probe_lr: float = 0.01  # on standardised features (see probe)
     probe_batch: int = 256
     temperature: float = 0.2
     momentum: float = 0.99
@@ -245,7 +245,7 @@ def _features(model: nn.Module, images: torch.Tensor, proto: Protocol, device: t
 
 def probe(encoder_path: Path, encoder_sha256: str, data: dict[str, torch.Tensor], classes: int, *, seed: int,
           proto: Protocol, device: torch.device, scores_path: Path) -> dict[str, Any]:
-    """Fit the linear probe on frozen features; write the test-score file.
+    """Fit the linear probe on frozen, standardised features; write the test-score file.
 
     ``data`` holds uint8 NCHW ``fit``/``val``/``test`` images and int64 ``*_labels``.
     Returns ``{"epochs", "sha256", "accuracy", "mean_loss"}`` (test accuracy and mean
@@ -257,6 +257,11 @@ def probe(encoder_path: Path, encoder_sha256: str, data: dict[str, torch.Tensor]
     model.load_state_dict(state)
     model.to(device)
     feats = {k: _features(model, data[k], proto, device) for k in ("fit", "val", "test")}
+    # Standardised with the fitting features' statistics (test data select nothing): the
+    # pooled features' scale depends on the encoder, and one probe learning rate must suit
+    # every encoder (unstandardised, a small CPU encoder's probe diverged).
+    mean, std = feats["fit"].mean(0), feats["fit"].std(0, correction=0).clamp_min(1e-6)
+    feats = {k: (v - mean) / std for k, v in feats.items()}
     labels = {k: data[f"{k}_labels"].to(device) for k in ("fit", "val", "test")}
     torch.manual_seed(int(seed) + 2)
     linear = nn.Linear(feats["fit"].shape[1], classes).to(device)

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a column is added, renamed or retyped. Rows and file metadata carry it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: records.observed, records.card_source (the CIFAR application)
 
 #: Semantic outcomes (paper Table 2): ``match`` preserved execution, ``reject`` the
 #: framework refused explicitly, ``diverge`` an observed mismatch, ``unsupported`` refused
@@ -145,6 +145,9 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("test_mean_loss", pa.float64()),
         ("encoder_sha256", pa.string()),
         ("checksum_verified", pa.bool_()),
+        # false for a quality-only seed (no allocator reads; left out of Table 9 and Figure 3C)
+        ("observed", pa.bool_()),
+        ("card_source", pa.string()),  # frozen | measured_in_process
     ],
     "timings": [
         ("method", pa.string()),
