@@ -52,7 +52,7 @@ from typing import Any
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
-__all__ = ["expand", "run", "protocol_of"]
+__all__ = ["expand", "run", "summary", "protocol_of"]
 
 _METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")  # app.moco.METHODS
 _MIB = 1 << 20
@@ -231,3 +231,13 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
                                                     "queue_sha256": enc["queue_sha256"],
                                                     "protocol": dataclasses.asdict(proto)}, sort_keys=True)}],
                  part=part)
+
+
+def summary(out: str, cohort: str) -> str:
+    """What the command prints after a run: Table 9 beside the paper's, each seed's quality
+    and score-file identity, the joint comparisons and Figure 3C's points, for the latest
+    cifar run under ``out`` (``stateaware.analysis.application.render``)."""
+    from stateaware.analysis import application
+    from stateaware.analysis.views import connect
+
+    return application.render(connect(Path(out)))

@@ -169,9 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--directory", default=None, help="where to freeze (default: conf/cards)")
     args = parser.parse_args(argv)
     conf = Path(stateaware.conf.__file__).parent
-    cohort = OmegaConf.to_container(OmegaConf.load(conf / "cohort" / "cifar.yaml"), resolve=True)
+    # Only the params: the cohort's ``processes`` interpolates the composed config's hardware.
+    params = OmegaConf.to_container(OmegaConf.load(conf / "cohort" / "cifar.yaml").params, resolve=True)
+    if args.hardware not in params["protocols"]:
+        parser.error(f"--hardware {args.hardware!r}: the cifar cohort has protocols for "
+                     f"{', '.join(params['protocols'])}")
+    proto_cfg = params["protocols"][args.hardware]
     hardware = OmegaConf.to_container(OmegaConf.load(conf / "hardware" / f"{args.hardware}.yaml"), resolve=True)
-    proto_cfg = cohort["params"]["protocols"][args.hardware]
     deterministic(proto_cfg.get("threads"))
     fields = {f.name for f in dataclasses.fields(Protocol)}
     proto = Protocol(**{k: v for k, v in proto_cfg.items() if k in fields})
