@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,7 +53,7 @@ from typing import Any
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
-__all__ = ["expand", "run", "summary", "protocol_of"]
+__all__ = ["expand", "run", "summary", "protocol_of", "split_sizes"]
 
 _METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")  # app.moco.METHODS
 _MIB = 1 << 20
@@ -88,6 +89,23 @@ def _images(array):
 
 def _take(n: int | None, total: int) -> int:
     return total if n is None else min(int(n), total)
+
+
+def split_sizes(fit: int | None, validation: int | None, n_train: int) -> tuple[int, int]:
+    """The fitting and validation counts for an archive of ``n_train`` training images.
+
+    ``None`` means all the remaining images. When the archive holds fewer images than the
+    protocol asks for (a small generated archive), both shrink in the protocol's ratio —
+    say so on stderr — rather than one of them silently vanishing.
+    """
+    fit_n = n_train if fit is None else int(fit)
+    val_n = n_train - min(fit_n, n_train) if validation is None else int(validation)
+    if fit_n + val_n <= n_train:
+        return fit_n, val_n
+    scaled = max(1, fit_n * n_train // (fit_n + val_n))
+    print(f"cifar: the archive has {n_train} training images, fewer than fit={fit_n} + validation={val_n}: "
+          f"using {scaled} + {n_train - scaled} in the same ratio", file=sys.stderr)
+    return scaled, n_train - scaled
 
 
 #: Protocol fields that fix a card's costs: a frozen card must have been profiled at these.
@@ -157,8 +175,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     with tempfile.TemporaryDirectory(prefix="cifar-") as tmp:
         cifar = data.load(Path(str(params["archive"])).expanduser(), extract_to=tmp, verify_checksum=verify)
     n_train = len(cifar.train_labels)
-    fit_n = _take(proto_cfg.get("fit"), n_train)
-    val_n = _take(proto_cfg.get("validation"), n_train - fit_n)
+    fit_n, val_n = split_sizes(proto_cfg.get("fit"), proto_cfg.get("validation"), n_train)
     fit, val = data.split(n_train, fit_n, val_n, seed=int(proto_cfg.get("split_seed", 0)))
     test_n = _take(proto_cfg.get("test"), len(cifar.test_labels))
     images = _images(cifar.train_images)

@@ -204,3 +204,13 @@ def test_an_infeasible_plan_is_recorded_and_never_executed(tmp_path):
     _run_process(out, _params(tmp_path, "joint", budget_mib=0.001), 6, run_id="r2")  # 1 KiB: below every policy
     assert sorted(p.name for p in out.iterdir()) == ["policies"]
     assert _q(out, "SELECT method, feasible, policy FROM policies") == [("joint", False, None)]
+
+
+def test_split_sizes_shrink_in_the_protocols_ratio_on_a_small_archive(capsys):
+    from stateaware.cohorts.cifar import split_sizes
+
+    assert split_sizes(40000, 10000, 50000) == (40000, 10000)  # the paper's split of the official archive
+    assert split_sizes(None, None, 100) == (100, 0) and split_sizes(80, None, 100) == (80, 20)
+    assert capsys.readouterr().err == ""
+    assert split_sizes(1024, 256, 512) == (409, 103)  # 4:1 kept, and said so
+    assert "fewer than fit=1024 + validation=256: using 409 + 103" in capsys.readouterr().err

@@ -190,3 +190,34 @@ def test_protocol_card_bytes_are_deterministic_and_freeze_round_trips(tmp_path):
     assert bytes_of(a) == bytes_of(b) and a.persistent_bytes == b.persistent_bytes
     _, digest = freeze(a.to_dict(), "cifar-test", tmp_path)
     assert load_frozen(digest, tmp_path).digest == a.digest
+
+
+def test_cuda_observer_reads_both_peaks_before_every_reset_and_at_exit(monkeypatch):
+    """The CUDA path's order of calls, with the allocator counters stubbed (no GPU here)."""
+    calls, peaks = [], iter([(100, 200), (150, 256), (170, 300)])
+
+    def read(kind):
+        def counter(device):
+            calls.append(kind)
+            return current[0 if kind == "allocated" else 1]
+        return counter
+
+    current = next(peaks)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", read("allocated"))
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", read("reserved"))
+
+    def reset(device):
+        nonlocal current
+        calls.append("reset")
+        current = next(peaks)
+
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset)
+    observer = train.Observer(torch.device("cuda"), lambda: 0)
+    assert observer.window(lambda: calls.append("step") or 7) == 7
+    observer.window(lambda: calls.append("step"))
+    observer.exit()
+    assert calls == ["step", "sync", "allocated", "reserved", "reset"] * 2 + ["sync", "allocated", "reserved"]
+    assert [(r["event"], r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["peak_source"]) for r in observer.rows] == [
+        ("before_reset", 100, 200, "cuda_allocator"), ("before_reset", 150, 256, "cuda_allocator"),
+        ("exit", 170, 300, "cuda_allocator")]
