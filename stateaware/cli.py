@@ -77,13 +77,22 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
 
 
 def _dry_run_table(plan) -> str:
+    """The processes that would launch: parameters shared by every process once, then per
+    process only the ones that vary (its seed, method, cell...)."""
+    every = [spec.params for spec in plan.specs]
+    shared = {k: v for k, v in every[0].items() if all(k in p and p[k] == v for p in every)} if every else {}
+
+    def flat(params: dict) -> str:
+        return OmegaConf.to_yaml(OmegaConf.create(params), sort_keys=True).strip().replace("\n", "; ") if params else ""
+
     lines = [f"run {plan.run_id} (cohort {plan.cohort}, source {plan.source_hash[:12]}, out {plan.out})",
+             f"shared params: {', '.join(sorted(shared)) or '(none)'}",
              f"{'index':>5}  {'seed':>8}  {'state':<10}  params"]
     for spec in plan.specs:
         state = plan.statuses.get(spec.process_index, "pending")
         action = "skip" if state == "completed" else "launch"
-        params = OmegaConf.to_yaml(OmegaConf.create(spec.params), sort_keys=True).strip().replace("\n", "; ")
-        lines.append(f"{spec.process_index:>5}  {spec.seed:>8}  {action + ' (' + state + ')' if state != 'pending' else action:<10}  {params}")
+        own = flat({k: v for k, v in spec.params.items() if k not in shared})
+        lines.append(f"{spec.process_index:>5}  {spec.seed:>8}  {action + ' (' + state + ')' if state != 'pending' else action:<10}  {own}")
     lines.append(f"{len(plan.pending)} of {len(plan.specs)} processes would launch")
     return "\n".join(lines)
 

@@ -214,3 +214,15 @@ def test_split_sizes_shrink_in_the_protocols_ratio_on_a_small_archive(capsys):
     assert capsys.readouterr().err == ""
     assert split_sizes(1024, 256, 512) == (409, 103)  # 4:1 kept, and said so
     assert "fewer than fit=1024 + validation=256: using 409 + 103" in capsys.readouterr().err
+
+
+def test_dry_run_lists_each_process_seed_and_method(compose, tmp_path, capsys):
+    from stateaware.cli import run
+    from stateaware.config import resolve_hardware
+
+    cfg = resolve_hardware(compose("cohort=cifar", "hardware=cpu", "dry_run=true", f"out={tmp_path}"))
+    assert run(cfg, progress=False) == 0
+    printed = capsys.readouterr().out
+    assert "shared params: archive, protocols, seeds" in printed
+    assert "launch      method: joint; train_seed: 2702" in printed and "14 of 14 processes would launch" in printed
+    assert not any(tmp_path.iterdir())

@@ -302,7 +302,11 @@ class _Gate(torch.autograd.Function):
 #     (output -> grad_fn -> saved output) that Python's collector cannot see; a replay
 #     graph built under such a hook then outlives the step with everything it references.
 #     Saving inputs keeps every graph acyclic, so all methods free what they should and
-#     the measured peaks compare methods, not leaks. The bytes saved are the same.
+#     the measured peaks compare methods, not leaks. The bytes saved are the same. The
+#     transactional checkpoint has since been fixed at the root (a replay saves detached
+#     aliases, as torch's checkpoint does; ``tests/test_torch_replay_checkpoint.py``), so
+#     these Functions are no longer needed for correctness; they stay because the frozen
+#     cards (``conf/cards``) and the measured CPU cohorts were taken with them.
 
 
 def segment_forward(shape: Shape, state: torch.Tensor, u: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
