@@ -221,3 +221,45 @@ def test_cuda_observer_reads_both_peaks_before_every_reset_and_at_exit(monkeypat
     assert [(r["event"], r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["peak_source"]) for r in observer.rows] == [
         ("before_reset", 100, 200, "cuda_allocator"), ("before_reset", 150, 256, "cuda_allocator"),
         ("exit", 170, 300, "cuda_allocator")]
+
+
+# aten ops that raise under torch.use_deterministic_algorithms(True) on CUDA (its docstring's
+# "will throw a RuntimeError" list, as the aten overloads those modules and functions call).
+_THROW_ON_CUDA = ("nll_loss", "nll_loss2d", "_adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward",
+                  "adaptive_max_pool2d_backward", "avg_pool3d_backward", "fractional_max_pool", "max_unpool",
+                  "upsample_linear1d_backward", "upsample_bilinear2d_backward", "upsample_bicubic2d_backward",
+                  "upsample_trilinear3d_backward", "reflection_pad", "_ctc_loss_backward", "embedding_bag",
+                  "put_", "histc", "bincount", "median", "grid_sampler_2d_backward")
+
+
+def test_every_op_of_training_and_probe_is_deterministic_on_cuda(tmp_path):
+    """Byte-identical test scores on CUDA need every op to have a deterministic kernel; the
+    ops run on CPU are the ops CUDA would run, so record them all (every method's step,
+    validation, checkpoint and probe) and refuse the ones CUDA would refuse."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    proto = train.Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=1,
+                           probe_batch=8, peaks="epoch")
+    images = torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    labels = torch.arange(16) % 4
+    with Ops() as ops:
+        for method in moco.METHODS:
+            policy = moco.fixed_policy("regions") if method in moco.PLANNED else moco.fixed_policy(method)
+            enc = train.train_encoder(images, images[:8], seed=1, method=method, policy=policy, proto=proto,
+                                      device=torch.device("cpu"), out=tmp_path / method)
+        train.probe(enc["path"], enc["sha256"], {"fit": images, "val": images[:8], "test": images[:8],
+                                                 "fit_labels": labels, "val_labels": labels[:8],
+                                                 "test_labels": labels[:8]},
+                    4, seed=1, proto=proto, device=torch.device("cpu"), scores_path=tmp_path / "scores.bin")
+    assert {"convolution_backward", "native_batch_norm_backward", "index_copy_"} <= ops.names  # it saw the work
+    refused = sorted(n for n in ops.names if n.startswith(_THROW_ON_CUDA))
+    assert refused == [], refused
