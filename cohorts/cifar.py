@@ -112,21 +112,12 @@ def split_sizes(fit: int | None, validation: int | None, n_train: int) -> tuple[
 _CARD_SHAPE = ("image", "width", "dim", "queue_size", "batch")
 
 
-def _card(proto_cfg: dict[str, Any], proto: Any, *, seed: int, device: Any, hardware: str) -> tuple[Any, str]:
-    """The protocol's frozen card (``card`` digest), or one profiled here; ``(card, source)``.
-
-    A frozen card profiled at other shapes than the protocol's is refused: its costs would
-    describe another program.
-    """
-    from stateaware.app import card as app_card
-
-    if not proto_cfg.get("card"):
-        card = app_card.profile_protocol(proto, seed=seed, device=device,
-                                         provenance={"hardware": hardware, "seed": seed})
-        return card, "measured_in_process"
+def _frozen_card(digest: str, proto: Any, hardware: str) -> Any:
+    """The frozen card ``digest``, refused when it was profiled at other shapes than
+    ``proto``'s: its costs would describe another program."""
     from stateaware.costrt.cards import load_frozen
 
-    card = load_frozen(str(proto_cfg["card"]))
+    card = load_frozen(digest)
     profiled = dict(card.provenance).get("protocol") or {}
     wrong = {k: (profiled.get(k), getattr(proto, k)) for k in _CARD_SHAPE if profiled.get(k) != getattr(proto, k)}
     if wrong:
@@ -134,7 +125,7 @@ def _card(proto_cfg: dict[str, Any], proto: Any, *, seed: int, device: Any, hard
                          + ", ".join(f"{k}={a}" for k, (a, _) in wrong.items()) + "; the protocol has "
                          + ", ".join(f"{k}={b}" for k, (_, b) in wrong.items())
                          + f": freeze a card for it with `python -m stateaware.app.card --hardware {hardware}`")
-    return card, "frozen"
+    return card
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
@@ -160,10 +151,10 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 
     # A card profiled here is not the encoder process (the paper's card is frozen before the
     # cohort): it runs before the clock starts, and its cached blocks and peaks are dropped.
-    if proto_cfg.get("card"):
-        card, card_source = None, "frozen"
-    else:
-        card, card_source = _card(proto_cfg, proto, seed=seed, device=device, hardware=spec.hardware_name)
+    frozen = bool(proto_cfg.get("card"))
+    card_source = "frozen" if frozen else "measured_in_process"
+    card = None if frozen else app_card.profile_protocol(
+        proto, seed=seed, device=device, provenance={"hardware": spec.hardware_name, "seed": seed})
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
@@ -181,8 +172,8 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     images = _images(cifar.train_images)
     test_images = _images(cifar.test_images[:test_n])
     base = {"method": method, "seed": seed, "checksum_verified": cifar.checksum_verified}
-    if card is None:
-        card, card_source = _card(proto_cfg, proto, seed=seed, device=device, hardware=spec.hardware_name)
+    if frozen:
+        card = _frozen_card(str(proto_cfg["card"]), proto, spec.hardware_name)
 
     if "budget_mib" in proto_cfg:
         budget = int(float(proto_cfg["budget_mib"]) * _MIB)
