@@ -17,6 +17,9 @@ Sections
      (2^16 policies) and n = 10 three-option cards (3^10).
   3. a plain two-objective knapsack that ignores temporary memory (every q set to 0):
      on how many cards its policy exceeds the budget once max q is counted.
+  4. the joint planner against the dynamic program as it was before issue 4 (kept as the
+     reference in tests/test_planner_frontier_reference.py), on section 1's cards: both
+     times side by side, and a check that every plan is identical.
 
 Times are wall-clock medians of single runs on this machine (shared CPU cores: compare
 rows of one run, not runs of different days). Nothing here is a paper figure.
@@ -26,7 +29,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 
@@ -140,6 +146,42 @@ def bench_memory_blind(cards: int, seed: int) -> None:
     print("   joint feasible there: of those, cards on which the joint planner does fit the budget")
 
 
+def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
+    # The reference lives with the tests that pin the program to it; the repository root
+    # is not on sys.path when this script runs as bench/bench_planner.py.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.test_planner_frontier_reference import _reference_pareto_frontier
+
+    from stateaware.planner import planners as planners_module
+
+    current = planners_module.pareto_frontier
+    print("\n4. joint planner now vs the program before issue 4 (same cards as 1; seconds)")
+    print(f"{'family':9s} {'n':>5s} {'before med':>11s} {'before max':>11s} {'now med':>9s} {'now max':>9s} {'med ratio':>10s} {'max ratio':>10s} {'plans':>10s}")
+    for kind in ("blocks", "tradeoff"):
+        for n in sizes:
+            rng = np.random.default_rng([seed, n, len(kind)])
+            before, now = [], []
+            for k in range(cards):
+                card = random_card(rng, n, kind=kind)
+                budget = _budget(card, FRACTIONS[k % len(FRACTIONS)])
+                ours, seconds = _timed(lambda: plan(card, budget, "joint"))
+                now.append(seconds)
+                planners_module.pareto_frontier = _reference_pareto_frontier
+                try:
+                    theirs, seconds = _timed(lambda: plan(card, budget, "joint"))
+                finally:
+                    planners_module.pareto_frontier = current
+                before.append(seconds)
+                same = [getattr(ours, f.name) for f in fields(ours) if f.compare] == [
+                    getattr(theirs, f.name) for f in fields(theirs) if f.compare
+                ]
+                assert same and np.array_equal(ours.frontier, theirs.frontier), f"{kind} n={n} card {k} differs"
+            b_med, b_max, n_med, n_max = statistics.median(before), max(before), statistics.median(now), max(now)
+            print(f"{kind:9s} {n:>5d} {b_med:>11.3f} {b_max:>11.3f} {n_med:>9.3f} {n_max:>9.3f} "
+                  f"{b_med / n_med:>10.2f} {b_max / n_max:>10.2f} {'identical':>10s}", flush=True)
+    print("   ratio: before / now (median over cards, and max over cards); plans: every field and frontier equal")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024])
@@ -149,7 +191,7 @@ def main() -> None:
     parser.add_argument("--full-limit-points", type=int, default=20_000,
                         help="... or held a frontier larger than this")
     parser.add_argument("--seed", type=int, default=4)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["sizes", "exhaustive", "blind"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["sizes", "exhaustive", "blind", "reference"])
     args = parser.parse_args()
     if "sizes" not in args.skip:
         bench_sizes(args.sizes, args.cards, args.full_limit_s, args.full_limit_points, args.seed)
@@ -157,6 +199,8 @@ def main() -> None:
         bench_exhaustive(args.cards, args.seed)
     if "blind" not in args.skip:
         bench_memory_blind(args.cards, args.seed)
+    if "reference" not in args.skip:
+        bench_reference(args.sizes, args.cards, args.seed)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,23 @@ NOTE [ Cost bound ]
     widest step and 48 left ~1,500 (bench/bench_planner.py measures the current figure).
     A prefix is dropped only when ``C + bound`` exceeds the incumbent's
     time by more than ``_COST_SLACK`` (relative), which absorbs float summation order.
+
+NOTE [ The envelope ]
+    At one step the bound is ``max_j (L_j - λ_j s)`` of the prefix's slack ``s``: the
+    upper envelope of a few dozen lines, convex in ``s``, on which usually a dozen lines
+    ever attain the maximum. ``alive`` builds that envelope once per step and evaluates,
+    for each prefix, only the line that is largest at its slack (one search instead of
+    one product per multiplier: the multipliers had been most of a 1,024-segment plan's
+    time). The result must be the decision ``lower_ms`` gives, bit for bit, because the
+    surviving set decides the frontier, its size and which of equal policies is kept. The
+    envelope's line is evaluated with ``lower_ms``'s own float expression, so the two
+    differ only where rounding makes another line's value larger than the exact maximum's
+    — by a few ulps of the largest term, ``|L_j| + |λ_j s|``. Every prefix whose value lies
+    within ``_RECHECK`` of that scale from the limit is therefore re-evaluated with every
+    multiplier; outside that band both evaluations fall on the same side of the limit.
+
+    ``advance`` likewise subtracts the leaving segment's least-``r`` step function as at
+    most three slice updates (its events) instead of rebuilding it across the grid.
 """
 
 from __future__ import annotations
@@ -57,6 +74,12 @@ _ROOT_PROBES = 256
 _FINE_MULTIPLIERS = 48
 
 _NONE = np.iinfo(np.int64).max
+
+#: Relative band around the cost limit inside which ``alive`` re-evaluates a prefix with
+#: every multiplier (NOTE [ The envelope ]). The envelope's value differs from the exact
+#: float maximum by a few ulps of the terms' magnitude (~1e-16); 1e-9 leaves seven orders
+#: of magnitude of margin and still rechecks almost nothing.
+_RECHECK = 1e-9
 
 
 class Bounds:
@@ -90,37 +113,106 @@ class Bounds:
         valid = ordered_at < self.grid.shape[0]  # missing options are never allowed
         self._rs = _event_sum(ordered_at[valid], steps[valid], self.grid.shape[0])
         self._missing = len(options) - np.cumsum(np.bincount(ordered_at[:, 0], minlength=self.grid.shape[0] + 1))[:-1]
+        # Per segment, the (grid position, change in least r) events advance() subtracts.
+        self._events = [(at_i[ok].tolist(), step_i[ok].tolist()) for at_i, step_i, ok in zip(ordered_at, steps, valid)]
         self._step = 0
         self.multipliers = _multipliers(options, self.room)
+        self._descending = np.argsort(-self.multipliers, kind="stable")
+        self._descending_slopes = self.multipliers[self._descending].tolist()
         per_segment = (ms[:, :, None] + self._r[:, :, None].astype(np.float64) * self.multipliers[None, None, :]).min(axis=1)
         # _lagrangian[i] = sum over segments i..n-1 (one column per multiplier); [n] = 0.
         self._lagrangian = np.vstack([np.cumsum(per_segment[::-1], axis=0)[::-1], np.zeros(len(self.multipliers))])
 
     def advance(self) -> None:
         """Move past one more segment: it leaves the remaining suffix."""
-        q, r = self._q[self._step], self._r[self._step]
-        least = np.where(self.grid[None, :] >= q[:, None], r[:, None], _NONE).min(axis=0)
-        undefined = least == _NONE
-        self._rs = self._rs - np.where(undefined, 0, least)
-        self._missing = self._missing - undefined
+        # Subtract the segment's least-r step function, event by event (exact int64): it is
+        # undefined (counts as missing) below its first event, the running least r above.
+        starts, deltas = self._events[self._step]
+        self._missing[: starts[0]] -= 1
+        for start, delta in zip(starts, deltas):
+            self._rs[start:] -= delta
         self._step += 1
 
     def lower_ms(self, r: np.ndarray, q: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """A lower bound on the time of any fitting completion of each prefix (NOTE [ Cost bound ])."""
+        """A lower bound on the time of any fitting completion of each prefix (NOTE [ Cost bound ]).
+
+        The reference evaluation, every multiplier for every prefix; ``alive`` decides
+        with the envelope instead (NOTE [ The envelope ]) and falls back to this.
+        """
         slack = (self.room - r - q).astype(np.float64)
         bound = (self._lagrangian[self._step][None, :] - slack[:, None] * self.multipliers[None, :]).max(axis=1)
         return c + bound
 
-    def alive(self, r: np.ndarray, q: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """Mask of prefixes (over the segments passed so far) that may still be optimal."""
+    def positions(self, q: np.ndarray) -> np.ndarray:
+        """Where each temporary-bytes value ``q`` (one of the card's, or 0) sits in ``grid``."""
+        return np.searchsorted(self.grid, q)
+
+    def alive(self, r: np.ndarray, q: np.ndarray, c: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Mask of prefixes (over the segments passed so far) that may still be optimal.
+
+        ``at`` is ``positions(q)``, which the caller can carry along more cheaply.
+        """
         completed = np.where(self._missing == 0, self.grid + self._rs, _NONE)
         # Least completed peak for a prefix whose max temporary is grid[g]: min over T >= grid[g].
         least_tail = np.minimum.accumulate(completed[::-1])[::-1]
-        at = np.searchsorted(self.grid, q)
         alive = least_tail[at] <= self.room - r  # no overflow: room - r never underflows int64
         if self.upper_ms is not None:
-            alive &= self.lower_ms(r, q, c) <= self.upper_ms + _COST_SLACK * abs(self.upper_ms)
+            # The cost bound only for prefixes that can still fit: the mask is the same.
+            fits = np.flatnonzero(alive)
+            if fits.shape[0]:
+                alive[fits] = self._cheap_enough(r[fits], q[fits], c[fits])
         return alive
+
+    def _cheap_enough(self, r: np.ndarray, q: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """``lower_ms(r, q, c) <= upper_ms (+ slack)``, exactly, via NOTE [ The envelope ]."""
+        limit = self.upper_ms + _COST_SLACK * abs(self.upper_ms)
+        lagrangian = self._lagrangian[self._step]
+        lines, breaks = _upper_envelope(lagrangian, self._descending, self._descending_slopes)
+        slack = (self.room - r - q).astype(np.float64)
+        line = lines[np.searchsorted(breaks, slack)]
+        # The same float expression lower_ms evaluates, for the line that is largest in
+        # exact arithmetic; it differs from lower_ms's float maximum only by rounding.
+        lower = c + (lagrangian[line] - slack * self.multipliers[line])
+        cheap = lower <= limit
+        # One scale for all prefixes (the largest term any line adds): a wider band than
+        # each prefix needs, which only rechecks more.
+        scale = (
+            np.abs(lagrangian).max() + np.abs(slack).max() * self.multipliers.max() + np.abs(c).max() + abs(limit)
+        )
+        near = np.flatnonzero(np.abs(lower - limit) <= _RECHECK * scale)
+        if near.shape[0]:
+            cheap[near] = self.lower_ms(r[near], q[near], c[near]) <= limit
+        return cheap
+
+
+def _upper_envelope(
+    intercepts: np.ndarray, order: np.ndarray, m: list[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The lines of ``s -> max_j (intercepts[j] - slopes[j] * s)`` that attain the maximum
+    somewhere, and where each hands over to the next.
+
+    ``order`` sorts the slopes descending (steepest descent first: it wins at the least
+    slack) and ``m`` lists them in that order; they must be distinct (the multipliers are
+    ``np.unique``'s output). Returns ``(lines, breaks)``: for slack ``s``, the maximising
+    line is ``lines[searchsorted(breaks, s)]``; ``breaks`` is ascending, one shorter than
+    ``lines``. The convex-hull trick, in Python floats: at most a few dozen lines.
+    """
+    a = intercepts[order].tolist()
+    hull: list[int] = []
+    breaks: list[float] = []
+    for j in range(len(a)):
+        while hull:
+            top = hull[-1]
+            # Line j (less steep) overtakes the top line from slack x on.
+            x = (a[top] - a[j]) / (m[top] - m[j])
+            if breaks and x <= breaks[-1]:
+                hull.pop()  # j overtakes it before it overtook its predecessor: never on top
+                breaks.pop()
+                continue
+            breaks.append(x)
+            break
+        hull.append(j)
+    return order[np.array(hull, dtype=np.int64)], np.array(breaks, dtype=np.float64)
 
 
 def _event_sum(positions: np.ndarray, deltas: np.ndarray, width: int) -> np.ndarray:
