@@ -71,14 +71,23 @@ def protocol_of(params: dict[str, Any], hardware: dict[str, Any]) -> dict[str, A
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """One (seed, method) per process, seed-major: ``processes`` must be ``7 * k`` with
-    ``k <= len(params.seeds)``; the first ``k`` seeds run."""
+    ``k <= len(params.seeds)``; the first ``k`` seeds run. ``params.archive`` must name a
+    file (checked here, so a missing archive fails before any process starts); each
+    process gets its absolute path."""
     params = cohort.get("params") or {}
     seeds = [int(s) for s in params.get("seeds") or []]
     protocol_of(params, hardware)  # fail here, before any process starts, on an unknown profile
     if processes % len(_METHODS) or processes // len(_METHODS) > len(seeds) or processes < 1:
         raise ValueError(f"cohort {cohort.get('name')!r}: processes={processes} must be 7 x the number of seeds "
                          f"run (at most {len(seeds)} seeds: {seeds})")
-    return [{"train_seed": seeds[i // len(_METHODS)], "method": _METHODS[i % len(_METHODS)]} for i in range(processes)]
+    archive = Path(str(params.get("archive"))).expanduser().resolve()
+    if not archive.is_file():
+        raise ValueError(f"cohort.params.archive={params.get('archive')}: no file at {archive}; put the official "
+                         "cifar-100-python.tar.gz there (runs never download it) or, for a CPU run, write a "
+                         f"generated one: python -m stateaware.app.data {archive}")
+    # Every process reads the same file, whatever directory it starts in.
+    return [{"train_seed": seeds[i // len(_METHODS)], "method": _METHODS[i % len(_METHODS)], "archive": str(archive)}
+            for i in range(processes)]
 
 
 def _images(array):

@@ -73,12 +73,19 @@ def _q(out: Path, sql: str):
     return con.execute(sql).fetchall()
 
 
-def test_expand_is_seed_major_and_checks_the_process_count():
+def test_expand_is_seed_major_and_checks_the_process_count(tmp_path, monkeypatch):
     from stateaware.cohorts import cifar
 
     cohort = yaml.safe_load((REPO / "conf/cohort/cifar.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    cohort["params"]["archive"] = "here.tar.gz"
+    with pytest.raises(ValueError, match=r"cohort.params.archive=here.tar.gz: no file at .*here.tar.gz; put the "
+                                         r"official .* python -m stateaware.app.data "):
+        cifar.expand(cohort, {"name": "cpu"}, 14)
+    (tmp_path / "here.tar.gz").write_bytes(b"")  # expand checks presence; the process checks the contents
     per = cifar.expand(cohort, {"name": "cpu"}, 14)
     assert [p["train_seed"] for p in per] == [2701] * 7 + [2702] * 7
+    assert {p["archive"] for p in per} == {str(tmp_path / "here.tar.gz")}  # absolute: any working directory
     assert [p["method"] for p in per[:7]] == ["eager", "whole", "regions", "functional", "deferred", "agnostic", "joint"]
     assert len(cifar.expand(cohort, {"name": "h100"}, 42)) == 42
     assert [p["train_seed"] for p in cifar.expand(cohort, {"name": "cpu"}, 21)][-1] == 2703
@@ -220,9 +227,11 @@ def test_dry_run_lists_each_process_seed_and_method(compose, tmp_path, capsys):
     from stateaware.cli import run
     from stateaware.config import resolve_hardware
 
-    cfg = resolve_hardware(compose("cohort=cifar", "hardware=cpu", "dry_run=true", f"out={tmp_path}"))
+    archive = data.write_archive(tmp_path / "in" / data.ARCHIVE_NAME, train=20, test=10)
+    cfg = resolve_hardware(compose("cohort=cifar", "hardware=cpu", "dry_run=true", f"out={tmp_path / 'out'}",
+                                   f"cohort.params.archive={archive}"))
     assert run(cfg, progress=False) == 0
     printed = capsys.readouterr().out
     assert "shared params: archive, protocols, seeds" in printed
     assert "launch      method: joint; train_seed: 2702" in printed and "14 of 14 processes would launch" in printed
-    assert not any(tmp_path.iterdir())
+    assert not any((tmp_path / "out").rglob("*"))  # nothing written

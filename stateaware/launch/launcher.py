@@ -112,7 +112,10 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
     run_id = cfg.run_id or _default_run_id(cohort, processes, hardware, source_hash)
     kind = load_kind(cohort["kind"])
     expand: Callable[..., list[dict]] | None = getattr(kind, "expand", None)
-    per_process = expand(cohort, hardware, processes) if expand else [{} for _ in range(processes)]
+    try:
+        per_process = expand(cohort, hardware, processes) if expand else [{} for _ in range(processes)]
+    except ValueError as exc:  # a kind's expand() says what in its params is invalid
+        raise ConfigError(str(exc)) from exc
     if len(per_process) != processes:
         raise ConfigError(f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets for processes={processes}")
     out = Path(cfg.out).resolve()
