@@ -197,7 +197,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
         plan = app_card.plan_policies(card, budget)[method]
         if not plan["feasible"]:
             # Outcomes are data: the infeasible plan is recorded and never executed.
-            writer.write("policies", [{"method": method, **plan, **columns}], part=part)
+            writer.write("policies", [{"method": method, "seed": seed, **plan, **columns}], part=part)
             return
         policy = tuple(plan["policy"])
     else:
@@ -222,7 +222,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
                          "val_labels": labels[val], "test_labels": torch.from_numpy(cifar.test_labels[:test_n])},
                         cifar.classes, seed=seed, proto=proto, device=device, scores_path=artifacts / "scores.bin")
 
-    writer.write("policies", [{"method": method, **plan, **columns}], part=part)
+    writer.write("policies", [{"method": method, "seed": seed, **plan, **columns}], part=part)
     writer.write("profiles", [{"card_digest": card.digest, "segment": i, "option": option,
                                **{k: v for k, v in cost.to_dict().items()},
                                "persistent_bytes": card.persistent_bytes,

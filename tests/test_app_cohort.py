@@ -180,6 +180,10 @@ def test_every_process_uses_the_one_frozen_card(cohort_run):
     out, _ = cohort_run
     assert _q(out, "SELECT DISTINCT card_source FROM records") == [("frozen",)]
     assert _q(out, "SELECT count(DISTINCT card_digest) FROM policies") == [(1,)]
+    # One card, so each planned method chose one policy for both seeds.
+    assert _q(out, "SELECT method, count(DISTINCT seed), count(DISTINCT policy) FROM policies "
+                   "WHERE method IN ('agnostic', 'joint') GROUP BY method ORDER BY method") == [("agnostic", 2, 1),
+                                                                                              ("joint", 2, 1)]
     assert _q(out, "SELECT count(*) FROM records WHERE observed") == [(14,)]
 
 
@@ -210,7 +214,7 @@ def test_an_infeasible_plan_is_recorded_and_never_executed(tmp_path):
     out = tmp_path / "results"
     _run_process(out, _params(tmp_path, "joint", budget_mib=0.001), 6, run_id="r2")  # 1 KiB: below every policy
     assert sorted(p.name for p in out.iterdir()) == ["policies"]
-    assert _q(out, "SELECT method, feasible, policy FROM policies") == [("joint", False, None)]
+    assert _q(out, "SELECT method, seed, feasible, policy FROM policies") == [("joint", 2701, False, None)]
 
 
 def test_split_sizes_shrink_in_the_protocols_ratio_on_a_small_archive(capsys):

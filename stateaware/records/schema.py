@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a column is added, renamed or retyped. Rows and file metadata carry it.
-SCHEMA_VERSION = 2  # 2: records.observed, records.card_source (the CIFAR application)
+SCHEMA_VERSION = 2  # 2: records.observed, records.card_source, policies.seed (the CIFAR application)
 
 #: Semantic outcomes (paper Table 2): ``match`` preserved execution, ``reject`` the
 #: framework refused explicitly, ``diverge`` an observed mismatch, ``unsupported`` refused
@@ -176,6 +176,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("truncated", pa.bool_()),
         ("card_digest", pa.string()),
         ("plan_digest", pa.string()),
+        ("seed", pa.int64()),  # the application's training seed (null where one plan serves every seed)
         *_WORKLOAD,
     ],
     "profiles": [
