@@ -6,6 +6,7 @@
 #   bench/gpu_check.sh                 # batch 16384 (a quarter of the paper's; fits a 15-minute lease)
 #   BATCH=65536 bench/gpu_check.sh     # the paper's shapes (width 4096, batch 65536, 1 GiB queue)
 #   STEPS=20 WARMUP=3 BATCH=... OUT=... bench/gpu_check.sh
+#   COMMIT=1 bench/gpu_check.sh        # and commit the folder
 #
 # The profile card is measured in the process (no frozen h100 card exists yet) and the budget
 # is the paper's 44 GiB scaled by BATCH/65536 with the activations (said in the report header),
@@ -33,3 +34,7 @@ python -m stateaware cohort=fair44 hardware=h100 out="$OUT" \
   python -m stateaware.analysis.timing --results "$OUT"
 } > "$OUT/report.md"
 cat "$OUT/report.md"
+if [ "${COMMIT:-0}" = 1 ]; then
+  git add -- "$OUT"
+  git commit -m "bench/results: fair44 on $(python -c 'import torch; print(torch.cuda.get_device_name(0))'), batch $BATCH" -- "$OUT"
+fi

@@ -10,6 +10,7 @@
 #   ENCODER_EPOCHS=2 PROBE_EPOCHS=1 bench/gpu_cifar.sh   # what a 15-minute lease allows (said so)
 #   ARCHIVE=/data/cifar-100-python.tar.gz SEED=2703 OUT=... bench/gpu_cifar.sh
 #   HARDWARE=cpu GENERATE=1 bench/gpu_cifar.sh  # the same steps on the CPU profile (a dry run)
+#   COMMIT=1 bench/gpu_cifar.sh                 # and commit the folder (records, card, report, figure, scores)
 #
 # ARCHIVE must be the official archive (its MD5 is checked). Without one (a machine with no
 # network), GENERATE=1 writes a same-format archive (50,000 + 10,000 generated images on
@@ -68,3 +69,9 @@ python -m stateaware cohort=cifar hardware="$HARDWARE" launcher=local processes=
   python -m stateaware.analysis.application --results "$OUT" --figure "$OUT/figure3c.png"
 } > "$OUT/report.md"
 cat "$OUT/report.md"
+if [ "${COMMIT:-0}" = 1 ]; then
+  # Everything but the encoder checkpoints (45 MB each at width 64; the artifacts table keeps
+  # their SHA-256, and the committed score files are what the probe wrote from them).
+  git add -- "$OUT" conf/cards ":(exclude)$OUT/artifacts/**/encoder.bin"
+  git commit -m "bench/results: cifar seed $SEED on $DEVICE ($HARDWARE), $ENCODER_EPOCHS + $PROBE_EPOCHS epochs, checksum verified: $VERIFY" -- "$OUT" conf/cards
+fi
