@@ -35,6 +35,6 @@ python -m stateaware cohort=fair44 hardware=h100 out="$OUT" \
 } > "$OUT/report.md"
 cat "$OUT/report.md"
 if [ "${COMMIT:-0}" = 1 ]; then
-  git add -- "$OUT"
+  git add -- "$OUT" ":(exclude)$OUT/.snapshots" ":(exclude)$OUT/.submitit"  # code and pickles: the records keep the source hash
   git commit -m "bench/results: fair44 on $(python -c 'import torch; print(torch.cuda.get_device_name(0))'), batch $BATCH" -- "$OUT"
 fi

@@ -70,8 +70,10 @@ python -m stateaware cohort=cifar hardware="$HARDWARE" launcher=local processes=
 } > "$OUT/report.md"
 cat "$OUT/report.md"
 if [ "${COMMIT:-0}" = 1 ]; then
-  # Everything but the encoder checkpoints (45 MB each at width 64; the artifacts table keeps
-  # their SHA-256, and the committed score files are what the probe wrote from them).
-  git add -- "$OUT" conf/cards ":(exclude)$OUT/artifacts/**/encoder.bin"
+  # Everything but the code snapshot and submitit's pickles (the records name the commit's
+  # source hash) and the encoder checkpoints (45 MB each at width 64; the artifacts table
+  # keeps their SHA-256, and the committed score files are what the probe wrote from them).
+  git add -- "$OUT" conf/cards ":(exclude)$OUT/.snapshots" ":(exclude)$OUT/.submitit" \
+    ":(exclude)$OUT/artifacts/**/encoder.bin"
   git commit -m "bench/results: cifar seed $SEED on $DEVICE ($HARDWARE), $ENCODER_EPOCHS + $PROBE_EPOCHS epochs, checksum verified: $VERIFY" -- "$OUT" conf/cards
 fi
