@@ -36,6 +36,11 @@ PAPER_T9 = {"eager": (1389.35, 1924.00, 1857.47, "1844.03–1866.87"),
             "agnostic": (1005.48, 1410.00, 1856.22, "1841.82–1882.82"),
             "joint": (1229.74, 1602.00, 1855.90, "1835.37–1878.18")}
 
+#: Paper §12 complete-encoder time ratios of joint planning (geometric mean, seed range); its
+#: allocated ratios are those of Table 9's allocated column (identical across seeds).
+PAPER_T9_TIME_RATIOS = {"joint/whole": (1.008024, "0.984483–1.019058"),
+                        "joint/deferred": (1.007065, "0.995213–1.020972")}
+
 
 def _rows(con: Any, name: str) -> list[dict[str, Any]]:
     relation = con.execute((_SQL / f"{name}.sql").read_text())
@@ -104,11 +109,15 @@ def render(con: Any) -> str:
     comps = comparison_rows(con)
     if comps:
         lines += ["", "| comparison | seeds | allocated ratio (geo. mean) | range | encoder time ratio (geo. mean) | "
-                  "range |", "|---|---|---|---|---|---|"]
+                  "range | paper allocated ratio | paper time ratio | paper range |", "|---|---|---|---|---|---|---|---|---|"]
         for c in comps:
+            denominator = c["comparison"].split("/")[1]
+            paper_alloc = PAPER_T9["joint"][0] / PAPER_T9[denominator][0]
+            paper_time = PAPER_T9_TIME_RATIOS.get(c["comparison"])
+            paper = f"{paper_alloc:.4f} | {paper_time[0]:.6f} | {paper_time[1]}" if paper_time else "— | — | —"
             lines.append(f"| {c['comparison']} | {c['seeds']} | {c['allocated_geomean']:.6f} | "
                          f"[{c['allocated_min']:.6f}, {c['allocated_max']:.6f}] | {c['seconds_geomean']:.6f} | "
-                         f"[{c['seconds_min']:.6f}, {c['seconds_max']:.6f}] |")
+                         f"[{c['seconds_min']:.6f}, {c['seconds_max']:.6f}] | {paper} |")
         lines += ["", "Ranges are over seeds; no interval or significance is claimed."]
     lines += ["", "Figure 3C data (one point per observed complete encoder process):", "",
               "| seed | method | allocated MiB | encoder s |", "|---|---|---|---|"]

@@ -155,6 +155,8 @@ def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_pa
     text = application.render(con)
     assert "| paper allocated MiB |" in text and "| 2701 | yes | 7 | 1 |" in text and "| 2702 | yes | 7 | 1 |" in text
     assert f"{application.PAPER_T9['joint'][0]:.2f}" in text  # in the paper's column only
+    # The paper's joint/whole: allocated ratio from its Table 9 column, time ratio and range from §12.
+    assert "| 1.2241 | 1.008024 | 0.984483–1.019058 |" in text and "| 0.8851 | 1.007065 |" in text
     assert len(application.process_rows(con)) == 14
     png = application.figure3c(con, tmp_path / "fig3c.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
