@@ -224,7 +224,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 
     writer.write("policies", [{"method": method, "seed": seed, **plan, **columns}], part=part)
     writer.write("profiles", [{"card_digest": card.digest, "segment": i, "option": option,
-                               **{k: v for k, v in cost.to_dict().items()},
+                               **cost.to_dict(),
                                "persistent_bytes": card.persistent_bytes,
                                "provenance_json": json.dumps(dict(card.provenance), sort_keys=True), **columns}
                               for i, seg in enumerate(card.segments) for option, cost in seg.items()], part=part)

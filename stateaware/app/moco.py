@@ -110,8 +110,8 @@ def momentum_update(m: Moco) -> None:
 class _CrossEntropy(torch.autograd.Function):
     """Mean cross-entropy whose target log-probabilities are gathered rather than passed to
     ``nll_loss``, which has no deterministic CUDA implementation (byte-identical test
-    scores need one); the backward scatters ``-grad / N`` into
-    one element per row (no accumulation) and applies ``log_softmax``'s backward kernel."""
+    scores need one); the backward scatters ``-grad / N`` into one element per row (no
+    accumulation) and applies ``log_softmax``'s backward kernel."""
 
     @staticmethod
     def forward(ctx, logits, target):  # type: ignore[override]
