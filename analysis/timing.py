@@ -243,11 +243,16 @@ def _comparison_rows(con: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in relation.fetchall()]
 
 
-def render(con: Any, cohorts: Optional[list[str]] = None) -> str:
-    """Markdown: every timing cohort present (or those named), ours beside the paper's."""
+def render(con: Any, cohorts: Optional[list[str]] = None,
+           comparisons: Optional[list[dict[str, Any]]] = None) -> str:
+    """Markdown: every timing cohort present (or those named), ours beside the paper's.
+
+    ``comparisons`` (rows of ``stateaware.analysis.stats`` results plus ``cohort``) default
+    to the ``comparisons`` view that ``analysis report`` persists.
+    """
     methods = method_rows(con)
     regions = region_rows(con)
-    comparisons = _comparison_rows(con)
+    comparisons = _comparison_rows(con) if comparisons is None else comparisons
     present = list(dict.fromkeys(r["cohort"] for r in methods))
     lines = ["## Cost runtime and timing cohorts (paper §8–§11; Tables 4, 6, 7, 8, 10)", ""]
     for cohort in cohorts or present:
@@ -282,19 +287,15 @@ def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> st
     from stateaware.analysis.views import connect
 
     con = connect(results)
-    text = render(con, [cohort])
     doc = OmegaConf.to_container(OmegaConf.load(Path(stateaware.conf.__file__).parent / "cohort" / f"{cohort}.yaml"))
     specs = doc.get("comparisons") or []
     run = con.execute("SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?", [cohort]).fetchone()
+    computed = None
     if specs and run and run[0]:
         kwargs = {"draws": draws} if draws else {}
         _, results_ = compute_comparisons(con, run[0], specs, allow_partial=True, **kwargs)
-        text += "\n| prespecified comparison | estimate | interval | confidence | processes |\n|---|---|---|---|---|\n"
-        for r in results_:
-            row = r.row()
-            text += (f"| {row['comparison']} | {row['estimate']:.4f} | [{row['lower']:.4f}, {row['upper']:.4f}] | "
-                     f"{row['confidence']:.4f} | {row['processes']} |\n")
-    return text
+        computed = [{**r.row(), "cohort": cohort} for r in results_]
+    return render(con, [cohort], computed)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

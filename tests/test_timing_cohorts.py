@@ -198,3 +198,23 @@ def test_timing_report_prints_ours_beside_the_papers_columns(tmp_path, cards):
     text = render(con)
     assert "| eager_whole | — | no (not run) |" in text
     assert "paper ms | paper peak GiB | paper fits" in text and "| 3704.54 | 29.936 | 50/50 |" in text
+
+
+def test_table8_rows_show_the_comparisons_they_are_given(tmp_path, cards):
+    """The command's summary computes the comparisons before any report persisted them:
+    render() takes them, and Table 8's interval column shows each workload's own."""
+    from stateaware.analysis.timing import render
+    from stateaware.analysis.views import connect
+
+    folder, frozen = cards
+    hardware = tiny_hardware(folder, frozen)
+    run_processes(tmp_path, cohort("three_workload"), hardware, 3, [0])  # process 0: feature_queue
+    con = connect(tmp_path)
+    given = [{"cohort": "three_workload", "subset": '{"workload": "feature_queue"}', "metric": "step_ms",
+              "comparison": "regions/whole step time queue", "estimate": 0.5, "lower": 0.4, "upper": 0.625,
+              "confidence": 0.99, "processes": 1}]
+    row = next(line for line in render(con, ["three_workload"], given).splitlines()
+               if line.startswith("| feature_queue |"))
+    assert "| step_ms 0.5000 [0.4000,0.6250] |" in row
+    bare = next(line for line in render(con, ["three_workload"]).splitlines() if line.startswith("| feature_queue |"))
+    assert "| — |" in bare  # no report has persisted comparisons here
