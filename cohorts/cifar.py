@@ -138,6 +138,14 @@ def _frozen_card(digest: str, proto: Any, hardware: str) -> Any:
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
+    """One (seed, method) process, with deterministic algorithms (restored afterwards)."""
+    from stateaware.app import train
+
+    with train.deterministic(protocol_of(spec.params, spec.hardware).get("threads")):
+        _run(spec, writer)
+
+
+def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     import torch
 
     from stateaware.app import card as app_card
@@ -151,7 +159,6 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     proto_cfg = protocol_of(params, spec.hardware)
     fields = {f.name for f in dataclasses.fields(train.Protocol)}
     proto = train.Protocol(**{k: v for k, v in proto_cfg.items() if k in fields})
-    train.deterministic(proto_cfg.get("threads"))
     device = torch.device(str(spec.hardware.get("device", "cpu")))
     verify = bool(proto_cfg.get("verify_checksum", params.get("verify_checksum", True)))
     observed = seed not in {int(s) for s in proto_cfg.get("quality_only_seeds") or ()}

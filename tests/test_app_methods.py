@@ -20,10 +20,18 @@ POLICY = ("whole", "eager", "whole", "eager", "eager", "whole", "region")  # a m
 
 @pytest.fixture(autouse=True)
 def _deterministic():
-    threads = torch.get_num_threads()
-    train.deterministic(1)
-    yield
-    torch.set_num_threads(threads)
+    with train.deterministic(1):
+        yield
+
+
+def test_deterministic_settings_come_back_on_exit():
+    """A run in the caller's process (launcher=inline) must leave the caller's settings."""
+    torch.use_deterministic_algorithms(False)  # the autouse fixture's exit restores its own
+    torch.set_num_threads(2)
+    with train.deterministic(3):
+        assert torch.are_deterministic_algorithms_enabled() and torch.get_num_threads() == 3
+        assert torch.backends.cudnn.benchmark is False
+    assert (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()) == (False, 2)
 
 
 def _batches(steps: int):

@@ -176,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
                      f"{', '.join(params['protocols'])}")
     proto_cfg = params["protocols"][args.hardware]
     hardware = OmegaConf.to_container(OmegaConf.load(conf / "hardware" / f"{args.hardware}.yaml"), resolve=True)
-    deterministic(proto_cfg.get("threads"))
     fields = {f.name for f in dataclasses.fields(Protocol)}
     proto = Protocol(**{k: v for k, v in proto_cfg.items() if k in fields})
-    card = profile_protocol(proto, seed=0, device=args.device or hardware.get("device", "cpu"), repeats=args.repeats,
-                            provenance={"hardware": args.hardware, "protocol": dataclasses.asdict(proto)})
+    with deterministic(proto_cfg.get("threads")):  # the settings the cohort's processes time under
+        card = profile_protocol(proto, seed=0, device=args.device or hardware.get("device", "cpu"),
+                                repeats=args.repeats,
+                                provenance={"hardware": args.hardware, "protocol": dataclasses.asdict(proto)})
     path, digest = freeze(card.to_dict(), f"cifar-{args.hardware}", args.directory)
     print(f"cifar-{args.hardware}: {digest}  ({path})")
     return 0

@@ -15,8 +15,9 @@ CPU the profiler's window peak of each epoch plus the bytes live when it opens
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,19 +56,30 @@ class Protocol:
     weight_decay: float = 5e-4
 
 
-def deterministic(threads: int | None = None) -> None:
-    """Deterministic algorithms (and ``threads`` intra-op threads when given).
+@contextlib.contextmanager
+def deterministic(threads: int | None = None) -> Iterator[None]:
+    """Deterministic algorithms, no cuDNN benchmarking (and ``threads`` intra-op threads
+    when given) inside the ``with`` block; the previous settings come back on exit, so a
+    run in the caller's process (``launcher=inline``, tests) leaves it as it was.
 
     Sets ``CUBLAS_WORKSPACE_CONFIG`` (unless set) as CUDA's deterministic cuBLAS needs;
     it takes effect only if cuBLAS has not been initialised yet in this process.
     """
     import os
 
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             torch.backends.cudnn.benchmark, torch.get_num_threads())
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
     if threads is not None:
         torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        torch.backends.cudnn.benchmark = saved[2]
+        torch.set_num_threads(saved[3])
 
 
 def _normalise(x: torch.Tensor) -> torch.Tensor:
