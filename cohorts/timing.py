@@ -172,6 +172,18 @@ def _profile_rows(card: Any, columns: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
+    """One timing process; the profile's thread count applies inside it only (an inline run
+    leaves its caller's setting as it was)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        _run(spec, writer)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     import dataclasses
     import json
     import random

@@ -218,3 +218,18 @@ def test_table8_rows_show_the_comparisons_they_are_given(tmp_path, cards):
     assert "| step_ms 0.5000 [0.4000,0.6250] |" in row
     bare = next(line for line in render(con, ["three_workload"]).splitlines() if line.startswith("| feature_queue |"))
     assert "| — |" in bare  # no report has persisted comparisons here
+
+
+def test_an_inline_timing_process_leaves_the_callers_thread_count(tmp_path, cards):
+    import torch
+
+    folder, frozen = cards
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        hardware = tiny_hardware(folder, frozen)
+        hardware["params"]["costrt"]["threads"] = 1  # as the CPU profile declares
+        run_processes(tmp_path, cohort("fair44"), hardware, 1, [0])
+        assert torch.get_num_threads() == 2  # the profile's one thread applied inside the process only
+    finally:
+        torch.set_num_threads(before)
