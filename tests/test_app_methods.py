@@ -154,7 +154,7 @@ def test_card_has_a_region_option_only_for_the_queue_and_plans_under_a_budget():
 
 def test_replayed_steps_free_what_they_allocate():
     """Built-ins that save their outputs (in-place ReLU, log_softmax, normalize) once leaked
-    every replay graph (MBs per step); the net allocation of 12 steps equals that of 4."""
+    every replay graph (MBs per step); the net allocation of 12 steps is that of 4."""
     from stateaware.costrt.measure import window_peak
 
     ends = {}
@@ -175,7 +175,9 @@ def test_replayed_steps_free_what_they_allocate():
             gc.collect()
 
         ends[n] = window_peak(steps)[1]
-    assert abs(ends[12] - ends[4]) < 16 * 1024, ends
+    # Without the checkpoint's fix the 8 extra steps keep 2.5 MB; one-off allocations that
+    # earlier tests shift into or out of a window have moved the ends by up to 36 KiB.
+    assert abs(ends[12] - ends[4]) < 128 * 1024, ends
 
 
 def test_step_peaks_one_observation_per_reset_and_one_at_exit(tmp_path):
