@@ -57,19 +57,8 @@ def official_md5() -> str:
 
 def archive_md5(path: str | os.PathLike[str]) -> str:
     """MD5 (hex) of the file at ``path``."""
-    h = hashlib.md5()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "md5").hexdigest()
 
 
 def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
@@ -94,7 +83,8 @@ def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
             raise ArchiveError(f"CIFAR-100 archive at {path} is corrupt or not the official one "
                                f"(MD5 {got}, expected {md5}): {help_text}; a generated archive "
                                "needs verify_checksum: false")
-    sha = _sha256(path)
+    with open(path, "rb") as f:
+        sha = hashlib.file_digest(f, "sha256").hexdigest()
     root = Path(extract_to)
     marker = root / ".extracted-sha256"
     if not (marker.is_file() and marker.read_text() == sha):

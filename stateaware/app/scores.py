@@ -32,11 +32,9 @@ SCORE_DTYPE = np.dtype([("index", "<u4"), ("label", "<u2"), ("pred", "<u2"), ("l
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
+    """SHA-256 (hex) of the file at ``path``, read in blocks."""
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _atomic_write(path: Path, chunks) -> None:
