@@ -75,7 +75,7 @@ def test_digest_is_sha256_of_the_documented_canonical_json():
         (lambda d: d["segments"][0]["eager"].update(temp_bytes=True), ["segments[0].eager.temp_bytes"]),
         (lambda d: d["segments"][1]["whole"].update(state_retained_bytes=9), ["segments[1].whole.state_retained_bytes", "exceeds"]),
         (lambda d: d["segments"][1]["whole"].update(retained=1), ["segments[1].whole", "'retained'", "valid fields"]),
-        (lambda d: d["segments"][1].update(offload={}), ["segments[1]", "'offload'", "eager, whole, region"]),
+        (lambda d: d["segments"][1].update(swap={}), ["segments[1]", "'swap'", "eager, whole, region, offload"]),
         (lambda d: d["segments"].__setitem__(0, {}), ["segments[0]", "no option"]),
         (lambda d: d.pop("persistent_bytes"), ["persistent_bytes"]),
         (lambda d: d.update(segments=[]), ["segments", "non-empty"]),

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["PEAK_SOURCES", "Peak", "live_bytes", "synchronize", "timed_steps", "peak_step", "window_peak"]
+__all__ = ["PEAK_SOURCES", "Peak", "allocated_window", "live_bytes", "synchronize", "timed_steps", "peak_step",
+           "window_peak"]
 
 #: Where a peak came from (``timings.peak_source``).
 PEAK_SOURCES = ("cuda_allocator", "torch_profiler")
@@ -111,6 +112,20 @@ def window_peak(fn: Callable[[], object]) -> tuple[int, int]:
         running += event.nbytes()
         peak = max(peak, running)
     return peak, running
+
+
+def allocated_window(fn: Callable[[], object], device: torch.device | str) -> tuple[int, int]:
+    """``(peak, end)`` allocated bytes of ``fn`` relative to its start, on ``device``: the
+    CUDA allocator's peak there, ``window_peak`` on a CPU."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        synchronize(device)
+        start = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - start, torch.cuda.memory_allocated(device) - start
+    return window_peak(fn)
 
 
 @contextlib.contextmanager

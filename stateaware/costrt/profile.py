@@ -36,7 +36,8 @@ from typing import Any
 
 import torch
 
-from stateaware.costrt.measure import synchronize, window_peak
+from stateaware.costrt.measure import allocated_window as _window
+from stateaware.costrt.measure import synchronize
 from stateaware.costrt.workloads import Shape, Workload, build, loss_of, segment_forward, step_rows
 from stateaware.torch_replay import Region, checkpoint
 
@@ -51,18 +52,6 @@ def persistent_bytes(workload: Workload, rows: Any) -> int:
     index = [t for group in (rows.reads, rows.writes, rows.regions) for t in group if t is not None]
     seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in index}
     return workload.persistent_bytes() + sum(seen.values())
-
-
-def _window(fn: Callable[[], object], device: torch.device) -> tuple[int, int]:
-    """``(peak, end)`` allocated bytes of ``fn`` relative to its start, on ``device``."""
-    if device.type == "cuda":
-        synchronize(device)
-        start = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        fn()
-        synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - start, torch.cuda.memory_allocated(device) - start
-    return window_peak(fn)
 
 
 def _segment_runner(workload: Workload, rows: Any, i: int, option: str, x: torch.Tensor):

@@ -52,7 +52,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .card import OptionCost
+from .card import OPTIONS, OptionCost
 
 __all__: list[str] = []  # private helpers of frontier.py
 
@@ -95,10 +95,10 @@ class Bounds:
         self.room = int(budget_bytes) - int(persistent_bytes)
         self.upper_ms = upper_ms
         options = [list(segment.values()) for segment in table]
-        # (segments, 3) arrays; a missing option has q = _NONE, so no threshold admits it.
-        self._q = np.array([[o.temp_bytes for o in s] + [_NONE] * (3 - len(s)) for s in options], dtype=np.int64)
-        self._r = np.array([[o.retained_bytes for o in s] + [0] * (3 - len(s)) for s in options], dtype=np.int64)
-        ms = np.array([[o.ms for o in s] + [np.inf] * (3 - len(s)) for s in options], dtype=np.float64)
+        # (segments, len(OPTIONS)) arrays; a missing option has q = _NONE, so no threshold admits it.
+        self._q = np.array([[o.temp_bytes for o in s] + [_NONE] * (len(OPTIONS) - len(s)) for s in options], dtype=np.int64)
+        self._r = np.array([[o.retained_bytes for o in s] + [0] * (len(OPTIONS) - len(s)) for s in options], dtype=np.int64)
+        ms = np.array([[o.ms for o in s] + [np.inf] * (len(OPTIONS) - len(s)) for s in options], dtype=np.float64)
         self.grid = np.unique(np.concatenate([[0], self._q[self._q != _NONE]]))
         # Suffix totals over the remaining segments, per threshold T = grid[g]: the least
         # retained sum with q <= T, and how many segments have no option with q <= T.
@@ -241,8 +241,8 @@ def _multipliers(options: list[list[OptionCost]], room: int) -> np.ndarray:
     coarse = np.quantile(rates, np.linspace(0.0, 1.0, _MULTIPLIERS))
     # The root bound on a grid of rate quantiles, then a fine grid around its maximum.
     probe = np.unique(np.quantile(rates, np.linspace(0.0, 1.0, _ROOT_PROBES)))
-    r = np.array([[o.retained_bytes for o in s] + [np.inf] * (3 - len(s)) for s in options], dtype=np.float64)
-    c = np.array([[o.ms for o in s] + [np.inf] * (3 - len(s)) for s in options], dtype=np.float64)
+    r = np.array([[o.retained_bytes for o in s] + [np.inf] * (len(OPTIONS) - len(s)) for s in options], dtype=np.float64)
+    c = np.array([[o.ms for o in s] + [np.inf] * (len(OPTIONS) - len(s)) for s in options], dtype=np.float64)
     least_q = max(min(o.temp_bytes for o in s) for s in options)
     root = (c[:, :, None] + r[:, :, None] * probe).min(axis=1).sum(axis=0) - probe * (room - least_q)
     best = probe[int(np.argmax(root))]

@@ -1,16 +1,67 @@
-"""Budgets as people write them: ``44GiB``, ``512MiB``, ``1.5GiB``, ``123456`` (bytes).
+"""Budgets as people write them: ``44GiB``, ``512MiB``, ``1.5GiB``, ``123456`` (bytes), or a
+relative position on a card, ``50%``.
 
-The parsing itself is :func:`stateaware.units.parse_bytes`, shared with the configs.
+The byte parsing itself is :func:`stateaware.units.parse_bytes`, shared with the configs.
+
+NOTE [ Relative budgets ]
+    ``P%`` places the budget ``P`` percent of the way from the least peak the planner's
+    option set can reach on the card (0%) to the predicted peak of running every segment
+    eagerly (100%), rounded down: ``least + P/100 * (eager - least)``. Both anchors are the
+    static model's, so a relative budget is as logical as a byte budget and needs no
+    measurement; ``0%`` is always feasible, ``100%`` admits all-eager.
 """
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
+
 from stateaware.units import UNITS as BUDGET_UNITS
 from stateaware.units import format_bytes, parse_bytes
 
-__all__ = ["BUDGET_UNITS", "parse_budget", "format_bytes"]
+__all__ = ["BUDGET_UNITS", "parse_budget", "format_bytes", "relative_position", "budget_on_card"]
+
+_PERCENT = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*%\s*$")
 
 
 def parse_budget(text: str | int) -> int:
     """The budget in bytes that ``text`` denotes (exact, rounded down, never negative)."""
     return parse_bytes(text, what="budget")
+
+
+def relative_position(text: object) -> Fraction | None:
+    """``P/100`` for a budget written ``P%`` (exact), None for any other form."""
+    match = _PERCENT.match(text) if isinstance(text, str) else None
+    return None if match is None else Fraction(match["number"]) / 100
+
+
+def budget_on_card(text: str | int, card: object, planner: str = "joint") -> int:
+    """Budget bytes for ``text`` on ``card``: a byte size as ``parse_budget`` reads it, or
+    ``P%`` placed between the card's anchors for ``planner`` (NOTE [ Relative budgets ]).
+
+    ``ValueError`` for a malformed budget, or a relative one on a card where the planner
+    reaches no policy or some segment has no ``eager`` option.
+    """
+    position = relative_position(text)
+    if position is None:
+        return parse_budget(text)
+    least, eager = anchors(card, planner)
+    return least + int(position * (eager - least))  # int() of a non-negative Fraction floors
+
+
+def anchors(card: object, planner: str = "joint") -> tuple[int, int]:
+    """``(least, eager)``: the least peak ``planner`` reaches on ``card`` and the predicted
+    all-eager peak — the 0% and 100% of a relative budget."""
+    from .frontier import min_peak_bytes
+    from .planners import PLANNERS, evaluate_policy
+
+    if planner not in PLANNERS:
+        raise ValueError(f"unknown planner {planner!r}; valid planners are: {', '.join(PLANNERS)}")
+    options, view, _ = PLANNERS[planner]
+    table = [{o: s[o] for o in options if o in s} for s in card.segments]
+    least = min_peak_bytes(card.persistent_bytes, table) if all(table) else None
+    if least is None or any("eager" not in s for s in card.segments):
+        raise ValueError(f"a relative budget needs a card where planner {planner!r} reaches a policy and every "
+                         "segment has an 'eager' option. Tip: give the budget in bytes (44GiB).")
+    eager, _ = evaluate_policy(card, ("eager",) * card.n_segments)
+    return int(least), int(eager)

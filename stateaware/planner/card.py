@@ -1,14 +1,15 @@
 """Profile cards: per segment, what each option costs in the static model (paper eq. 3).
 
 A card is the planner's only input besides the budget. For segment ``i`` it lists up to
-three options, each with retained bytes ``r`` (kept from forward until that segment's
+four options (``OPTIONS``), each with retained bytes ``r`` (kept from forward until that segment's
 backward), temporary bytes ``q`` (live only while the segment's backward runs) and time
 ``c`` (milliseconds per step), plus the persistent bytes ``P`` every policy pays::
 
     {"persistent_bytes": P,
      "segments": [{"eager":  {"retained_bytes": r, "temp_bytes": q, "ms": c},
                    "whole":  {..., "state_retained_bytes": s, "state_temp_bytes": t, "state_ms": u},
-                   "region": {...}},
+                   "region": {...},
+                   "offload": {...}},
                   ...],
      "provenance": {"workload": ..., "shape": ..., "hardware": ..., "measured_at": ...}}
 
@@ -55,7 +56,10 @@ __all__ = [
 ]
 
 #: The per-segment options of the static model, in the order planners report them.
-OPTIONS = ("eager", "whole", "region")
+#: ``offload`` (whole-state preservation with the snapshot in host memory) is the
+#: ``joint`` planner's fourth option; cards without it load and digest as before, since
+#: only the options a segment has are written out (NOTE [ The digest ]).
+OPTIONS = ("eager", "whole", "region", "offload")
 
 _REQUIRED = ("retained_bytes", "temp_bytes", "ms")
 _STATE = {"state_retained_bytes": "retained_bytes", "state_temp_bytes": "temp_bytes", "state_ms": "ms"}

@@ -16,7 +16,11 @@ Two families:
     A network of repeated blocks: four ``"tradeoff"`` segment types, each segment a copy
     of one, as when one layer shape repeats down a deep model.
 
-Each option is present with probability ``1 - missing`` (at least one per segment).
+Each option is present with probability ``1 - missing`` (at least one per segment). By
+default the cards have the paper's three options; ``options`` including ``"offload"``
+adds it (its draws come after the others', so the three-option cards of a seed do not
+change): the whole snapshot moved off the device — retained bytes lose it, the replay
+holds it as a temporary copy and pays a transfer.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ _BLOCK_TYPES = 4
 
 _MIB = 1 << 20
 
+#: The options a random card has unless told otherwise: the paper's three.
+DEFAULT_OPTIONS = ("eager", "whole", "region")
 
-def _tradeoff_segment(rng: np.random.Generator) -> dict[str, OptionCost]:
+
+def _tradeoff_segment(rng: np.random.Generator, offload: bool) -> dict[str, OptionCost]:
     activations = int(rng.integers(512, 3072)) * _MIB + int(rng.integers(0, _MIB))
     workspace = int(rng.integers(64, 512)) * _MIB + int(rng.integers(0, _MIB))
     boundary = int(rng.integers(16, 128)) * _MIB + int(rng.integers(0, _MIB))
@@ -48,7 +55,7 @@ def _tradeoff_segment(rng: np.random.Generator) -> dict[str, OptionCost]:
     forward = float(rng.uniform(40.0, 90.0))
     snapshot_ms = float(rng.uniform(4.0, 30.0))
     region_ms = float(rng.uniform(2.0, 40.0))
-    return {
+    out = {
         "eager": OptionCost(activations, workspace, step),
         "whole": OptionCost(
             boundary + snapshot, activations + workspace, step + forward + snapshot_ms,
@@ -59,11 +66,18 @@ def _tradeoff_segment(rng: np.random.Generator) -> dict[str, OptionCost]:
             state_retained_bytes=journal, state_temp_bytes=expansion, state_ms=region_ms,
         ),
     }
+    if offload:
+        transfer_ms = float(rng.uniform(8.0, 80.0))
+        out["offload"] = OptionCost(
+            boundary, activations + workspace + snapshot, step + forward + transfer_ms,
+            state_temp_bytes=snapshot, state_ms=transfer_ms,
+        )
+    return out
 
 
-def _uniform_segment(rng: np.random.Generator, max_bytes: int) -> dict[str, OptionCost]:
+def _uniform_segment(rng: np.random.Generator, max_bytes: int, offload: bool) -> dict[str, OptionCost]:
     out = {}
-    for name in OPTIONS:
+    for name in DEFAULT_OPTIONS + (("offload",) if offload else ()):
         r, q = (int(v) for v in rng.integers(0, max_bytes, size=2))
         c = float(rng.uniform(0.0, 100.0))
         share = rng.uniform(0.0, 1.0, size=3) if name != "eager" else np.zeros(3)
@@ -80,7 +94,7 @@ def random_card(
     n_segments: int,
     *,
     kind: str = "tradeoff",
-    options: Sequence[str] = OPTIONS,
+    options: Sequence[str] = DEFAULT_OPTIONS,
     missing: float = 0.0,
     max_bytes: int = 1 << 30,
 ) -> ProfileCard:
@@ -96,12 +110,13 @@ def random_card(
     if bad or not options:
         raise ValueError(f"options must be a non-empty subset of {OPTIONS}, got {tuple(options)!r}")
     segments = []
-    types = [_tradeoff_segment(rng) for _ in range(_BLOCK_TYPES)] if kind == "blocks" else []
+    offload = "offload" in options
+    types = [_tradeoff_segment(rng, offload) for _ in range(_BLOCK_TYPES)] if kind == "blocks" else []
     for _ in range(n_segments):
         if kind == "blocks":
             full = types[int(rng.integers(len(types)))]
         else:
-            full = _tradeoff_segment(rng) if kind == "tradeoff" else _uniform_segment(rng, max_bytes)
+            full = _tradeoff_segment(rng, offload) if kind == "tradeoff" else _uniform_segment(rng, max_bytes, offload)
         names = [name for name in OPTIONS if name in options]
         kept = [name for name in names if rng.random() >= missing] or [names[int(rng.integers(len(names)))]]
         segments.append({name: full[name] for name in kept})

@@ -20,7 +20,7 @@ from typing import Any, Union
 import torch
 
 from stateaware.torch_replay._reach import describe, reachable
-from stateaware.torch_replay.preserve import PRESERVE_MODES, Region, _Journal, _Whole
+from stateaware.torch_replay.preserve import PRESERVE_MODES, Region, make_engine, recording
 
 __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHECKS"]
 
@@ -217,7 +217,7 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec) -> list[_Declar
         if preserve not in PRESERVE_MODES:
             raise ValueError(f"preserve={preserve!r}; valid values are: {', '.join(PRESERVE_MODES)} "
                              "or a mapping {tensor_or_region: mode} (default 'whole')")
-        choose = lambda item, rows: "region" if (preserve == "region" and rows is not None) else "whole"  # noqa: E731
+        choose = lambda item, rows: "whole" if (preserve == "region" and rows is None) else preserve  # noqa: E731
     elif isinstance(preserve, Mapping):
         bad = sorted({str(v) for v in preserve.values() if v not in PRESERVE_MODES})
         if bad:
@@ -331,12 +331,13 @@ def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, ear
     autocast = _autocast_state(device_type)
     engines = []
     for d in declared:  # Rule 1
-        engines.append(_Journal(d.tensor, d.name, d.rows) if d.mode == "region" else _Whole(d.tensor, d.name))
+        engines.append(make_engine(d.mode, d.tensor, d.name, d.rows))
 
     frame = _Frame(fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop)
     frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
     frame.save_inputs(args, declared_ids)
-    with torch.autograd.graph.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)):
+    with torch.autograd.graph.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)), \
+            recording(engines):
         out = fn(*args, **kwargs)
 
     written = [(n, t, v) for n, t, v in before if t._version != v]  # Rule 6a

@@ -53,7 +53,12 @@ __all__ = ["Region", "PRESERVE_MODES"]
 # preservation where the schedule is not known (``preserve`` accepts a per-tensor map).
 
 #: Values of ``preserve`` (for the whole call, or per declared tensor in a mapping).
-PRESERVE_MODES = ("whole", "region")
+#: ``rows`` (the rows the forward writes, journaled as it writes them) lives in
+#: ``written_rows``, ``offload`` (a whole snapshot in host memory) in ``offload``.
+PRESERVE_MODES = ("whole", "region", "rows", "offload")
+
+#: Engines defined in their own modules, imported when first used.
+_ENGINE_MODULES = {"rows": "stateaware.torch_replay.written_rows", "offload": "stateaware.torch_replay.offload"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,3 +169,28 @@ class _Journal:
         # aliases this storage is cloned before the redo overwrites it.
         return self.live.untyped_storage().data_ptr() == ptr
 
+
+
+def make_engine(mode: str, live: "torch.Tensor", name: str, rows: "torch.Tensor | None") -> object:
+    """The engine preserving ``live`` under ``mode`` (one of ``PRESERVE_MODES``), created
+    before the segment's forward runs (Rule 1)."""
+    if mode == "region":
+        return _Journal(live, name, rows)
+    if mode == "whole":
+        return _Whole(live, name)
+    import importlib
+
+    return importlib.import_module(_ENGINE_MODULES[mode]).engine(live, name)
+
+
+def recording(engines: list) -> "contextlib.AbstractContextManager":
+    """Entered around the original forward: engines that learn what to keep from the
+    forward's writes (``rows``) observe it; the others need nothing."""
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    for engine in engines:
+        record = getattr(engine, "recording", None)
+        if record is not None:
+            stack.enter_context(record())
+    return stack

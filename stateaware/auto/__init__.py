@@ -1,0 +1,90 @@
+"""Plan and wrap your own model: profile its segments, discover their state, plan, apply.
+
+::
+
+    import stateaware.auto as auto
+
+    card = auto.profile(model, (x,))                  # segments: an nn.Sequential's children
+    plan = auto.plan(card, "50%")                      # or bytes, or "8GiB"
+    auto.apply(model, plan)                            # in place; state_dict() keys unchanged
+    # or all three: model, plan = auto.wrap(model, (x,), budget="50%")
+
+``profile`` measures each segment's planner costs on the current device and finds the
+state each segment writes (``state="auto"``); ``plan`` runs the planners of
+``stateaware.planner`` on that card; ``apply`` runs every segment under its option —
+eager, or our transactional checkpoint with the discovered state preserved ``whole``,
+by ``region`` (the rows the forward writes) or ``offload`` (a host copy). Training the
+applied model gives the bytes eager training gives: parameters, buffers and RNG state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Sequence
+
+from stateaware.planner.planners import Plan
+
+__all__ = ["profile", "plan", "apply", "wrap", "remove", "AutoPlan", "step_peak_bytes"]
+
+
+@dataclass(frozen=True)
+class AutoPlan(Plan):
+    """A planner ``Plan`` that carries the card it was made from (``apply`` reads the
+    segment names and their state there). ``digest`` and ``to_json`` are ``Plan``'s."""
+
+    card: Any = field(default=None, repr=False, compare=False)
+
+
+def profile(model: Any, example_inputs: Any, *, segments: Sequence[str] | None = None,
+            state: Any = "auto", repeats: int = 3) -> Any:
+    """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``."""
+    from stateaware.auto.profiler import profile as _profile
+
+    return _profile(model, example_inputs, segments=segments, state=state, repeats=repeats)
+
+
+def plan(card: Any, budget: int | str, planner: str = "joint") -> AutoPlan:
+    """Plan ``card`` under ``budget`` with the named planner (``stateaware.planner.PLANNERS``).
+
+    ``budget``: bytes (an int), a size string (``"8GiB"``), or a relative position
+    (``"50%"``: halfway between the least achievable peak and all-eager's; see
+    ``stateaware.planner.budget``). An infeasible plan is returned, not raised.
+    """
+    from stateaware.planner import plan as _plan
+    from stateaware.planner.budget import budget_on_card
+
+    chosen = _plan(card, budget_on_card(budget, card, planner), planner)
+    return AutoPlan(**{f.name: getattr(chosen, f.name) for f in fields(Plan)}, card=card)
+
+
+def apply(model: Any, plan: AutoPlan) -> Any:
+    """Run each segment of ``model`` under ``plan``'s option, in place; returns ``model``."""
+    from stateaware.auto.wrapper import apply as _apply
+
+    return _apply(model, plan)
+
+
+def remove(model: Any) -> Any:
+    """Undo ``apply``: every segment runs its own ``forward`` again; returns ``model``."""
+    from stateaware.auto.wrapper import remove as _remove
+
+    return _remove(model)
+
+
+def wrap(model: Any, example_inputs: Any, *, budget: int | str, state: Any = "auto", planner: str = "joint",
+         segments: Sequence[str] | None = None) -> tuple[Any, AutoPlan]:
+    """``profile``, ``plan`` and ``apply`` in one call; returns ``(model, plan)``.
+
+    ``ValueError`` when no policy fits ``budget`` (the message gives the least achievable peak).
+    """
+    card = profile(model, example_inputs, segments=segments, state=state)
+    chosen = plan(card, budget, planner)
+    return apply(model, chosen), chosen
+
+
+def step_peak_bytes(model: Any, example_inputs: Any, step: Any = None) -> int:
+    """The measured peak of one forward and backward step; see ``stateaware.auto.profile``."""
+    from stateaware.auto.profiler import step_peak_bytes as _step_peak
+
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    return _step_peak(model, inputs, step)

@@ -1,0 +1,260 @@
+"""``profile``: measure a user's model into a planner card (paper eq. 3), as the cost runtime does.
+
+Per segment and option (``eager``, ``whole``, ``region`` where some state is written in
+rows, ``offload`` where the segment has state tensors), the segment runs in isolation on
+the input the model's own forward gave it and on the state it had at the step's start,
+and the pass measures, exactly as ``stateaware.costrt.profile`` defines them:
+
+``retained_bytes`` (r)  bytes still allocated after the segment's forward (its output, what
+                        it saved for backward, its preserved state);
+``temp_bytes`` (q)      the peak above that during forward and backward (recompute,
+                        snapshot copies, journal undo/redo, input gradients);
+``ms`` (c)              the least wall time of forward plus backward over ``repeats`` runs.
+
+``state_*`` parts are each replay option's excess over a replay that preserves nothing
+(``torch.utils.checkpoint``), which is what the state-agnostic planner omits. Bytes come
+from the CUDA allocator or the CPU profiler's raw memory records
+(``costrt.measure.allocated_window``), never from shapes. The backward of a segment's
+output is driven by a constant gradient ``1/numel`` (the loss is the user's, not ours).
+
+``persistent_bytes`` (P) counts the model's parameters, buffers and tensor attributes,
+one gradient per parameter that requires one (kept allocated during profiling, as
+after a training step), and the example inputs. Optimizer state is not part of the
+model and not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from stateaware.auto.wrapper import original_forward
+from stateaware.auto.discover import StateEntry, explicit_names, resolve_segments, trace
+from stateaware.auto.segment import relative, run_segment
+from stateaware.auto.snapshot import ModelSnapshot
+from stateaware.costrt.measure import allocated_window, live_bytes, synchronize
+from stateaware.torch_replay import UndeclaredStateError
+
+__all__ = ["profile", "persistent_bytes", "step_peak_bytes", "backward_of"]
+
+
+def _model_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    out = [*model.parameters(), *model.buffers()]
+    out += [t for m in model.modules() for t in vars(m).values() if isinstance(t, torch.Tensor)]
+    return out
+
+
+def _flat_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _flat_tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _flat_tensors(v)]
+    return []
+
+
+def persistent_bytes(model: torch.nn.Module, example_inputs: Sequence[Any]) -> int:
+    """P: distinct storages of the model's tensors and the inputs, plus one gradient per
+    parameter that requires grad (see the module docstring)."""
+    grads = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return live_bytes(_model_tensors(model) + _flat_tensors(tuple(example_inputs))) + grads
+
+
+def backward_of(output: Any) -> None:
+    """Backward of every floating output that requires grad, with gradient ``1/numel``."""
+    outs = [t for t in _flat_tensors(output) if t.requires_grad]
+    if outs:
+        torch.autograd.backward(outs, [torch.full_like(t, 1.0 / max(t.numel(), 1)) for t in outs])
+
+
+def _grads_allocated(model: torch.nn.Module) -> None:
+    for p in model.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
+
+
+def step_peak_bytes(model: torch.nn.Module, example_inputs: Sequence[Any],
+                    step: Callable[[], None] | None = None) -> int:
+    """The measured peak of one training step's forward and backward: bytes live at its
+    start (``persistent_bytes``, gradients allocated) plus the window peak; on CUDA the
+    allocator's peak. ``step`` defaults to ``backward_of(model(*example_inputs))``.
+    The model's state advances as a step advances it; the caller restores it if needed."""
+    _grads_allocated(model)
+    device = _device(model, example_inputs)
+    run = step or (lambda: backward_of(model(*example_inputs)))
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        run()
+        synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device))
+    start = persistent_bytes(model, example_inputs)
+    peak, _ = allocated_window(run, device)
+    return start + peak
+
+
+def _device(model: torch.nn.Module, example_inputs: Sequence[Any]) -> torch.device:
+    for t in [*model.parameters(), *model.buffers(), *_flat_tensors(tuple(example_inputs))]:
+        return t.device
+    return torch.device("cpu")
+
+
+def _with_grad(value: Any, needs: bool) -> Any:
+    if isinstance(value, torch.Tensor):
+        v = value.detach()
+        return v.requires_grad_(needs) if v.is_floating_point() else v
+    if isinstance(value, (list, tuple)):
+        return type(value)(_with_grad(v, needs) for v in value)
+    if isinstance(value, dict):
+        return {k: _with_grad(v, needs) for k, v in value.items()}
+    return value
+
+
+def _oblivious(forward, args, kwargs):
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    return torch_checkpoint(lambda *a: forward(*a, **kwargs), *args, use_reentrant=False)
+
+
+def _measure(run: Callable[[], Any], reset: Callable[[], None], *, repeats: int,
+             device: torch.device) -> dict[str, Any]:
+    box: dict[str, Any] = {}
+    reset()
+    peak_f, retained = allocated_window(lambda: box.__setitem__("y", run()), device)
+    del box["y"]
+    reset()
+    # Forward and backward in one window: the CPU profiler drops frees of blocks allocated
+    # before its window (costrt.measure NOTE), so the backward is never measured alone.
+    peak_fb, _ = allocated_window(lambda: backward_of(run()), device)
+    times = []
+    for _ in range(repeats):
+        reset()
+        synchronize(device)
+        start = time.perf_counter()
+        backward_of(run())
+        synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+    reset()
+    retained = max(int(retained), 0)
+    return {"retained_bytes": retained, "temp_bytes": int(max(peak_f, peak_fb) - retained),
+            "ms": float(min(times))}
+
+
+def _options(entries: list[StateEntry]) -> list[str]:
+    options = ["eager", "whole"]
+    if any(e.write == "rows" for e in entries):
+        options.append("region")
+    if any(e.kind != "python" and e.bytes for e in entries):
+        options.append("offload")
+    return options
+
+
+def _check_explicit(model: torch.nn.Module, names: list[str], found: list[list[StateEntry]], state: Any) -> None:
+    covered = explicit_names(model, state)
+    for segment, entries in zip(names, found):
+        for entry in entries:
+            if entry.name not in covered:
+                what = "Python attribute" if entry.kind == "python" else f"{entry.kind} ({entry.bytes} bytes)"
+                raise UndeclaredStateError(
+                    f"segment {segment!r} writes {entry.name!r}, a {what} not in state=[...]; a replay would "
+                    f"read the written value. Tip: add it (the tensor, its module or the string {entry.name!r}) "
+                    "to state, or pass state='auto'."
+                )
+
+
+def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segments: Sequence[str] | None = None,
+            state: str | Sequence[Any] = "auto", repeats: int = 3) -> Any:
+    """Measure ``model``'s segments into a ``ProfileCard`` (see the module docstring).
+
+    ``example_inputs`` is the tuple of positional arguments of ``model`` (a lone tensor is
+    taken as ``(tensor,)``). ``segments``: None for an ``nn.Sequential`` (its children), or
+    the qualified names of submodules the model's own ``forward`` runs once each, in
+    order. ``state="auto"`` discovers what each segment writes (``stateaware.auto.discover``);
+    an explicit list (tensors, submodules or qualified names) is checked against that, and
+    anything written but not listed raises ``UndeclaredStateError`` naming it.
+
+    The card's provenance ``"auto"`` holds the segment names and, per segment, its state
+    entries (name, kind, bytes, whole/rows/value) — what ``apply`` declares; it also says
+    where offloaded snapshots live and the measured eager step peak. Profiling leaves no
+    trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
+    states are what they were.
+    """
+    from stateaware.planner import card_from_dict
+    from stateaware.torch_replay.offload import host_is_device
+
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):
+        raise ValueError(f"state={state!r}; valid values are 'auto' or a list of the model's tensors, "
+                         "submodules or qualified names")
+    names = resolve_segments(model, segments)
+    device = _device(model, inputs)
+    snapshot = ModelSnapshot(model, rng=True)
+    try:
+        found = trace(model, inputs, names)
+        snapshot.restore()
+        if state != "auto":
+            _check_explicit(model, found.names, found.state, state)
+        segments_doc = []
+        _grads_allocated(model)
+        warmed = False
+        for position, (name, entries, (args, kwargs)) in enumerate(zip(found.names, found.state, found.inputs)):
+            module = model.get_submodule(name)
+            forward = original_forward(module)
+            pairs = [(relative(name, e.name), e) for e in entries]
+            needs = position > 0 or any(t.requires_grad for t in _flat_tensors(inputs))
+            x_args, x_kwargs = _with_grad(args, needs), _with_grad(kwargs, needs)
+            local = ModelSnapshot(module, rng=True)
+            measured = {}
+            if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
+                for option in _options(entries):
+                    _measure(lambda option=option: run_segment(module, forward, option, pairs, x_args, x_kwargs),
+                             local.restore, repeats=1, device=device)
+                warmed = True
+            for option in _options(entries):
+                measured[option] = _measure(
+                    lambda option=option: run_segment(module, forward, option, pairs, x_args, x_kwargs),
+                    local.restore, repeats=repeats, device=device)
+            if entries:
+                try:
+                    base = _measure(lambda: _oblivious(forward, x_args, x_kwargs), local.restore,
+                                    repeats=repeats, device=device)
+                except Exception:  # a replay blind to state may fail outright; then no share is known
+                    base = None
+                for option in measured:
+                    if option == "eager" or base is None:
+                        continue
+                    cost = measured[option]
+                    for part, total in (("state_retained_bytes", "retained_bytes"),
+                                        ("state_temp_bytes", "temp_bytes"), ("state_ms", "ms")):
+                        excess = cost[total] - base[total]
+                        cost[part] = type(cost[total])(min(max(excess, 0), cost[total]))
+            segments_doc.append(measured)
+        snapshot.restore()
+        eager_peak = step_peak_bytes(model, inputs)
+        doc = {
+            "persistent_bytes": persistent_bytes(model, inputs),
+            "segments": segments_doc,
+            "provenance": {
+                "workload": f"auto:{type(model).__name__}",
+                "device": str(device),
+                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "repeats": int(repeats),
+                "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "peak_source": "cuda_allocator" if device.type == "cuda" else "torch_profiler",
+                "eager_step_peak_bytes": int(eager_peak),
+                "offload_memory": ("host and device are the same memory (cpu): offload costs what whole costs"
+                                   if host_is_device(device) else "pinned host memory"),
+                "auto": {"segments": list(found.names), "state_discovery": "auto" if state == "auto" else "explicit",
+                         "state": [[e.to_dict() for e in entries] for entries in found.state]},
+            },
+        }
+    finally:
+        snapshot.restore()
+    return card_from_dict(doc)

@@ -1,0 +1,88 @@
+"""``apply``: run each segment of a model under its planned option, in place.
+
+Each segment module gets an instance ``forward`` that calls ``run_segment`` with the
+option the plan chose and the state its card discovered. Nothing is registered as a
+parameter, buffer or submodule, so ``state_dict()`` keys and values are unchanged and a
+checkpoint file loads into the model either way; ``copy.deepcopy`` of an applied model is
+applied too (the plan is plain data on the module, resolved by name at each call).
+Applying again replaces the previous plan; ``remove`` undoes it.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stateaware.auto.discover import StateEntry
+from stateaware.auto.segment import SEGMENT_OPTIONS, relative, run_segment
+
+__all__ = ["apply", "remove", "original_forward", "card_segments"]
+
+_ATTR = "_stateaware_segment"
+
+
+@dataclass(frozen=True)
+class _SegmentPlan:
+    option: str
+    state: tuple[tuple[str, StateEntry], ...]  # names relative to the segment
+
+
+def _planned_forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    plan: _SegmentPlan = self.__dict__[_ATTR]
+    return run_segment(self, original_forward(self), plan.option, plan.state, args, kwargs)
+
+
+def original_forward(module: torch.nn.Module) -> Any:
+    """The segment's own ``forward`` (the class's), bound to ``module``, whether or not a
+    plan was applied to it."""
+    return types.MethodType(type(module).forward, module)
+
+
+def card_segments(card: Any) -> tuple[list[str], list[list[StateEntry]]]:
+    """The segment names and their state entries that ``profile`` put in ``card``.
+
+    ``ValueError`` for a card without them (one not made by ``stateaware.auto.profile``).
+    """
+    auto = card.provenance.get("auto")
+    if not isinstance(auto, dict) or "segments" not in auto or "state" not in auto:
+        raise ValueError("the plan's card has no provenance['auto'] (segment names and state); apply needs a card "
+                         "made by stateaware.auto.profile. Tip: profile the model, then plan that card.")
+    return list(auto["segments"]), [[StateEntry.from_dict(e) for e in seg] for seg in auto["state"]]
+
+
+def apply(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
+    """Wrap each segment of ``model`` to run under ``plan.policy``'s option; returns ``model``.
+
+    ``plan`` is what ``stateaware.auto.plan`` returns (a planner ``Plan`` carrying its
+    card). ``ValueError`` for an infeasible plan, a policy whose length is not the card's
+    segment count, or a segment name the model lacks.
+    """
+    names, states = card_segments(plan.card)
+    if not plan.feasible:
+        raise ValueError(f"the plan is infeasible at budget {plan.budget_bytes} bytes (least achievable peak "
+                         f"{plan.min_peak_bytes} bytes); nothing to apply. Tip: raise the budget.")
+    if len(plan.policy) != len(names):
+        raise ValueError(f"the plan has {len(plan.policy)} options for {len(names)} segments")
+    modules = dict(model.named_modules())
+    for name, option, entries in zip(names, plan.policy, states):
+        if name not in modules:
+            raise ValueError(f"segment {name!r} of the plan is not a submodule of {type(model).__name__}")
+        if option not in SEGMENT_OPTIONS:
+            raise ValueError(f"segment {name!r}: option {option!r}; valid options are: {', '.join(SEGMENT_OPTIONS)}")
+        module = modules[name]
+        pairs = tuple((relative(name, e.name), e) for e in entries)
+        module.__dict__[_ATTR] = _SegmentPlan(option, pairs)
+        module.forward = types.MethodType(_planned_forward, module)
+    return model
+
+
+def remove(model: torch.nn.Module) -> torch.nn.Module:
+    """Undo ``apply``: every segment runs its own ``forward`` again; returns ``model``."""
+    for module in model.modules():
+        if _ATTR in module.__dict__:
+            del module.__dict__[_ATTR]
+            module.__dict__.pop("forward", None)
+    return model
