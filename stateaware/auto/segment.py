@@ -13,8 +13,11 @@ offload    ``"offload"`` for every state tensor (a pinned host copy on CUDA)
 =========  =====================================================================
 
 Python number attributes the segment changes (a ring pointer) must read, during a replay,
-what the original forward read, and be left as the forward left them: ``_with_numbers``
-does that around the segment's function (see its docstring).
+what the original forward read, and be left as the forward left them: their owner
+modules are declared too, and the checkpoint reinstates a declared module's Python
+numbers and buffer identities around each replay (``torch_replay._state``). Declaring a
+module declares all its buffers; those the segment does not write are preserved as its
+option says too (and profiling measures that cost, as it measures everything else).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ SEGMENT_OPTIONS = ("eager", "whole", "region", "offload")
 
 _MODES = {"whole": lambda e: "whole", "region": lambda e: "rows" if e.write == "rows" else "whole",
           "offload": lambda e: "offload"}
+
+
+_ANY = StateEntry("", "buffer", 0, "whole")
 
 
 def relative(segment: str, name: str) -> str:
@@ -58,42 +64,21 @@ def run_segment(module: torch.nn.Module, forward: Callable[..., Any], option: st
         raise ValueError(f"option {option!r}; valid options are: {', '.join(SEGMENT_OPTIONS)}")
     if option == "eager" or not torch.is_grad_enabled():
         return forward(*args, **kwargs)
-    tensors, preserve, numbers = [], {}, []
+    items: list[Any] = []
+    preserve: dict[Any, str] = {}
+    owners: dict[int, torch.nn.Module] = {}
     for name, entry in state:
         owner, attr = _owner(module, name)
         if entry.kind == "python":
-            numbers.append((owner, attr))
+            owners[id(owner)] = owner
             continue
         t = getattr(owner, attr)
-        tensors.append(t)
+        items.append(t)
         preserve[t] = _MODES[option](entry)
+    for owner in owners.values():
+        items.append(owner)
+        for b in owner.buffers():  # the owner's other buffers: as the option preserves state
+            preserve.setdefault(b, "whole" if option == "region" else _MODES[option](_ANY))
     # The user's keywords travel inside the function, so none can collide with ours.
     fn = functools.partial(forward, **kwargs) if kwargs else forward
-    if numbers:
-        fn = _with_numbers(fn, numbers)
-    return checkpoint(fn, *args, state=tensors, preserve=preserve)
-
-
-def _with_numbers(fn: Callable[..., Any], numbers: list[tuple[Any, str]]) -> Callable[..., Any]:
-    """``fn`` whose replays see the Python attributes ``numbers`` as its first call saw them.
-
-    The first call is the original forward: it records the attributes' values on entry.
-    Every later call is a replay: it sets them to those values, runs, and puts back the
-    values they held before the replay — so the segment's change happens once, as eager.
-    """
-    seen: list[tuple[Any, ...]] = []
-
-    def run(*args: Any) -> Any:
-        values = tuple(getattr(owner, attr) for owner, attr in numbers)
-        if not seen:
-            seen.append(values)
-            return fn(*args)
-        for (owner, attr), value in zip(numbers, seen[0]):
-            setattr(owner, attr, value)
-        try:
-            return fn(*args)
-        finally:
-            for (owner, attr), value in zip(numbers, values):
-                setattr(owner, attr, value)
-
-    return run
+    return checkpoint(fn, *args, state=items, preserve=preserve)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from stateaware.torch_replay.preserve import _Whole
+from stateaware.torch_replay.preserve import _is_wrapper, _Whole
 
 __all__ = ["engine", "host_is_device"]
 
@@ -27,8 +27,11 @@ _side_streams: dict[torch.device, "torch.cuda.Stream"] = {}
 
 
 def engine(live: torch.Tensor, name: str) -> _Whole:
-    """The offload engine for ``live`` (see ``preserve.make_engine``)."""
-    return _Offload(live, name) if live.device.type == "cuda" else _Whole(live, name)
+    """The offload engine for ``live`` (see ``preserve.make_engine``): on a CPU, and for the
+    tensors ``whole`` handles specially (wrapper subclasses, non-leaf tensors), ``_Whole``."""
+    if live.device.type != "cuda" or _is_wrapper(live) or live.grad_fn is not None:
+        return _Whole(live, name)
+    return _Offload(live, name)
 
 
 def host_is_device(device: torch.device | str) -> bool:
@@ -51,6 +54,7 @@ class _Offload(_Whole):
 
     def __init__(self, live: torch.Tensor, name: str):  # noqa: D107 — _Whole's fields, host snapshot
         self.live, self.name = live, name
+        self.inner, self.stand_in, self._stand, self._outside = [], False, None, None
         source = live.detach()
         self.snapshot = torch.empty_strided(source.shape, source.stride(), dtype=source.dtype,
                                             device="cpu", pin_memory=True)
@@ -59,7 +63,6 @@ class _Offload(_Whole):
         with torch.cuda.stream(side):
             self.snapshot.copy_(source, non_blocking=True)
         compute.wait_stream(side)  # the segment may overwrite the tensor: not before it is read
-        self._outside = None
         self.retained_bytes = 0  # on the device; the host holds snapshot.nbytes
         self.host_bytes = self.snapshot.numel() * self.snapshot.element_size()
 

@@ -142,6 +142,9 @@ class _WrittenRows:
         self._current: list[torch.Tensor] | None = None
         self._version_after_forward: int | None = None
 
+    def lives(self) -> list[torch.Tensor]:
+        return [self.live]
+
     def _keep(self, rows: torch.Tensor) -> None:
         old = self.live.detach().index_select(0, rows)
         self.records.append((rows, old))
