@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stateaware.planner import (
+    OPTIONS,
     OptionCost,
     card_from_dict,
     enumerate_policies,
@@ -23,7 +24,7 @@ TOL = 1e-9  # relative: times are float64 sums taken in different orders
 
 def _check_planner_against_enumeration(card, planner, rng):
     """The DP's optimum equals enumeration's at every distinct budget; plan() at a few."""
-    options = {"joint": ("eager", "whole", "region"), "eager_whole": ("eager", "whole")}[planner]
+    options = {"joint": OPTIONS, "eager_whole": ("eager", "whole")}[planner]
     table = [{o: s[o] for o in options if o in s} for s in card.segments]
     enum = enumerate_policies(card.persistent_bytes, table)
     least = int(enum.peak_bytes.min())
@@ -180,3 +181,22 @@ def test_int64_overflow_is_refused_with_the_fix():
     card = card_from_dict({"persistent_bytes": 0, "segments": [big, big]})
     with pytest.raises(ValueError, match="int64"):
         pareto_frontier(card.persistent_bytes, card.segments)
+
+
+def test_joint_with_offload_equals_enumeration_four_options_up_to_seven_segments():
+    rng = np.random.default_rng(20261201)
+    for trial in range(300):
+        n = int(rng.integers(1, 7)) if trial % 10 else 7
+        kind = ("tradeoff", "uniform")[trial % 2]
+        card = random_card(rng, n, kind=kind, options=OPTIONS, missing=0.2,
+                           max_bytes=int(rng.choice([8, 64, 1 << 30])))
+        _check_planner_against_enumeration(card, "joint", rng)
+
+
+def test_the_controls_never_choose_offload():
+    rng = np.random.default_rng(41)
+    for _ in range(50):
+        card = random_card(rng, 6, kind="uniform", options=OPTIONS, max_bytes=1 << 20)
+        for planner in ("eager_whole", "agnostic"):
+            for budget in (1 << 20, 4 << 20, 1 << 40):
+                assert "offload" not in plan(card, budget, planner).policy
