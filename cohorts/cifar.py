@@ -170,7 +170,7 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     frozen = bool(proto_cfg.get("card"))
     card_source = "frozen" if frozen else "measured_in_process"
     card = None if frozen else app_card.profile_protocol(
-        proto, seed=seed, device=device, provenance={"hardware": spec.hardware_name, "seed": seed})
+        proto, seed=seed, device=device, provenance={"hardware": spec.hardware_name, "scale": spec.scale, "seed": seed})
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()

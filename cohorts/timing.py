@@ -138,7 +138,8 @@ def _card(name: str, cell: dict[str, Any], mode: str, costrt: dict[str, Any], sp
     from stateaware.costrt.profile import profile_card
 
     doc = profile_card(_shape(cell), seed=spec.seed, device=device, repeats=int(costrt.get("profile_repeats", 5)),
-                       provenance={"cell": name, "cohort": spec.cohort, "hardware": spec.hardware_name})
+                       provenance={"cell": name, "cohort": spec.cohort, "hardware": spec.hardware_name,
+                                   "scale": spec.scale})
     return card_from_dict(doc), True
 
 

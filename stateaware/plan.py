@@ -1,14 +1,18 @@
 """Plan a profile card from the command line.
 
     python -m stateaware.plan CARD --budget 44GiB --planner joint
-    python -m stateaware.plan CARD --budget 32GiB --json
+    python -m stateaware.plan CARD --budget 50% --json
     python -m stateaware.plan CARD --budget 44GiB --plot frontier.png
 
-Prints the policy per segment and the predicted totals; ``--json`` prints only
-``{"feasible", "policy", "predicted_peak_bytes", "predicted_ms", "frontier_size",
-"truncated"}``; ``--plot`` writes the frontier (predicted peak against predicted time)
-with the budget line. Exit status 0 whether or not the plan is feasible (infeasible is an
-outcome, not an error); 2 for a bad argument or a malformed card.
+Prints the card's hardware, scale and segment count, the policy per segment and the
+predicted totals; ``--json`` prints only ``{"feasible", "policy", "predicted_peak_bytes",
+"predicted_ms", "frontier_size", "truncated", "budget_bytes", "planner",
+"min_peak_bytes", "card_digest"}``; ``--plot`` writes the frontier (predicted peak
+against predicted time) with the budget line, and the text then gives the number of
+points it plotted. ``--budget P%`` places the budget P percent of the way from the least
+achievable peak to the all-eager peak (``stateaware.planner.budget``). Exit status 0
+whether or not the plan is feasible (infeasible is an outcome, not an error); 2 for a bad
+argument or a malformed card.
 """
 
 from __future__ import annotations
@@ -17,7 +21,18 @@ import argparse
 import sys
 from typing import Sequence
 
-from stateaware.planner import PLANNERS, CardError, Plan, ProfileCard, format_bytes, load_card, parse_budget, plan
+from stateaware.planner import (
+    OPTIONS,
+    PLANNERS,
+    CardError,
+    Plan,
+    ProfileCard,
+    format_bytes,
+    load_card,
+    parse_budget,
+    plan,
+)
+from stateaware.planner.budget import budget_on_card, relative_position
 
 __all__ = ["main", "plot_frontier"]
 
@@ -27,9 +42,13 @@ __all__ = ["main", "plot_frontier"]
 PLOT_FRONTIER_CAP = 4096
 
 
-def _budget(text: str) -> int:
+def _budget(text: str) -> str:
+    # A relative budget (50%) needs the card; it is placed after the card is loaded.
+    if relative_position(text) is not None:
+        return text
     try:
-        return parse_budget(text)
+        parse_budget(text)
+        return text
     except ValueError as error:
         # argparse prefixes "argument --budget:", so the message names the flag.
         raise argparse.ArgumentTypeError(str(error)) from None
@@ -48,12 +67,14 @@ def _cap(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m stateaware.plan",
-        description="Choose a per-segment policy (eager | whole | region) for a profile card under a memory budget.",
+        description="Choose a per-segment policy (eager | whole | region | offload) for a profile card under a "
+        "memory budget.",
     )
     parser.add_argument("card", help="profile card JSON file")
     parser.add_argument(
         "--budget", required=True, type=_budget,
-        help="logical memory budget: bytes (123456) or a number with B, KiB, MiB, GiB or TiB (44GiB, 1.5GiB)",
+        help="logical memory budget: bytes (123456), a number with B, KiB, MiB, GiB or TiB (44GiB, 1.5GiB), "
+        "or P%% of the way from the least achievable peak to the all-eager peak (50%%)",
     )
     parser.add_argument("--planner", default="joint", choices=list(PLANNERS), help="default: %(default)s")
     parser.add_argument(
@@ -69,11 +90,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(card: ProfileCard, result: Plan) -> str:
+def _hardware(card: ProfileCard) -> str:
+    prov = card.provenance
+    hardware = prov.get("hardware") or prov.get("device_name") or prov.get("device") or "unrecorded"
+    scale = prov.get("scale")
+    scale_text = "unrecorded" if scale is None else (
+        f"1/{round(1 / float(scale))}" if 0 < float(scale) < 1 and (1 / float(scale)).is_integer() else f"{scale}")
+    return f"{hardware}, scale {scale_text} of the paper's bytes"
+
+
+def _report(card: ProfileCard, result: Plan, budget_text: str, curve: Plan) -> str:
+    relative = relative_position(budget_text)
+    where = "" if relative is None else f", {budget_text} of the way from the least achievable peak to all-eager"
     lines = [
-        f"card      {result.card_digest}  ({card.n_segments} segments, persistent {format_bytes(card.persistent_bytes)})",
+        f"card      {result.card_digest}",
+        f"hardware  {_hardware(card)}",
+        f"segments  {card.n_segments}, persistent {format_bytes(card.persistent_bytes)}",
         f"planner   {result.planner}",
-        f"budget    {format_bytes(result.budget_bytes)} ({result.budget_bytes} bytes)",
+        f"budget    {format_bytes(result.budget_bytes)} ({result.budget_bytes} bytes{where})",
     ]
     least = "none (a segment lacks every option of this planner)" if result.min_peak_bytes is None else (
         f"{format_bytes(result.min_peak_bytes)} ({result.min_peak_bytes} bytes)"
@@ -84,7 +118,7 @@ def _report(card: ProfileCard, result: Plan) -> str:
     lines.append("")
     for index, option in enumerate(result.policy):
         lines.append(f"segment {index:4d}  {option}")
-    counts = ", ".join(f"{result.policy.count(o)} {o}" for o in ("eager", "whole", "region") if o in result.policy)
+    counts = ", ".join(f"{result.policy.count(o)} {o}" for o in OPTIONS if o in result.policy)
     fits = "yes" if result.fits_budget else (
         f"NO: over by {format_bytes(result.predicted_peak_bytes - result.budget_bytes)} "
         "(this planner omitted state costs; the peak is re-costed with the true ones)"
@@ -96,7 +130,9 @@ def _report(card: ProfileCard, result: Plan) -> str:
         f"time      {result.predicted_ms:.3f} ms per step, predicted",
         f"fits      {fits}",
         f"min peak  {least}",
-        f"frontier  {result.frontier_size} points, " + ("TRUNCATED: optimality not claimed" if result.truncated else "untruncated"),
+        f"frontier  {curve.frontier.shape[0]} points on the peak/time trade-off"
+        + (" (as plotted)" if curve is not result else "") + ", "
+        + ("TRUNCATED: optimality not claimed" if curve.truncated else "untruncated"),
     ]
     return "\n".join(lines)
 
@@ -138,15 +174,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         card = load_card(args.card)
     except (OSError, CardError) as error:
         parser.error(f"cannot load card: {error}")
-    result = plan(card, args.budget, args.planner, args.frontier_cap)
-    print(result.to_json() if args.json else _report(card, result))
+    try:
+        budget = budget_on_card(args.budget, card, args.planner)
+    except ValueError as error:
+        parser.error(f"argument --budget: {error}")
+    result = plan(card, budget, args.planner, args.frontier_cap)
+    curve = result
     if args.plot:
         # The printed plan keeps its bounded search; the plot shows every fitting policy
-        # (thinned to PLOT_FRONTIER_CAP per segment if there are more, and then titled so).
+        # (thinned to PLOT_FRONTIER_CAP per segment if there are more, and then titled so),
+        # and the text reports the size of that plotted frontier.
         cap = args.frontier_cap or PLOT_FRONTIER_CAP
-        plot_frontier(plan(card, args.budget, args.planner, cap, full_frontier=True), args.plot)
-        if not args.json:
-            print(f"plot      {args.plot}")
+        curve = plan(card, budget, args.planner, cap, full_frontier=True)
+        plot_frontier(curve, args.plot)
+    print(result.to_json() if args.json else _report(card, result, args.budget, curve))
+    if args.plot and not args.json:
+        print(f"plot      {args.plot} ({curve.frontier.shape[0]} points)")
     return 0
 
 

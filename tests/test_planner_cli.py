@@ -29,9 +29,11 @@ def test_text_output_lists_every_segment_and_the_totals(capsys):
 
 def test_json_output_is_exactly_the_documented_object(capsys):
     assert main([HANDWRITTEN, "--budget", "1.5GiB", "--planner", "region", "--json"]) == 0
+    card = load_card(HANDWRITTEN)
     assert json.loads(capsys.readouterr().out) == {
         "feasible": False, "policy": [], "predicted_peak_bytes": None, "predicted_ms": None,
-        "frontier_size": 0, "truncated": False,
+        "frontier_size": 0, "truncated": False, "budget_bytes": 1610612736, "planner": "region",
+        "min_peak_bytes": plan(card, 0, "region").min_peak_bytes, "card_digest": card.digest,
     }
     assert main([HANDWRITTEN, "--budget", "47244640256", "--json"]) == 0  # 44 GiB in bytes
     doc = json.loads(capsys.readouterr().out)
@@ -82,3 +84,44 @@ def test_module_runs_as_a_fresh_process():
         capture_output=True, text=True, check=True,
     )
     assert json.loads(done.stdout)["feasible"] is True
+
+
+FROZEN = Path(__file__).resolve().parents[1] / "conf" / "cards" / "feature_queue-579a6e625041.json"
+
+
+def test_text_names_the_cards_hardware_scale_and_segment_count(capsys):
+    assert main([str(FROZEN), "--budget", "50%"]) == 0
+    out = capsys.readouterr().out
+    assert "hardware  cpu, scale 1/2048 of the paper's bytes" in out
+    assert "segments  64, persistent" in out
+    assert main([HANDWRITTEN, "--budget", "44GiB"]) == 0
+    assert "hardware  none: written by hand, scale unrecorded of the paper's bytes" in capsys.readouterr().out
+
+
+def test_a_relative_budget_sits_between_the_least_peak_and_all_eager(capsys):
+    from stateaware.planner import evaluate_policy
+
+    card = load_card(FROZEN)
+    assert main([str(FROZEN), "--budget", "50%", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    least = plan(card, 0, "joint").min_peak_bytes
+    eager, _ = evaluate_policy(card, ("eager",) * card.n_segments)
+    assert doc["budget_bytes"] == least + (eager - least) // 2
+    assert doc["planner"] == "joint" and doc["min_peak_bytes"] == least and doc["card_digest"] == card.digest
+    assert doc["feasible"] and doc["predicted_peak_bytes"] <= doc["budget_bytes"]
+    assert main([str(FROZEN), "--budget", "0%", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["predicted_peak_bytes"] == least
+    with pytest.raises(SystemExit) as info:
+        main([str(FROZEN), "--budget", "fifty%"])
+    assert info.value.code == 2
+
+
+def test_the_frontier_size_printed_is_the_one_plotted(tmp_path, capsys, monkeypatch):
+    import stateaware.plan as cli
+
+    plotted = []
+    monkeypatch.setattr(cli, "plot_frontier", lambda result, path: plotted.append(result.frontier.shape[0]))
+    assert main([str(FROZEN), "--budget", "50%", "--plot", str(tmp_path / "f.png")]) == 0
+    out = capsys.readouterr().out
+    assert f"frontier  {plotted[0]} points on the peak/time trade-off (as plotted)" in out
+    assert f"({plotted[0]} points)" in out

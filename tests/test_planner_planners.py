@@ -119,11 +119,14 @@ def test_a_segment_lacking_every_option_of_a_planner_is_infeasible_with_no_min_p
 
 def test_plan_json_has_exactly_the_cli_keys(card):
     doc = json.loads(plan(card, 30 * GiB, "joint").to_json())
-    assert list(doc) == ["feasible", "policy", "predicted_peak_bytes", "predicted_ms", "frontier_size", "truncated"]
+    assert list(doc) == ["feasible", "policy", "predicted_peak_bytes", "predicted_ms", "frontier_size", "truncated",
+                         "budget_bytes", "planner", "min_peak_bytes", "card_digest"]
     assert doc["feasible"] is True and len(doc["policy"]) == 16
     doc = json.loads(plan(card, GiB, "joint").to_json())
     assert doc == {"feasible": False, "policy": [], "predicted_peak_bytes": None, "predicted_ms": None,
-                   "frontier_size": 0, "truncated": False}
+                   "frontier_size": 0, "truncated": False, "budget_bytes": GiB, "planner": "joint",
+                   "min_peak_bytes": doc["min_peak_bytes"], "card_digest": card.digest}
+    assert doc["min_peak_bytes"] > GiB
 
 
 def test_plan_digest_names_card_planner_budget_and_policy(card):

@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     with deterministic(proto_cfg.get("threads")):  # the settings the cohort's processes time under
         card = profile_protocol(proto, seed=0, device=args.device or hardware.get("device", "cpu"),
                                 repeats=args.repeats,
-                                provenance={"hardware": args.hardware, "protocol": dataclasses.asdict(proto)})
+                                provenance={"hardware": args.hardware, "scale": float(hardware.get("scale", 1.0)),
+                                            "protocol": dataclasses.asdict(proto)})
     path, digest = freeze(card.to_dict(), f"cifar-{args.hardware}", args.directory)
     print(f"cifar-{args.hardware}: {digest}  ({path})")
     return 0

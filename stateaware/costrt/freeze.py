@@ -41,7 +41,8 @@ def freeze_cells(hardware_name: str, cells: list[str] | None = None, cohort: str
     out = {}
     for cell in cells_of(params, hardware):
         doc = profile_card(_shape(cell), seed=seed, device=hardware.get("device", "cpu"), repeats=repeats,
-                           provenance={"cell": cell["cell"], "hardware": hardware_name})
+                           provenance={"cell": cell["cell"], "hardware": hardware_name,
+                                       "scale": float(hardware.get("scale", 1.0))})
         path, digest = freeze(doc, cell["cell"], directory)
         print(f"{cell['cell']}: {digest}  ({path})")
         out[cell["cell"]] = digest

@@ -3,7 +3,7 @@
 ============  ==================================================================  =========
 planner       option set and costs                                                 search
 ============  ==================================================================  =========
-joint         eager, whole, region — the card's true costs (paper eq. 3)           DP
+joint         eager, whole, region, offload — the card's true costs (eq. 3)        DP
 eager_whole   eager, whole — the same true costs, regions excluded (§9.1, §10)     DP
 agnostic      eager, whole — preservation omitted (see ``agnostic`` below)         DP
 eager         every segment eager                                                  fixed
@@ -114,6 +114,10 @@ class Plan:
             "predicted_ms": self.predicted_ms,
             "frontier_size": self.frontier_size,
             "truncated": self.truncated,
+            "budget_bytes": self.budget_bytes,
+            "planner": self.planner,
+            "min_peak_bytes": self.min_peak_bytes,
+            "card_digest": self.card_digest,
         }
         return json.dumps(doc)
 
