@@ -1,9 +1,10 @@
 """Segments of a user's model and the state each one writes (``state="auto"``).
 
-One forward of the whole model, under ``torch.no_grad``, with a ``TorchDispatchMode`` and
-forward pre-/post-hooks on the segments, answers for each segment:
+One forward of the whole model, as training runs it (gradients enabled), with a
+``TorchDispatchMode`` and forward pre-/post-hooks on the segments, answers for each segment:
 
-* its inputs (the positional and keyword arguments the model's own ``forward`` passed);
+* its inputs (the positional and keyword arguments the model's own ``forward`` passed,
+  copied, with whether each tensor required grad);
 * which of the model's tensors — parameters, buffers, plain tensor attributes of any
   submodule — it *writes*. Three witnesses: an aten op whose schema marks an argument
   ``(a!)`` and whose tensor shares that tensor's storage (which also says which rows);
@@ -187,7 +188,7 @@ def _write_kind(func, target: torch.Tensor, base: torch.Tensor, args: tuple) -> 
 def _clone_inputs(value: Any) -> Any:
     # A later in-place op of the same forward may overwrite a segment's input.
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return value.detach().clone().requires_grad_(value.requires_grad)
     if isinstance(value, (list, tuple)):
         return type(value)(_clone_inputs(v) for v in value)
     if isinstance(value, dict):
@@ -239,7 +240,7 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
         handles.append(module.register_forward_pre_hook(pre(name), with_kwargs=True))
         handles.append(module.register_forward_hook(post(name), with_kwargs=True))
     try:
-        with torch.no_grad(), watch:
+        with torch.enable_grad(), watch:
             model(*example_inputs)
     finally:
         for handle in handles:

@@ -104,14 +104,14 @@ def _device(model: torch.nn.Module, example_inputs: Sequence[Any]) -> torch.devi
     return torch.device("cpu")
 
 
-def _with_grad(value: Any, needs: bool) -> Any:
+def _leaf(value: Any) -> Any:
+    """``value`` with each tensor a fresh leaf that requires grad as the traced one did."""
     if isinstance(value, torch.Tensor):
-        v = value.detach()
-        return v.requires_grad_(needs) if v.is_floating_point() else v
+        return value.detach().requires_grad_(value.requires_grad)
     if isinstance(value, (list, tuple)):
-        return type(value)(_with_grad(v, needs) for v in value)
+        return type(value)(_leaf(v) for v in value)
     if isinstance(value, dict):
-        return {k: _with_grad(v, needs) for k, v in value.items()}
+        return {k: _leaf(v) for k, v in value.items()}
     return value
 
 
@@ -202,12 +202,11 @@ def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segm
         segments_doc = []
         _grads_allocated(model)
         warmed = False
-        for position, (name, entries, (args, kwargs)) in enumerate(zip(found.names, found.state, found.inputs)):
+        for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs):
             module = model.get_submodule(name)
             forward = original_forward(module)
             pairs = [(relative(name, e.name), e) for e in entries]
-            needs = position > 0 or any(t.requires_grad for t in _flat_tensors(inputs))
-            x_args, x_kwargs = _with_grad(args, needs), _with_grad(kwargs, needs)
+            x_args, x_kwargs = _leaf(args), _leaf(kwargs)
             local = ModelSnapshot(module, rng=True)
             measured = {}
             if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
