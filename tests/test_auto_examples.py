@@ -32,7 +32,9 @@ def test_auto_queue_example(capsys):
     assert result["identical"] is True
     assert "contrast  writes contrast.queue (rows), contrast.ptr (value)" in out
     assert "queue and pointer equal eager's byte for byte: True" in out
-    assert abs(result["measured_ratio"] / result["predicted_ratio"] - 1) <= 0.10
+    # The card's model (P + sum r + max q) over-approximates a chain's peak, so the measured
+    # ratio may come out lower than predicted; it must never be more than 10% above it.
+    assert result["measured_ratio"] <= 1.10 * result["predicted_ratio"]
     assert result["measured_ratio"] < 0.95  # the plan recomputes, and it shows in the measured peak
 
 
