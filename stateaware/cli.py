@@ -77,7 +77,7 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
 
     # Read the records again under the lock: a launch that just ended may have completed
     # processes, and damaged parts are moved aside only by the run's one launcher.
-    for line in quarantine_damaged(plan.out, plan.cohort, plan.run_id):
+    for line in quarantine_damaged(plan):
         _say(line)
     plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
     write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs)), say=_say)

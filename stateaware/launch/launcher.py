@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 from stateaware.launch.snapshot import python_path_first, take_snapshot
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, attempts_so_far, identity_of, record_status, run_one_process, status_row
-from stateaware.records.damage import part_problem, quarantine
+from stateaware.records.damage import QUARANTINE, part_problem, quarantine
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import DiskFullError, RecordWriter, as_disk_full, disk_full
 
@@ -144,13 +144,31 @@ def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
     return statuses
 
 
-def quarantine_damaged(out: Path | str, cohort: str, run_id: str) -> list[str]:
-    """Move every damaged part of a run to ``OUT/.quarantine/``; one line per file moved."""
-    lines = []
-    for part, problem in damaged_parts(out, cohort, run_id):
-        moved = quarantine(out, part)
+def quarantine_damaged(plan: RunPlan) -> list[str]:
+    """Move every damaged part of ``plan``'s run to ``OUT/.quarantine/``; one line per file moved.
+
+    Each process that had a damaged part first gets a ``damaged`` status row (naming the
+    parts), then its parts are moved: the row is what makes the process run again, and
+    writing it before moving anything means a launcher killed in between loses nothing —
+    the next launch finds the same parts and does the same.
+    """
+    found = damaged_parts(plan.out, plan.cohort, plan.run_id)
+    specs = {spec.process_index: spec for spec in plan.specs}
+    by_process: dict[int, list[str]] = {}
+    for part, problem in found:
         index = _process_of(part)
-        rerun = f"; process {index} will run again" if index is not None and index >= 0 else ""
+        if index in specs:
+            by_process.setdefault(index, []).append(f"{part.relative_to(plan.out)} ({problem})")
+    for index, parts in by_process.items():
+        message = f"damaged part(s) moved to {QUARANTINE}/, the process runs again: {'; '.join(parts)}"
+        spec = specs[index]
+        record_status(spec, status_row(spec, DAMAGED, attempts_so_far(spec) + 1, datetime.now(timezone.utc),
+                                       pid=os.getpid(), message=message))
+    lines = []
+    for part, problem in found:
+        moved = quarantine(plan.out, part)
+        index = _process_of(part)
+        rerun = f"; process {index} will run again" if index in specs else ""
         lines.append(f"quarantined damaged part {part}: {problem}; moved to {moved}{rerun}")
     return lines
 

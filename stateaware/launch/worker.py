@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from stateaware.launch.spec import ProcessSpec
+from stateaware.records.damage import QUARANTINE
 from stateaware.records.writer import DiskFullError, Identity, RecordWriter, as_disk_full, disk_full, part_path, stale_temporary
 
 __all__ = ["ProcessResult", "run_one_process", "status_row", "attempts_so_far", "record_status"]
@@ -55,10 +56,14 @@ def attempts_so_far(spec: ProcessSpec) -> int:
     The highest attempt number among the status parts (``p<index>-a<attempt>``), or Slurm's
     ``SLURM_RESTART_COUNT`` when a task was requeued (an attempt killed by a requeue or a
     preemption writes no row of its own), whichever is larger. Derived from what is
-    recorded, so a part moved aside or a gap in the numbers never makes a number reused.
+    recorded — parts moved to ``OUT/.quarantine/`` included — so a gap in the numbers or a
+    damaged row never makes a number reused.
     """
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
-    numbers = [_int_or_none(p.stem.rpartition("-a")[2]) for p in folder.glob(f"p{spec.process_index:06d}-a*.parquet")]
+    aside = Path(spec.out) / QUARANTINE / folder.relative_to(spec.out)  # damaged rows still used their numbers
+    names = [p.name for p in folder.glob(f"p{spec.process_index:06d}-a*.parquet")]
+    names += [p.name.partition(".parquet")[0] for p in aside.glob(f"p{spec.process_index:06d}-a*.parquet*")]
+    numbers = [_int_or_none(name.removesuffix(".parquet").rpartition("-a")[2]) for name in names]
     highest = max((n for n in numbers if n is not None), default=0)
     return max(highest, _int_or_none(os.environ.get("SLURM_RESTART_COUNT")) or 0)
 

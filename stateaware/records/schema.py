@@ -48,7 +48,9 @@ OUTCOMES = ("match", "reject", "diverge", "unsupported")
 #: the launcher hashed at submission and refused to run. ``cancelled``: ended by the
 #: scheduler (scancel, preemption without requeue). The launcher writes ``lost`` for a
 #: process that died without writing any status (SIGKILL, OOM killer, node failure).
-STATUSES = ("completed", "failed", "source_drift", "cancelled", "lost")
+#: ``damaged``: written by a resuming launcher when a part of the process was found
+#: damaged or foreign and moved to ``OUT/.quarantine/``; the process then runs again.
+STATUSES = ("completed", "failed", "source_drift", "cancelled", "lost", "damaged")
 
 _ts = pa.timestamp("us", tz="UTC")
 
