@@ -72,20 +72,26 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
 
 def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
     """Launch ``plan`` while this process holds the run's lock: nothing else launches it now."""
-    from stateaware.launch.launcher import describe, latest_statuses, launch, quarantine_damaged
+    from stateaware.launch.launcher import Summary, describe, latest_statuses, launch, quarantine_damaged
     from stateaware.launch.manifest import collect_manifest, write_manifest
+    from stateaware.records.writer import DiskFullError
 
-    # Read the records again under the lock: a launch that just ended may have completed
-    # processes, and damaged parts are moved aside only by the run's one launcher.
-    for line in quarantine_damaged(plan):
-        _say(line)
-    plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
-    write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs)), say=_say)
-    pending = plan.pending
-    if len(pending) < len(plan.specs):
-        print(f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
-              f"{len(plan.specs)} processes already completed, launching {len(pending)}", file=sys.stderr)
-    summary = launch(cfg, plan, progress=progress)
+    try:
+        # Read the records again under the lock: a launch that just ended may have completed
+        # processes, and damaged parts are moved aside only by the run's one launcher.
+        for line in quarantine_damaged(plan):
+            _say(line)
+        plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
+        write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs)), say=_say)
+    except DiskFullError as exc:  # nothing started: the summary says so
+        summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending), disk_full=str(exc),
+                          not_started=[s.process_index for s in plan.pending])
+    else:
+        pending = plan.pending
+        if len(pending) < len(plan.specs):
+            print(f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
+                  f"{len(plan.specs)} processes already completed, launching {len(pending)}", file=sys.stderr)
+        summary = launch(cfg, plan, progress=progress)
     if summary.disk_full:
         _say(f"error: {summary.disk_full}")
     if not cfg.wait and not summary.disk_full:

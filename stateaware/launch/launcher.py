@@ -375,10 +375,8 @@ def describe(summary: Summary, plan: RunPlan) -> str:
         lines.append(f"  process {result.process_index} {result.status} (attempt {result.attempt}): {first[0] if first else ''}")
     if summary.not_started:
         lines.append(f"  {len(summary.not_started)} processes not started (the disk filled up): "
-                     f"{_ranges(summary.not_started)}")
-    if summary.disk_full:
-        lines.append(f"  stopped: {summary.disk_full}")
-    elif summary.unsuccessful:
+                     f"{_ranges(summary.not_started)}; free some space and re-run the same command to resume")
+    if summary.unsuccessful and not summary.disk_full:
         lines.append("  re-run the same command to retry only these; details: "
                      f"python -m stateaware.analysis sql --results {plan.out} \"SELECT process_index, status, exception_type, traceback "
                      f"FROM processes WHERE run_id = '{plan.run_id}' AND status <> 'completed'\"")

@@ -175,11 +175,16 @@ def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False) -> Pat
                                 exclusive=exclusive)
 
 
+def _open_temporary(tmp: Path):
+    """The file a write fills (a seam: tests make it run out of space)."""
+    return open(tmp, "wb")
+
+
 def _write_via_temporary(path: Path, fill, needed, *, exclusive: bool) -> Path:
     tmp = temporary_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as handle:
+        with _open_temporary(tmp) as handle:
             fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
