@@ -110,7 +110,10 @@ def submissions_path(out: Path | str, run_id: str) -> Path:
 def read_submissions(out: Path | str, run_id: str) -> dict[int, str]:
     """Process index → Slurm job id of the latest submission of each process of a run."""
     path = submissions_path(out, run_id)
-    return {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+    try:
+        return {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+    except (ValueError, AttributeError):  # damaged: nothing known in flight; a re-run resubmits what is missing
+        return {}
 
 
 def _record_submissions(out: Path | str, run_id: str, jobs: dict[int, str]) -> None:
