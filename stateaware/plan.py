@@ -130,7 +130,8 @@ def _report(card: ProfileCard, result: Plan, budget_text: str, curve: Plan) -> s
         f"time      {result.predicted_ms:.3f} ms per step, predicted",
         f"fits      {fits}",
         f"min peak  {least}",
-        f"frontier  {curve.frontier.shape[0]} points on the peak/time trade-off"
+        f"frontier  {curve.frontier.shape[0]} point{'' if curve.frontier.shape[0] == 1 else 's'} on the peak/time "
+        "trade-off"
         + (" (as plotted)" if curve is not result else "") + ", "
         + ("TRUNCATED: optimality not claimed" if curve.truncated else "untruncated"),
     ]
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, CardError) as error:
         parser.error(f"cannot load card: {error}")
     try:
-        budget = budget_on_card(args.budget, card, args.planner)
+        budget = budget_on_card(args.budget, card)
     except ValueError as error:
         parser.error(f"argument --budget: {error}")
     result = plan(card, budget, args.planner, args.frontier_cap)

@@ -87,6 +87,7 @@ def test_module_runs_as_a_fresh_process():
 
 
 FROZEN = Path(__file__).resolve().parents[1] / "conf" / "cards" / "feature_queue-579a6e625041.json"
+LARGE = Path(__file__).resolve().parents[1] / "conf" / "cards" / "large_sparse-523727961a1b.json"
 
 
 def test_text_names_the_cards_hardware_scale_and_segment_count(capsys):
@@ -114,6 +115,11 @@ def test_a_relative_budget_sits_between_the_least_peak_and_all_eager(capsys):
     with pytest.raises(SystemExit) as info:
         main([str(FROZEN), "--budget", "fifty%"])
     assert info.value.code == 2
+    # The anchors are the card's, not the planner's: every planner gets the same bytes.
+    assert main([str(LARGE), "--budget", "50%", "--planner", "eager_whole", "--json"]) == 0
+    ew = json.loads(capsys.readouterr().out)
+    assert main([str(LARGE), "--budget", "50%", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["budget_bytes"] == ew["budget_bytes"]
 
 
 def test_the_frontier_size_printed_is_the_one_plotted(tmp_path, capsys, monkeypatch):
@@ -123,5 +129,30 @@ def test_the_frontier_size_printed_is_the_one_plotted(tmp_path, capsys, monkeypa
     monkeypatch.setattr(cli, "plot_frontier", lambda result, path: plotted.append(result.frontier.shape[0]))
     assert main([str(FROZEN), "--budget", "50%", "--plot", str(tmp_path / "f.png")]) == 0
     out = capsys.readouterr().out
-    assert f"frontier  {plotted[0]} points on the peak/time trade-off (as plotted)" in out
+    word = "point" if plotted[0] == 1 else "points"
+    assert f"frontier  {plotted[0]} {word} on the peak/time trade-off (as plotted)" in out
     assert f"({plotted[0]} points)" in out
+
+
+def test_readme_planner_examples(capsys):
+    """Every `$ python -m stateaware.plan ...` in README's planner section prints the lines shown."""
+    import shlex
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("### Planning activations and state together"):readme.index("### Use it on your own model")]
+    block = section[section.index("```console"):]
+    block = block[: block.index("```", 3)]
+    commands: list[tuple[list[str], list[str]]] = []
+    for line in block.splitlines()[1:]:
+        if line.startswith("$ python -m stateaware.plan "):
+            commands.append((shlex.split(line)[4:], []))
+        elif line.strip():
+            commands[-1][1].append(line)
+    assert len(commands) == 4
+    root = Path(__file__).resolve().parents[1]
+    for args, expected in commands:
+        args[0] = str(root / args[0])
+        assert main(args) == 0
+        out = capsys.readouterr().out.splitlines()
+        for line in expected:
+            assert line in out, (args, line)

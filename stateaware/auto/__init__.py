@@ -47,13 +47,13 @@ def plan(card: Any, budget: int | str, planner: str = "joint") -> AutoPlan:
     """Plan ``card`` under ``budget`` with the named planner (``stateaware.planner.PLANNERS``).
 
     ``budget``: bytes (an int), a size string (``"8GiB"``), or a relative position
-    (``"50%"``: halfway between the least achievable peak and all-eager's; see
-    ``stateaware.planner.budget``). An infeasible plan is returned, not raised.
+    (``"50%"``: halfway between the least peak any policy of the card achieves and
+    all-eager's, whatever the planner; see ``stateaware.planner.budget``). An infeasible plan is returned, not raised.
     """
     from stateaware.planner import plan as _plan
     from stateaware.planner.budget import budget_on_card
 
-    chosen = _plan(card, budget_on_card(budget, card, planner), planner)
+    chosen = _plan(card, budget_on_card(budget, card), planner)
     return AutoPlan(**{f.name: getattr(chosen, f.name) for f in fields(Plan)}, card=card)
 
 

@@ -4,11 +4,14 @@ relative position on a card, ``50%``.
 The byte parsing itself is :func:`stateaware.units.parse_bytes`, shared with the configs.
 
 NOTE [ Relative budgets ]
-    ``P%`` places the budget ``P`` percent of the way from the least peak the planner's
-    option set can reach on the card (0%) to the predicted peak of running every segment
-    eagerly (100%), rounded down: ``least + P/100 * (eager - least)``. Both anchors are the
-    static model's, so a relative budget is as logical as a byte budget and needs no
-    measurement; ``0%`` is always feasible, ``100%`` admits all-eager.
+    ``P%`` places the budget ``P`` percent of the way from the least peak any policy of
+    the card reaches (0%: the ``joint`` planner's least, every option allowed) to the
+    predicted peak of running every segment eagerly (100%), rounded down:
+    ``least + P/100 * (eager - least)``. The anchors are the card's, not a planner's, so
+    every planner is held to the same bytes (below the eager/whole minimum only ``joint``
+    fits). Both are the static model's, so a relative budget is as logical as a byte
+    budget and needs no measurement; ``0%`` is feasible for ``joint``, ``100%`` admits
+    all-eager.
 """
 
 from __future__ import annotations
@@ -35,33 +38,29 @@ def relative_position(text: object) -> Fraction | None:
     return None if match is None else Fraction(match["number"]) / 100
 
 
-def budget_on_card(text: str | int, card: object, planner: str = "joint") -> int:
+def budget_on_card(text: str | int, card: object) -> int:
     """Budget bytes for ``text`` on ``card``: a byte size as ``parse_budget`` reads it, or
-    ``P%`` placed between the card's anchors for ``planner`` (NOTE [ Relative budgets ]).
+    ``P%`` placed between the card's anchors (NOTE [ Relative budgets ]).
 
-    ``ValueError`` for a malformed budget, or a relative one on a card where the planner
-    reaches no policy or some segment has no ``eager`` option.
+    ``ValueError`` for a malformed budget, or a relative one on a card where some segment
+    has no ``eager`` option.
     """
     position = relative_position(text)
     if position is None:
         return parse_budget(text)
-    least, eager = anchors(card, planner)
+    least, eager = anchors(card)
     return least + int(position * (eager - least))  # int() of a non-negative Fraction floors
 
 
-def anchors(card: object, planner: str = "joint") -> tuple[int, int]:
-    """``(least, eager)``: the least peak ``planner`` reaches on ``card`` and the predicted
+def anchors(card: object) -> tuple[int, int]:
+    """``(least, eager)``: the least peak any policy reaches on ``card`` and the predicted
     all-eager peak — the 0% and 100% of a relative budget."""
     from .frontier import min_peak_bytes
-    from .planners import PLANNERS, evaluate_policy
+    from .planners import evaluate_policy
 
-    if planner not in PLANNERS:
-        raise ValueError(f"unknown planner {planner!r}; valid planners are: {', '.join(PLANNERS)}")
-    options, view, _ = PLANNERS[planner]
-    table = [{o: s[o] for o in options if o in s} for s in card.segments]
-    least = min_peak_bytes(card.persistent_bytes, table) if all(table) else None
-    if least is None or any("eager" not in s for s in card.segments):
-        raise ValueError(f"a relative budget needs a card where planner {planner!r} reaches a policy and every "
-                         "segment has an 'eager' option. Tip: give the budget in bytes (44GiB).")
+    if any("eager" not in s for s in card.segments):
+        raise ValueError("a relative budget needs a card whose every segment has an 'eager' option. "
+                         "Tip: give the budget in bytes (44GiB).")
+    least = min_peak_bytes(card.persistent_bytes, [dict(s) for s in card.segments])
     eager, _ = evaluate_policy(card, ("eager",) * card.n_segments)
     return int(least), int(eager)
