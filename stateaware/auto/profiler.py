@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import torch
@@ -37,6 +36,7 @@ from stateaware.auto.discover import StateEntry, explicit_names, resolve_segment
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
 from stateaware.costrt.measure import allocated_window, live_bytes, synchronize
+from stateaware.costrt.profile import add_state_parts, measurement_provenance
 from stateaware.torch_replay import UndeclaredStateError
 
 __all__ = ["profile", "persistent_bytes", "step_peak_bytes", "backward_of"]
@@ -225,13 +225,8 @@ def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segm
                 except Exception:  # a replay blind to state may fail outright; then no share is known
                     base = None
                 for option in measured:
-                    if option == "eager" or base is None:
-                        continue
-                    cost = measured[option]
-                    for part, total in (("state_retained_bytes", "retained_bytes"),
-                                        ("state_temp_bytes", "temp_bytes"), ("state_ms", "ms")):
-                        excess = cost[total] - base[total]
-                        cost[part] = type(cost[total])(min(max(excess, 0), cost[total]))
+                    if option != "eager" and base is not None:
+                        add_state_parts(measured[option], base)
             segments_doc.append(measured)
         snapshot.restore()
         eager_peak = step_peak_bytes(model, inputs)
@@ -240,14 +235,7 @@ def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segm
             "segments": segments_doc,
             "provenance": {
                 "workload": f"auto:{type(model).__name__}",
-                "device": str(device),
-                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                "torch": torch.__version__,
-                "threads": torch.get_num_threads(),
-                "repeats": int(repeats),
-                "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "peak_source": "cuda_allocator" if device.type == "cuda" else "torch_profiler",
-                "eager_step_peak_bytes": int(eager_peak),
+                **measurement_provenance(device, repeats, eager_peak),
                 "offload_memory": ("host and device are the same memory (cpu): offload costs what whole costs"
                                    if host_is_device(device) else "pinned host memory"),
                 "auto": {"segments": list(found.names), "state_discovery": "auto" if state == "auto" else "explicit",

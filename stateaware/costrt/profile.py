@@ -41,7 +41,7 @@ from stateaware.costrt.measure import synchronize
 from stateaware.costrt.workloads import Shape, Workload, build, loss_of, segment_forward, step_rows
 from stateaware.torch_replay import Region, checkpoint
 
-__all__ = ["PROFILED_OPTIONS", "profile_card", "persistent_bytes"]
+__all__ = ["PROFILED_OPTIONS", "profile_card", "persistent_bytes", "add_state_parts", "measurement_provenance"]
 
 #: The card options the pass measures, in card order.
 PROFILED_OPTIONS = ("eager", "whole", "region")
@@ -52,6 +52,32 @@ def persistent_bytes(workload: Workload, rows: Any) -> int:
     index = [t for group in (rows.reads, rows.writes, rows.regions) for t in group if t is not None]
     seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in index}
     return workload.persistent_bytes() + sum(seen.values())
+
+
+def add_state_parts(cost: dict[str, Any], base: dict[str, Any]) -> None:
+    """Set a replay option's ``state_*`` fields: its excess over ``base``, the same segment
+    replayed without preservation, clamped to ``[0, total]`` (card.py NOTE [ The state_* fields ])."""
+    for part, total in (("state_retained_bytes", "retained_bytes"), ("state_temp_bytes", "temp_bytes"),
+                        ("state_ms", "ms")):
+        excess = cost[total] - base[total]
+        cost[part] = type(cost[total])(min(max(excess, 0), cost[total]))
+
+
+def measurement_provenance(device: torch.device, repeats: int, eager_peak: int) -> dict[str, Any]:
+    """Where and how a card was measured: device, torch, threads, repeats, time, peak source,
+    and the measured peak of one all-eager step."""
+    return {
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "repeats": int(repeats),
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "peak_source": "cuda_allocator" if device.type == "cuda" else "torch_profiler",
+        # The measured peak of one all-eager step: the upper anchor of budget placement
+        # (costrt.plans NOTE [ Budget positions ]), as the paper's eager anchor is measured.
+        "eager_step_peak_bytes": int(eager_peak),
+    }
 
 
 def _segment_runner(workload: Workload, rows: Any, i: int, option: str, x: torch.Tensor):
@@ -144,11 +170,7 @@ def profile_card(shape: Shape, *, seed: int, device: str | torch.device = "cpu",
                     for opt in (*PROFILED_OPTIONS, "oblivious")}
         base = measured.pop("oblivious")
         for opt in ("whole", "region"):
-            cost = measured[opt]
-            for part, total in (("state_retained_bytes", "retained_bytes"), ("state_temp_bytes", "temp_bytes"),
-                                ("state_ms", "ms")):
-                excess = cost[total] - base[total]
-                cost[part] = type(cost[total])(min(max(excess, 0), cost[total]))
+            add_state_parts(measured[opt], base)
         segments.append(measured)
         with torch.no_grad():  # advance to the next segment's input and state
             x = segment_forward(shape, workload.state, u, v, x, rows.reads[i], rows.writes[i])
@@ -156,16 +178,7 @@ def profile_card(shape: Shape, *, seed: int, device: str | torch.device = "cpu",
     doc_provenance = {
         "shape": shape.to_dict(),
         "seed": int(seed),
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "repeats": int(repeats),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "peak_source": "cuda_allocator" if device.type == "cuda" else "torch_profiler",
-        # The measured peak of one all-eager step: the upper anchor of budget placement
-        # (costrt.plans NOTE [ Budget positions ]), as the paper's eager anchor is measured.
-        "eager_step_peak_bytes": int(eager_peak),
+        **measurement_provenance(device, repeats, eager_peak),
         **(provenance or {}),
     }
     return {"persistent_bytes": int(persistent_bytes(workload, rows)), "segments": segments,

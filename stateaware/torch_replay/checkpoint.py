@@ -169,8 +169,11 @@ def checkpoint(
       version (segments that declare it unchanged share it) and makes one more,
       temporary, while a replay runs; ``"region"``
       keeps, for each ``Region``, only its rows and their index (and, during a replay,
-      the rows' current values), other declared tensors whole; a mapping ``{tensor_or_region: "whole" |
-      "region"}`` chooses per tensor (unlisted tensors: whole).
+      the rows' current values), other declared tensors whole; ``"rows"`` journals the
+      rows the forward itself writes, learned as it writes them (``written_rows``);
+      ``"offload"`` is ``"whole"`` with the snapshot in pinned host memory on CUDA
+      (``offload``); a mapping ``{tensor_or_region: mode}`` chooses per tensor
+      (unlisted tensors: whole).
     * ``preserve_rng_state=True`` stashes the CPU RNG and that of every device the
       segment's inputs, declared state and reachable modules live on; the replay draws
       the same random numbers (dropout masks) and the outside RNG is left as it was.
@@ -225,7 +228,7 @@ def checkpoint(
     Args:
         function: the segment; called as ``function(*args, **kwargs)``.
         state: tensors, modules and ``Region`` objects the segment may read or write.
-        preserve: ``"whole"``, ``"region"`` or a per-tensor mapping (see above).
+        preserve: one of ``PRESERVE_MODES`` or a per-tensor mapping (see above).
         use_reentrant: must be ``False``.
         preserve_rng_state: stash and restore the RNG states around each replay.
         determinism_check: one of ``DETERMINISM_CHECKS``.
