@@ -219,3 +219,22 @@ def test_segments_must_be_submodules_run_once():
         auto.profile(model, (x,), segments=["stem", "nope"])
     with pytest.raises(ValueError, match="lies inside segment 'body'"):
         auto.profile(model, (x,), segments=["body", "body.0"])
+
+
+@pytest.mark.parametrize("option", ["whole", "region", "offload"])
+def test_every_option_trains_bit_identically(option):
+    # Timing decides which option a plan picks; here each is forced wherever a segment has it.
+    import dataclasses
+
+    model = generated(8, width=64, blocks=4)
+    x = torch.randn(128, 64)
+    card = auto.profile(model, (x,), repeats=1)
+    policy = tuple(option if option in seg else "whole" for seg in card.segments)
+    assert option in policy
+    forced = dataclasses.replace(auto.plan(card, "100%"), policy=policy)
+    applied = auto.apply(copy.deepcopy(model), forced)
+    eager = copy.deepcopy(model)
+    rng_eager = _train(eager, 3, seed=5, width=64, batch=128)
+    rng_applied = _train(applied, 3, seed=5, width=64, batch=128)
+    _assert_same(_state(eager), _state(applied))
+    assert all(torch.equal(a, b) for a, b in zip(rng_eager, rng_applied))

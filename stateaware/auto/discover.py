@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from stateaware.torch_replay.written_rows import dim0_index, row_origin
 
-__all__ = ["StateEntry", "Trace", "resolve_segments", "trace", "explicit_names"]
+__all__ = ["WRITES", "StateEntry", "Trace", "resolve_segments", "trace", "explicit_names"]
 
 #: Values of ``StateEntry.write``.
 WRITES = ("whole", "rows", "value")

@@ -36,11 +36,13 @@ __all__ = ["SEGMENT_OPTIONS", "run_segment", "relative"]
 #: The options a segment can run under (the planner's card options).
 SEGMENT_OPTIONS = ("eager", "whole", "region", "offload")
 
-_MODES = {"whole": lambda e: "whole", "region": lambda e: "rows" if e.write == "rows" else "whole",
-          "offload": lambda e: "offload"}
 
 
-_ANY = StateEntry("", "buffer", 0, "whole")
+def _mode(option: str, write: str) -> str:
+    """The ``preserve`` mode of a state tensor written ``write`` ("whole" | "rows") under ``option``."""
+    if option == "region":
+        return "rows" if write == "rows" else "whole"
+    return option  # "whole" or "offload"
 
 
 def relative(segment: str, name: str) -> str:
@@ -74,11 +76,11 @@ def run_segment(module: torch.nn.Module, forward: Callable[..., Any], option: st
             continue
         t = getattr(owner, attr)
         items.append(t)
-        preserve[t] = _MODES[option](entry)
+        preserve[t] = _mode(option, entry.write)
     for owner in owners.values():
         items.append(owner)
         for b in owner.buffers():  # the owner's other buffers: as the option preserves state
-            preserve.setdefault(b, "whole" if option == "region" else _MODES[option](_ANY))
+            preserve.setdefault(b, _mode(option, "whole"))
     # The user's keywords travel inside the function, so none can collide with ours.
     fn = functools.partial(forward, **kwargs) if kwargs else forward
     return checkpoint(fn, *args, state=items, preserve=preserve)
