@@ -16,7 +16,8 @@
 #
 # Default selection: -k "checkpoint or Checkpoint or recompute" (override after --).
 # Environment: PYTHON (default: this repo's .venv/bin/python), ROUTE=ours|torch,
-# KEEP=1 keeps the scratch folder.
+# KEEP=1 keeps the scratch folder, DEPS=folder of extra packages the tests import
+# (torch.testing._internal needs `expecttest`: pip install --target DEPS expecttest).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -88,7 +89,11 @@ EOF
 
 cd "$work"
 export REACH_LOG=$work/reach.jsonl CUDA_VISIBLE_DEVICES="" PYTORCH_TESTING_DEVICE_ONLY_FOR=cpu
-export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} ROUTE=${ROUTE:-ours}
+export PYTHONPATH=$here${DEPS:+:$DEPS}${PYTHONPATH:+:$PYTHONPATH} ROUTE=${ROUTE:-ours}
+"$py" -c "import expecttest" 2>/dev/null || {
+  echo "torch.testing._internal needs expecttest: pip install --target DIR expecttest, then DEPS=DIR $0 ..." >&2
+  exit 2
+}
 set +e
 "$py" -m pytest -q -p no:cacheprovider -o addopts="" test_autograd.py test_utils.py "${select[@]}" >"$work/pytest.log" 2>&1
 set -e

@@ -395,3 +395,18 @@ def test_state_keyword_still_declares_when_the_function_cannot_take_it():
         m.mem.zero_()
     out.sum().backward()  # would raise UndeclaredStateError if state= were not ours
     assert x.grad is not None
+
+
+def test_replay_creates_tensors_on_the_forwards_default_device():
+    devices = []
+
+    def fn(x):
+        devices.append(torch.empty(2).device.type)  # no device given: the context's
+        return x.sin()
+
+    (x,) = _leaves(3, n=1)
+    with torch.device("meta"):
+        out = checkpoint(fn, x)
+    out.sum().backward()  # outside the block: the replay re-enters it
+    assert devices == ["meta", "meta"]
+    assert torch.equal(x.grad, x.detach().cos())

@@ -31,7 +31,7 @@ import torch
 import torch.utils.checkpoint as _tuc
 
 __all__ = ["CheckpointError", "Contexts", "contexts", "early_stop", "graph_group_id", "NOOP_CONTEXT_FN",
-           "TORCH_COUNT", "TORCH_MORE", "TORCH_METADATA", "TORCH_TWICE", "metadata_of", "saved_tensors_hooks", "dynamo_disable"]
+           "TORCH_COUNT", "TORCH_MORE", "TORCH_METADATA", "TORCH_TWICE", "metadata_of", "saved_tensors_hooks", "device_context", "dynamo_disable"]
 
 CheckpointError = _tuc.CheckpointError
 NOOP_CONTEXT_FN = _tuc.noop_context_fn
@@ -116,6 +116,23 @@ def saved_tensors_hooks(pack: Callable, unpack: Callable) -> Any:
     checkpoints) skips them, as it skips torch's checkpoint hooks."""
     pack._checkpoint_internal = True  # type: ignore[attr-defined]
     return _tuc._checkpoint_internal_hook(pack, unpack)
+
+
+def device_context() -> Any:
+    """A fresh copy of the innermost ``with torch.device(...)`` active now, or ``None``.
+
+    The replay runs in backward, outside that block; re-entering the same device makes
+    tensors the segment creates without a device land where the forward's did. A fresh
+    context, not the live one: re-entering a mode instance (maybe on the backward
+    thread) would corrupt its exit state.
+    """
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+
+    for mode in reversed(_get_current_function_mode_stack()):
+        if isinstance(mode, DeviceContext):
+            return DeviceContext(mode.device)
+    return None
 
 
 def metadata_of(x: torch.Tensor) -> dict[str, Any]:

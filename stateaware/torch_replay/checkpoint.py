@@ -65,6 +65,7 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 # Rule 8 (device and precision context). The replay runs under the forward's autocast
 #   settings (CPU and the segment's device type) and inside ``fork_rng`` with the stashed
 #   states (Rule 1), so the RNG state outside the replay is what it was before it.
+#   An enclosing ``with torch.device(...)`` is re-entered for the replay (a fresh one).
 #   A ``context_fn`` pair (selective activation checkpointing) is entered inside all of
 #   this: its first context around the forward, its second around every replay, so a
 #   policy chooses which ops are recomputed and the transaction what state they see.
@@ -348,6 +349,7 @@ class _Frame:
         self.region_storages: set[int] = set()
         self.live_ids = {id(e.live) for e in engines}
         self.contexts: compat.Contexts | None = None
+        self.device_context: Any = None
         self.forward_completed = False
         self.partial_replays: set[Any] = set()
 
@@ -390,6 +392,7 @@ def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, ear
 
     frame = _Frame(fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop)
     frame.contexts = ctx
+    frame.device_context = compat.device_context()
     frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
     frame.save_inputs(args, declared_ids)
     with compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)), \
@@ -472,6 +475,7 @@ def _replay(frame: _Frame, gid: int) -> None:
                     entered.append(engine)
             with compat.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack), \
                     torch.enable_grad(), _autocast_restored(frame.autocast), \
+                    compat.entered(frame.device_context), \
                     compat.entered(frame.contexts.replay if frame.contexts is not None else None):
                 try:
                     frame.fn(*args, **frame.kwargs)
