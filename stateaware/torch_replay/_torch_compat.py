@@ -23,6 +23,7 @@ Torch's private names are read here, once, so the replay code never touches them
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -126,6 +127,8 @@ def device_context() -> Any:
     context, not the live one: re-entering a mode instance (maybe on the backward
     thread) would corrupt its exit state.
     """
+    if torch._C._len_torch_function_stack() == 0:  # the common case: no mode at all, ~0.1 us
+        return None
     from torch.overrides import _get_current_function_mode_stack
     from torch.utils._device import DeviceContext
 
@@ -147,15 +150,25 @@ def dynamo_disable(fn: Callable) -> Callable:
     weak dictionaries) that Dynamo would guard on and recompile for on every call; and a
     traced forward would bake the hooks' bookkeeping into a graph. Torch's own checkpoint
     is disabled the same way when Dynamo cannot wrap it in a higher-order op.
+
+    The disabled wrapper costs hundreds of microseconds per call in eager mode (it
+    swaps the frame-evaluation callback), so it is taken only while Dynamo traces:
+    ``torch.compiler.is_compiling()`` is a constant True there and False in eager.
     """
-    return torch._disable_dynamo(fn, recursive=True)
+    disabled = torch._disable_dynamo(fn, recursive=True)
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            return disabled(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
 
 
-@contextlib.contextmanager
-def entered(ctx: Any):
-    """Enter ``ctx`` if it is a context manager (``None`` means nothing to enter)."""
-    if ctx is None:
-        yield
-    else:
-        with ctx:
-            yield
+_NOTHING = contextlib.nullcontext()  # reusable: entering it does nothing
+
+
+def entered(ctx: Any) -> Any:
+    """``ctx`` itself, or a context that does nothing when ``ctx`` is ``None``."""
+    return _NOTHING if ctx is None else ctx
