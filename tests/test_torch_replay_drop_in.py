@@ -410,3 +410,24 @@ def test_replay_creates_tensors_on_the_forwards_default_device():
     out.sum().backward()  # outside the block: the replay re-enters it
     assert devices == ["meta", "meta"]
     assert torch.equal(x.grad, x.detach().cos())
+
+
+def test_a_state_parameter_filled_positionally_leaves_state_keyword_ours():
+    # def f(shape, state, ...) called as checkpoint(f, shape, s, ..., state=[s]): Python
+    # could not pass state= to f as well, so the keyword is unambiguously the declaration.
+    def segment(scale, state, x):
+        out = torch.tanh(x * scale + state)
+        with torch.no_grad():
+            state.add_(1.0)
+        return out
+
+    (x,) = _leaves(4, n=1)
+    state = torch.linspace(0, 1, 4, dtype=F64)
+    ref_state = state.clone()
+    ref = torch.autograd.grad(segment(2.0, ref_state.clone(), x).sum(), x)[0]
+    out = checkpoint(segment, 2.0, state, x, state=[state])
+    with torch.no_grad():
+        state.mul_(7)  # a later writer; the declaration keeps the replay right
+    assert torch.equal(torch.autograd.grad(out.sum(), x)[0], ref)
+    with pytest.raises(TypeError, match="takes a parameter named 'state'"):
+        checkpoint(segment, 2.0, x=x, state=[state])  # now `state` is free: ambiguous

@@ -5,7 +5,8 @@ not know to ``fn``. Ours also knows ``state`` and ``preserve``; a function with 
 of that name (``def cell(x, state=None)``, or ``**kwargs``) would silently run without it.
 So a keyword the function accepts is never consumed silently:
 
-* ``checkpoint(fn, x, state=[...])`` keeps working when ``fn`` cannot take ``state``;
+* ``checkpoint(fn, x, state=[...])`` keeps working when ``fn`` cannot take ``state`` —
+  it has no such parameter, or the positional arguments already fill it;
 * when it can, the call is refused with a message naming the keyword; and
 * ``checkpoint(transaction(fn, state=[...], preserve=...), x, **kwargs)`` declares the
   replay's state *outside* the function's keyword space: every keyword of that call goes
@@ -24,7 +25,7 @@ __all__ = ["Transaction", "transaction", "check_collision", "OUR_KEYWORDS"]
 #: Keywords ``checkpoint`` takes that torch's does not.
 OUR_KEYWORDS = ("state", "preserve")
 
-_accepts_cache: "weakref.WeakKeyDictionary[Any, tuple[frozenset[str], bool]]" = weakref.WeakKeyDictionary()
+_accepts_cache: "weakref.WeakKeyDictionary[Any, tuple[type, Any]]" = weakref.WeakKeyDictionary()
 
 
 class Transaction:
@@ -62,19 +63,27 @@ def transaction(fn: Callable[..., Any], *, state: Iterable[Any] = (), preserve: 
     return Transaction(fn, state, preserve)
 
 
-def check_collision(fn: Callable[..., Any], passed: Iterable[str]) -> None:
-    """Refuse ``checkpoint(fn, ..., state=...)`` when ``fn`` itself accepts ``state``.
+def check_collision(fn: Callable[..., Any], passed: Iterable[str], n_positional: int) -> None:
+    """Refuse ``checkpoint(fn, *args, state=...)`` when ``fn`` itself could take ``state=``.
 
-    ``passed`` names the keywords of ours the caller gave. A function whose signature
-    cannot be read (a C builtin) is taken to accept none of them.
+    ``passed`` names the keywords of ours the caller gave; ``n_positional`` is
+    ``len(args)``. ``fn`` could take keyword ``k`` when ``k`` names a parameter that the
+    positional arguments leave unfilled, or when ``fn`` takes ``**kwargs`` and has no
+    parameter ``k`` (``def f(shape, state)`` called as ``f(shape, s)`` cannot take
+    ``state=`` as well: Python would raise "multiple values"). A function whose
+    signature cannot be read (a C builtin) is taken to accept none of them.
     """
     passed = tuple(passed)
     if not passed:
         return
-    names, var_keyword = _accepts(fn)
+    positional, keyword_only, var_keyword = _accepts(fn)
     for key in passed:
-        if key in names or var_keyword:
-            how = f"a parameter named {key!r}" if key in names else "**kwargs"
+        if key in positional:
+            free = positional[key] >= n_positional
+        else:
+            free = key in keyword_only or var_keyword
+        if free:
+            how = "**kwargs" if key not in positional and key not in keyword_only else f"a parameter named {key!r}"
             raise TypeError(
                 f"checkpoint(fn, ..., {key}=...): fn ({_name(fn)}) takes {how}, so {key}= could be meant for "
                 f"fn (torch.utils.checkpoint passes every keyword to fn) or for the replay's declared state; "
@@ -84,25 +93,28 @@ def check_collision(fn: Callable[..., Any], passed: Iterable[str]) -> None:
             )
 
 
-def _accepts(fn: Any) -> tuple[frozenset[str], bool]:
+def _accepts(fn: Any) -> tuple[dict[str, int], frozenset[str], bool]:
+    """(positional-or-keyword parameter -> its position, keyword-only names, takes **kwargs)."""
     import torch
 
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
     key = getattr(target, "__func__", target)  # a bound method: its function (weak-referenceable)
     try:
-        return _accepts_cache[key]
+        cached = _accepts_cache[key]
     except (KeyError, TypeError):
-        pass
+        cached = None
+    if cached is not None and cached[0] is target.__class__:
+        return cached[1]
     try:
-        params = inspect.signature(target).parameters.values()
+        params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):  # no signature to read (C builtins)
-        result: tuple[frozenset[str], bool] = (frozenset(), False)
+        result: tuple[dict[str, int], frozenset[str], bool] = ({}, frozenset(), False)
     else:
-        names = frozenset(p.name for p in params
-                          if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-        result = (names, any(p.kind is p.VAR_KEYWORD for p in params))
+        positional = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
+        keyword_only = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+        result = (positional, keyword_only, any(p.kind is p.VAR_KEYWORD for p in params))
     try:
-        _accepts_cache[key] = result
+        _accepts_cache[key] = (target.__class__, result)  # bound and plain differ by `self`
     except TypeError:  # not weak-referenceable: recompute next time
         pass
     return result

@@ -221,8 +221,9 @@ def checkpoint(
     ``torch.utils.checkpoint.CheckpointError`` subclasses and lead with torch's wording.
     Under ``torch.compile`` the call is a graph break: the code around it is compiled,
     the segment and its replay run eagerly. Every other keyword goes to ``function``;
-    ``state=``/``preserve=`` are refused (``TypeError``) when ``function`` itself takes
-    that keyword or ``**kwargs`` — declare through :func:`transaction` then.
+    ``state=``/``preserve=`` are refused (``TypeError``) when ``function`` could take
+    that keyword itself (a parameter the positional arguments leave unfilled, or
+    ``**kwargs``) — declare through :func:`transaction` then.
 
     Limits:
 
@@ -290,7 +291,8 @@ def _checkpoint(function, args, kwargs, state, preserve, *, use_reentrant, prese
                 kwargs[key] = value
         function, state, preserve = function.fn, function.state, function.preserve
     else:
-        check_collision(function, [k for k, v in (("state", state), ("preserve", preserve)) if v is not _UNSET])
+        check_collision(function, [k for k, v in (("state", state), ("preserve", preserve)) if v is not _UNSET],
+                        len(args))
         state = () if state is _UNSET else state
         preserve = "whole" if preserve is _UNSET else preserve
     declared, modules, generators = _declare(state, preserve)
