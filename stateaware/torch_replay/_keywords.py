@@ -20,10 +20,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Transaction", "transaction", "check_collision", "OUR_KEYWORDS"]
-
-#: Keywords ``checkpoint`` takes that torch's does not.
-OUR_KEYWORDS = ("state", "preserve")
+__all__ = ["Transaction", "transaction", "check_collision"]
 
 _accepts_cache: "weakref.WeakKeyDictionary[Any, tuple[type, Any]]" = weakref.WeakKeyDictionary()
 

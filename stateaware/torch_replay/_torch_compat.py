@@ -31,8 +31,9 @@ from typing import Any
 import torch
 import torch.utils.checkpoint as _tuc
 
-__all__ = ["CheckpointError", "Contexts", "contexts", "early_stop", "graph_group_id", "NOOP_CONTEXT_FN",
-           "TORCH_COUNT", "TORCH_MORE", "TORCH_METADATA", "TORCH_TWICE", "metadata_of", "saved_tensors_hooks", "device_context", "dynamo_disable"]
+__all__ = ["CheckpointError", "Contexts", "contexts", "early_stop", "graph_group_id", "twice_message",
+           "NOOP_CONTEXT_FN", "TORCH_COUNT", "TORCH_MORE", "TORCH_METADATA", "TORCH_TWICE", "metadata_of",
+           "saved_tensors_hooks", "device_context", "dynamo_disable", "entered"]
 
 CheckpointError = _tuc.CheckpointError
 NOOP_CONTEXT_FN = _tuc.noop_context_fn
@@ -107,6 +108,7 @@ def graph_group_id() -> Any:
 
 
 def twice_message() -> str:
+    """Torch's message for a saved tensor unpacked twice in one backward (or one group)."""
     extra = _GROUP_OVERLAP if torch._C._get_graph_exec_group() is not None else ""
     return TORCH_TWICE.format(extra=extra)
 

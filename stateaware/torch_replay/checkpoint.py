@@ -575,7 +575,8 @@ def _replay_pack(frame: _Frame, gid: int):
         # replay's own graph is differentiated only by a backward inside the segment,
         # Rule 7): an op that saves its own output (tanh, sigmoid, ReLU) would otherwise
         # close a cycle through C++ (output -> grad_fn -> saved output) that Python's
-        # collector cannot see, and every replay graph would outlive its step. torch.utils.checkpoint detaches here for the same reason.
+        # collector cannot see, and every replay graph would outlive its step.
+        # torch.utils.checkpoint detaches here for the same reason.
         alias = x.detach() if x.requires_grad else x
         kept = alias
         if frame.region_storages and _storage_ptr(x) in frame.region_storages:
