@@ -92,3 +92,15 @@ def test_inductor_matches_eager_within_float64_reordering():
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(mem, ref_mem, rtol=1e-12, atol=1e-12)
     assert graphs[-1] == graphs[0]
+
+
+def test_fullgraph_refuses_the_graph_break():
+    # Documented limit: the checkpoint runs eagerly, which fullgraph=True forbids.
+    lin = torch.nn.Linear(4, 4, dtype=F64)
+
+    def model(x):
+        return checkpoint(lambda h: torch.tanh(lin(h)), x * 2).sum()
+
+    run = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        run(torch.randn(2, 4, dtype=F64, requires_grad=True))

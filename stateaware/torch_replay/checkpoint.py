@@ -228,6 +228,8 @@ def checkpoint(
     Limits:
 
     * ``use_reentrant=True`` is not supported.
+    * Under ``torch.compile`` the call is a graph break, so ``fullgraph=True`` refuses it
+      (Dynamo's ``Unsupported`` error); compile the code around the checkpoint instead.
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
       running statistics, ``.data`` aliases).
