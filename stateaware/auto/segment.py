@@ -22,14 +22,13 @@ option says too (and profiling measures that cost, as it measures everything els
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from stateaware.auto.discover import StateEntry
-from stateaware.torch_replay import checkpoint
+from stateaware.torch_replay import checkpoint, transaction
 
 __all__ = ["SEGMENT_OPTIONS", "run_segment", "relative"]
 
@@ -81,6 +80,6 @@ def run_segment(module: torch.nn.Module, forward: Callable[..., Any], option: st
         items.append(owner)
         for b in owner.buffers():  # the owner's other buffers: as the option preserves state
             preserve.setdefault(b, _mode(option, "whole"))
-    # The user's keywords travel inside the function, so none can collide with ours.
-    fn = functools.partial(forward, **kwargs) if kwargs else forward
-    return checkpoint(fn, *args, state=items, preserve=preserve)
+    # Declared through a transaction, so every keyword of the call (a user's `state=`
+    # included) goes to the segment's forward.
+    return checkpoint(transaction(forward, state=items, preserve=preserve), *args, **kwargs)
