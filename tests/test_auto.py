@@ -238,3 +238,39 @@ def test_every_option_trains_bit_identically(option):
     rng_applied = _train(applied, 3, seed=5, width=64, batch=128)
     _assert_same(_state(eager), _state(applied))
     assert all(torch.equal(a, b) for a, b in zip(rng_eager, rng_applied))
+
+
+class _Cell(torch.nn.Module):
+    """A segment whose forward takes a keyword named ``state`` (as recurrent cells do)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+        self.bn = torch.nn.BatchNorm1d(width)
+
+    def forward(self, x, state=None):
+        return torch.tanh(self.bn(self.lin(x)) + state)
+
+
+class _WithCells(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.a, self.b = _Cell(width), _Cell(width)
+
+    def forward(self, x):
+        h = torch.zeros_like(x)
+        return self.b(x, state=self.a(x, state=h))
+
+
+def test_a_segments_own_state_keyword_reaches_its_forward():
+    torch.manual_seed(3)
+    model = _WithCells(64)
+    x = torch.randn(128, 64)
+    card = auto.profile(model, (x,), segments=["a", "b"], repeats=1)
+    import dataclasses
+
+    applied = auto.apply(copy.deepcopy(model), dataclasses.replace(auto.plan(card, "100%"), policy=("whole", "whole")))
+    eager = copy.deepcopy(model)
+    _train(eager, 2, seed=9, width=64, batch=128)
+    _train(applied, 2, seed=9, width=64, batch=128)
+    _assert_same(_state(eager), _state(applied))
