@@ -2,10 +2,10 @@
 
 Commands::
 
-    sql [--results DIR] [--format table|csv|json] [QUERY | --file F | -]
+    sql [--results DIR] [--run-id ID ...] [--format table|csv|json] [QUERY | --file F | -]
         run a read-only query over the views (runs, processes, attempts, records,
         timings, policies, profiles, epochs, peaks, artifacts, ...); QUERY "-" or no
-        QUERY reads standard input
+        QUERY reads standard input; --run-id (repeatable) restricts every view to those runs
     views [--results DIR] [--sql]
         list the views and their columns; --sql prints the CREATE VIEW statements,
         for the plain duckdb CLI: `duckdb -init views.sql`
@@ -17,6 +17,8 @@ Commands::
     check [--results DIR] [--run-id ID] [--max-cv X] ...
         the stability flags of timing runs: unstable methods (step-time CV, wall/CPU)
         and loaded processes; exit 0 when clean, 1 when any flag
+    compare RUN_A RUN_B [--results DIR] [--metric M]
+        per method, the ratio of run B to run A with a bootstrap interval (compare --help)
 
 ``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
 ``out``. This command never imports torch or jax.
@@ -52,7 +54,7 @@ def _sql(args: argparse.Namespace) -> int:
     else:
         text = args.query
     try:
-        answers = query(args.results, text)
+        answers = query(args.results, text, run_ids=args.run_id)
     except ReadOnlyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -95,12 +97,18 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.status import main as status_main
 
         return status_main(argv[1:])
+    if argv[:1] == ["compare"]:  # its own parser: see stateaware.analysis.compare
+        from stateaware.analysis.compare import main as compare_main
+
+        return compare_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sql = commands.add_parser("sql", help="run a read-only SQL query over the results")
     _results_arg(sql)
+    sql.add_argument("--run-id", action="append", default=None, metavar="ID",
+                     help="restrict every view to this run (repeatable; default: every run)")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default: table)")
     sql.add_argument("--file", "-f", default=None, help="read the query from this file")
     sql.add_argument("query", nargs="?", default=None, help='the SQL; "-" or absent reads standard input')
@@ -114,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("report", help="write the Markdown report and figures (report --help)")
     commands.add_parser("status", help="each process's state from the records and from Slurm (status --help)")
     commands.add_parser("check", help="unstable methods and loaded processes of timing runs (check --help)")
+    commands.add_parser("compare", help="run B against run A, per method, with intervals (compare --help)")
 
     args = parser.parse_args(argv)
     if args.results is None:

@@ -32,13 +32,13 @@ class ReadOnlyError(ValueError):
     """A statement would write; results are read-only."""
 
 
-def query(results: Path | str, sql: str) -> list[tuple[list[str], list[tuple]]]:
+def query(results: Path | str, sql: str, run_ids: Sequence[str] | None = None) -> list[tuple[list[str], list[tuple]]]:
     """Run every statement of ``sql`` over ``results``; ``(column names, rows)`` per statement.
 
-    Raises :class:`ReadOnlyError` (naming the statement) before running anything if any
-    statement is not a read.
+    ``run_ids`` restricts every view to those runs. Raises :class:`ReadOnlyError` (naming
+    the statement) before running anything if any statement is not a read.
     """
-    con = connect(results)
+    con = connect(results, run_ids)
     statements = con.extract_statements(sql)
     if not statements:
         raise ValueError("no SQL statement given")
