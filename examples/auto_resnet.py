@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     eager = copy.deepcopy(model)
     example = (batch(0)[0],)
 
-    card = auto.profile(model, example, segments=SEGMENTS, repeats=2)
+    card = auto.profile(model, example, segments=SEGMENTS, repeats=1)
     plan = auto.plan(card, args.budget)
     auto.apply(model, plan)
     written = sum(len(s) for s in card.provenance["auto"]["state"])

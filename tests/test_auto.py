@@ -8,8 +8,6 @@ with an EMA center buffer and a ring feature queue with a Python int pointer, as
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,8 +16,7 @@ import stateaware.auto as auto
 from stateaware.planner import evaluate_policy, min_peak_bytes
 from stateaware.torch_replay import UndeclaredStateError
 
-sys.path.insert(0, str(Path(__file__).parent))
-from auto_models import EmaCenter, RingQueue, generated  # noqa: E402
+from tests.auto_models import EmaCenter, RingQueue, generated
 
 WIDTH, BATCH = 256, 512
 
