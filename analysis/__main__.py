@@ -2,10 +2,10 @@
 
 Commands::
 
-    sql [--results DIR] [--format table|csv|json] [QUERY | --file F | -]
+    sql [--results DIR] [--run-id ID ...] [--format table|csv|json] [QUERY | --file F | -]
         run a read-only query over the views (runs, processes, attempts, records,
         timings, policies, profiles, epochs, peaks, artifacts, ...); QUERY "-" or no
-        QUERY reads standard input
+        QUERY reads standard input; --run-id (repeatable) restricts every view to those runs
     views [--results DIR] [--sql]
         list the views and their columns; --sql prints the CREATE VIEW statements,
         for the plain duckdb CLI: `duckdb -init views.sql`
@@ -13,6 +13,8 @@ Commands::
         write the Markdown report and figures (see `report --help`)
     status [--results DIR] [--run-id ID]
         per process: latest recorded status and attempt, Slurm job id and state
+    compare RUN_A RUN_B [--results DIR] [--metric M]
+        per method, the ratio of run B to run A with a bootstrap interval (compare --help)
 
 ``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
 ``out``; it must be a directory holding at least one record table folder. A part file
@@ -95,7 +97,7 @@ def _sql(args: argparse.Namespace) -> int:
     results = results_dir(args.results)
     text = _query_text(args)
     try:
-        answers = query(results, text, warn=lambda line: print(line, file=sys.stderr))
+        answers = query(results, text, args.run_id, warn=lambda line: print(line, file=sys.stderr))
     except ReadOnlyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INVALID
@@ -141,12 +143,18 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.status import main as status_main
 
         return status_main(argv[1:])
+    if argv[:1] == ["compare"]:  # its own parser: see stateaware.analysis.compare
+        from stateaware.analysis.compare import main as compare_main
+
+        return compare_main(argv[1:])
     parser = OneLineParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sql = commands.add_parser("sql", help="run a read-only SQL query over the results")
     _results_arg(sql)
+    sql.add_argument("--run-id", action="append", default=None, metavar="ID",
+                     help="restrict every view to this run (repeatable; default: every run)")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default: table)")
     sql.add_argument("--file", "-f", default=None, help="read the query from this file")
     sql.add_argument("query", nargs="?", default=None, help='the SQL; "-" or absent reads standard input')
@@ -159,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("report", help="write the Markdown report and figures (report --help)")
     commands.add_parser("status", help="each process's state from the records and from Slurm (status --help)")
+    commands.add_parser("compare", help="run B against run A, per method, with intervals (compare --help)")
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -38,15 +38,16 @@ class ReadOnlyError(ValueError):
     """A statement would write; results are read-only."""
 
 
-def query(results: Path | str, sql: str, *,
+def query(results: Path | str, sql: str, run_ids: Sequence[str] | None = None, *,
           warn: Callable[[str], None] | None = None) -> list[tuple[list[str], list[tuple]]]:
     """Run every statement of ``sql`` over ``results``; ``(column names, rows)`` per statement.
 
-    Raises :class:`ReadOnlyError` (naming the statement) before running anything if any
-    statement is not a read, and ``duckdb.Error`` for what the locked connection refuses.
-    ``warn`` is called with one line per damaged part file the views left out.
+    ``run_ids`` restricts every view to those runs. Raises :class:`ReadOnlyError` (naming
+    the statement) before running anything if any statement is not a read, and
+    ``duckdb.Error`` for what the locked connection refuses. ``warn`` is called with one
+    line per damaged part file the views left out.
     """
-    con = connect(results, read_only=True)
+    con = connect(results, run_ids, read_only=True)
     if warn is not None:
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")
