@@ -75,8 +75,8 @@ def _query_text(args: argparse.Namespace) -> str:
     try:
         if args.file is not None:
             return Path(args.file).read_text(encoding="utf-8")
-        if args.query in (None, "-"):
-            return sys.stdin.read()
+        if args.query in (None, "-"):  # bytes, decoded strictly: a C locale would smuggle them in escaped
+            return sys.stdin.buffer.read().decode("utf-8")
     except FileNotFoundError:
         fail(f"error: --file {args.file}: no such file; pass a file holding the SQL, or the SQL itself")
     except IsADirectoryError:

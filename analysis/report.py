@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=_draws, default=None, help="bootstrap draws (default 20,000)")
     args = parser.parse_args(argv)
     results = results_dir(args.results)
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"error: --out {args.out}: a file, not a directory; pass --out DIR", file=sys.stderr)
+        return INVALID
     try:
         path = build_report(results, args.out, run_ids=args.run_id, allow_partial=args.partial, draws=args.draws)
     except (VerificationError, ValueError) as exc:
