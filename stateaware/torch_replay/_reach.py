@@ -1,24 +1,33 @@
-"""The tensors a checkpointed segment can reach, with names a user recognises.
+"""The state a checkpointed segment can reach, with names a user recognises.
 
-Undeclared-state detection (NOTE [ Replay transaction ], Rule 6) watches the version
-counters of these tensors. Discovery is deliberately shallow and cheap: the function's
+Undeclared-state detection (NOTE [ Replay transaction ], Rule 6) watches what the
+forward *touched* (``_reads``); this module only names it, when an error is raised, and
+finds the devices a segment's modules live on (for the RNG stash) through a per-module
+cache. Discovery is deliberately shallow: the function's
 tensor arguments, the function itself or its bound ``self`` when that is a module, the
 modules and tensors in its closure cells, default arguments, ``functools.partial``
 arguments, and module-level globals the function's code names. Modules contribute every
-parameter and buffer of their subtree. Tensors hidden deeper (an attribute of a plain
-object, a list inside a dict) are not found; the contract says so.
+parameter, buffer, plain tensor attribute and generator of their subtree. Objects
+hidden deeper (an attribute of a plain object, a list inside a dict) are not named; an
+error then describes them by shape, dtype and device.
+
+The device cache is keyed by the module and by a global structure generation that
+PyTorch's module/parameter/buffer registration hooks bump; each entry keeps where to
+find one tensor per device (a dict and a key), so moving a module (``.to``) is seen
+when the sample is read, without walking the module again.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["reachable", "describe"]
+__all__ = ["reachable", "describe", "names", "module_devices"]
 
 _MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
 
@@ -34,6 +43,24 @@ def reachable(fn: Any, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tenso
         for sub, t in _tensors_of(name, obj):
             add(sub, t)
     return list(found.values())
+
+
+def names(fn: Any, args: tuple, kwargs: dict) -> dict[int, str]:
+    """``id(obj) -> name`` for every tensor and generator the segment reaches (for messages)."""
+    found: dict[int, str] = {}
+    for name, obj in _roots(fn, args, kwargs):
+        if isinstance(obj, torch.Generator):
+            found.setdefault(id(obj), name)
+            continue
+        for sub, t in _tensors_of(name, obj):
+            found.setdefault(id(t), sub)
+        if isinstance(obj, torch.nn.Module):
+            for path, mod in obj.named_modules():
+                for attr, value in vars(mod).items():
+                    if isinstance(value, (torch.Tensor, torch.Generator)):
+                        where = f"{name}.{path}." if path else f"{name}."
+                        found.setdefault(id(value), f"{where}{attr} ({type(mod).__name__}, plain attribute)")
+    return found
 
 
 def describe(name: str, t: torch.Tensor) -> str:
@@ -84,7 +111,7 @@ def _roots(fn: Any, args: tuple, kwargs: dict) -> Iterator[tuple[str, Any]]:
         g = getattr(func, "__globals__", {})
         for var in code.co_names:
             value = g.get(var)
-            if isinstance(value, (torch.nn.Module, torch.Tensor)):
+            if isinstance(value, (torch.nn.Module, torch.Tensor, torch.Generator)):
                 yield var, value
 
 
@@ -106,3 +133,40 @@ def _tensors_of(name: str, obj: Any) -> Iterator[tuple[str, torch.Tensor]]:
         for k, o in obj.items():
             if isinstance(o, (torch.Tensor, torch.nn.Module)):
                 yield from _tensors_of(f"{name}[{k!r}]", o)
+
+
+# --------------------------------------------------------------------------- device cache
+
+_generation = [0]  # bumped whenever any module registers a module, parameter or buffer
+_device_cache: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]]" = weakref.WeakKeyDictionary()
+
+
+def _structure_changed(*_: Any) -> None:
+    _generation[0] += 1
+
+
+for _register in (torch.nn.modules.module.register_module_module_registration_hook,
+                  torch.nn.modules.module.register_module_parameter_registration_hook,
+                  torch.nn.modules.module.register_module_buffer_registration_hook):
+    _register(_structure_changed)
+
+
+def module_devices(module: torch.nn.Module) -> set[torch.device]:
+    """The devices of ``module``'s parameters and buffers, walked once per structure."""
+    entry = _device_cache.get(module)
+    if entry is None or entry[0] != _generation[0]:
+        samples, seen = [], set()
+        for mod in module.modules():
+            for table in (mod._parameters, mod._buffers):
+                for key, t in table.items():
+                    if t is not None and t.device not in seen:
+                        seen.add(t.device)
+                        samples.append((table, key))
+        entry = (_generation[0], samples)
+        _device_cache[module] = entry
+    out = set()
+    for table, key in entry[1]:
+        t = table.get(key)
+        if t is not None:
+            out.add(t.device)
+    return out

@@ -19,8 +19,11 @@ from typing import Any, Union
 
 import torch
 
-from stateaware.torch_replay._reach import describe, reachable
-from stateaware.torch_replay.preserve import PRESERVE_MODES, Region, _Journal, _Whole
+from stateaware.torch_replay._generators import GeneratorState
+from stateaware.torch_replay._reach import _roots, describe, module_devices, names
+from stateaware.torch_replay._reads import Touched
+from stateaware.torch_replay._state import ModuleState, plain_tensors
+from stateaware.torch_replay.preserve import PRESERVE_MODES, Region, _is_wrapper, _Journal, _Whole, note_silent_write
 
 __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHECKS"]
 
@@ -31,14 +34,19 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 # and random-generator state the original forward saw (paper eq. 2). The transaction:
 #
 # Rule 1 (preserve first). Before the segment's forward runs, stash the RNG state of the
-#   CPU and of every device the segment reaches, and preserve each declared tensor: a
-#   whole copy, or for a Region the declared rows and their index. Undeclared state is
+#   CPU and of every device the segment reaches, and preserve each declared item: a
+#   tensor whole (one copy per tensor version, shared by the segments that declare it
+#   unchanged) or, for a Region, the declared rows and their index; a wrapper subclass
+#   through its inner tensors; a generator's state; a module's buffers, plain tensor
+#   attributes, buffer identities and Python numbers (``_state``). Undeclared state is
 #   not preserved; Rule 6 makes that an error rather than a wrong gradient.
-# Rule 2 (the replay never leaves autograd holding live storage). A whole replay runs on
-#   a private copy that the live tensor's ``.data`` points at for the replay; the live
+# Rule 2 (the replay never leaves autograd holding live storage or live history). A
+#   whole replay runs on a private copy that the live tensor's ``.data`` points at for the
+#   replay (for a non-leaf that requires grad, a stand-in object swapped in, so in-place
+#   writes record their history on the stand-in, not on the live tensor); the live
 #   storage is neither read nor written. A region replay undoes the declared rows in the
-#   live storage, so every tensor the replay saves for backward that aliases that storage
-#   is cloned when saved — before the redo overwrites it.
+#   live storage, so every tensor the replay saves for backward that aliases that
+#   storage is cloned when saved — before the redo overwrites it.
 # Rule 3 (saved means unchanged). A tensor the replay saves must still hold, at the end of
 #   the replay, the version it had when saved; eager autograd would raise otherwise, and
 #   a replay must not silently differentiate something eager would refuse.
@@ -50,11 +58,16 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 #   live tensors and the outside RNG state. The preserved history itself is never
 #   written, so any number of replays (retain_graph=True, several autograd.grad calls)
 #   see the same history.
-# Rule 6 (undeclared state is an error). (a) A reachable, undeclared tensor whose version
-#   counter moves during the original forward: the segment wrote state that a replay
-#   would read back written — raise at the forward. (b) A reachable, undeclared tensor
-#   whose storage the forward saved and whose version moved before the replay: raise at
-#   the replay. "Reachable" is defined in ``_reach``.
+# Rule 6 (undeclared state is an error). The forward runs under ``_reads.Touched``, which
+#   records every pre-existing tensor and generator the segment touched (read or wrote).
+#   (a) An undeclared one the forward wrote — its version counter moved, it was written
+#   through a ``.data`` alias or as a training-mode norm's running statistic, a buffer
+#   was rebound on an undeclared module, or a generator's state moved — would be read
+#   back written by a replay: raise at the forward. (b) An undeclared tensor the forward
+#   read (argument, keyword argument, closure, module attribute) whose version moved
+#   before the replay: the replay would compute from the changed value — raise at the
+#   replay. Both name what they found through ``_reach`` (only when raising), so the
+#   per-call cost does not grow with the model.
 # Rule 7 (nesting). A checkpoint entered during a replay runs as a shadow: it saves its
 #   inputs through autograd (so the enclosing replay saves exactly what the enclosing
 #   forward saved), discards what its own segment saves and preserves nothing, because
@@ -62,6 +75,10 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 # Rule 8 (device and precision context). The replay runs under the forward's autocast
 #   settings (CPU and the segment's device type) and inside ``fork_rng`` with the stashed
 #   states (Rule 1), so the RNG state outside the replay is what it was before it.
+# Rule 9 (module state). A declared module's buffer identities, plain tensor attributes
+#   and Python numbers (``training``, a ring pointer) are reinstated to their forward-time
+#   values for the replay and put back afterwards (Rule 5), so a replay neither sees the
+#   later values nor writes them a second time.
 
 #: Values of ``determinism_check``: "default" compares shape, dtype and device of every
 #: recomputed tensor with the forward's; "none" skips it.
@@ -76,7 +93,7 @@ class ReplayError(RuntimeError):
     """A replay could not reproduce the original forward (Rules 3, 5 and the count checks)."""
 
 
-StateItem = Union[torch.Tensor, torch.nn.Module, Region]
+StateItem = Union[torch.Tensor, torch.nn.Module, Region, torch.Generator]
 PreserveSpec = Union[str, Mapping[Any, str]]
 
 _local = threading.local()  # .replaying: depth of replays running on this thread (Rule 7)
@@ -143,10 +160,14 @@ def checkpoint(
     the state visible outside the replay is reinstated afterwards:
 
     * ``state`` lists what the segment may read or write besides its arguments: tensors,
-      modules (a module declares all its buffers, e.g. BatchNorm running statistics;
-      declare parameters by listing them as tensors) and :class:`Region` objects.
-    * ``preserve`` chooses how: ``"whole"`` keeps one copy of every declared tensor per
-      live segment (and makes one more, temporary, while a replay runs); ``"region"``
+      modules (a module declares all its buffers, e.g. BatchNorm running statistics, its
+      plain tensor attributes, which tensors its buffers are, and its ``int``/``float``/
+      ``bool`` attributes; declare parameters by listing them as tensors),
+      :class:`Region` objects and ``torch.Generator`` objects (the replay draws what the
+      forward drew from ``generator=g``).
+    * ``preserve`` chooses how: ``"whole"`` keeps one copy of every declared tensor
+      version (segments that declare it unchanged share it) and makes one more,
+      temporary, while a replay runs; ``"region"``
       keeps, for each ``Region``, only its rows and their index (and, during a replay,
       the rows' current values), other declared tensors whole; a mapping ``{tensor_or_region: "whole" |
       "region"}`` chooses per tensor (unlisted tensors: whole).
@@ -163,26 +184,43 @@ def checkpoint(
     hot path issues no host synchronisation.
 
     Errors instead of wrong gradients: :class:`UndeclaredStateError` when the segment
-    writes a reachable tensor it did not declare (a module's buffer or parameter found
-    through ``function``'s ``self``, closure, defaults or named globals; a tensor
-    argument), or when a reachable tensor the forward saved changed before the replay;
-    :class:`ReplayError` when the replay saves a different number or shape of tensors,
-    or modifies a tensor after saving it.
+    writes a pre-existing tensor or generator it did not declare (a module's buffer or
+    parameter, a closure tensor, an argument; through an in-place op, a ``.data`` alias, a
+    training-mode norm's running statistics, or by rebinding an undeclared module's
+    buffer) — raised at the forward —, or when a tensor the forward read and did not
+    declare (positional or keyword argument, closure, module attribute) changed before the
+    replay — raised at the replay; :class:`ReplayError` when the replay saves a different
+    number or shape of tensors, or modifies a tensor after saving it.
 
     Nesting: a checkpoint inside ``function`` works; the enclosing call must declare the
     state its nested calls declare too, because its replay re-runs them (Rule 7) — Rule 6
     reports it when it does not.
 
-    Limits: ``use_reentrant=True`` is not supported. Rule 6 sees writes through version
-    counters only: a kernel that updates a buffer without bumping its counter (PyTorch's
-    fused BatchNorm updates ``running_mean``/``running_var`` this way; its
-    ``num_batches_tracked`` write is what reveals the module) is not seen by itself. State reachable only through
-    attributes of plain objects is not discovered. A declared tensor must not be a view
-    (declare its base). Aliases of a declared tensor created before the call (other
-    views of its storage) are not redirected during a whole replay. A ``Region`` must
-    cover every row written between the forward and the last replay; the journal does
-    not detect writes outside it. External effects (I/O, other processes, asynchronous
-    writers) are not made transactional. Under ``torch.no_grad`` the function just runs.
+    Limits:
+
+    * ``use_reentrant=True`` is not supported.
+    * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
+      without bumping its version is seen only for the known ones (batch/instance norm
+      running statistics, ``.data`` aliases).
+    * A declared module's numbers and buffer identities are reinstated for the replay;
+      an *undeclared* module's Python attributes are not watched (a pointer moved by an
+      undeclared module is not detected; declare the module).
+    * Objects reachable only through attributes of plain objects are detected when
+      touched but named by shape only.
+    * A declared tensor must not be a view (declare its base). Aliases of a declared
+      tensor created before the call (other views of its storage) are not redirected
+      during a whole replay.
+    * A declared wrapper subclass (``__torch_dispatch__`` with ``__tensor_flatten__``) is
+      preserved whole through its inner tensors, also under ``preserve="region"``.
+    * A declared non-leaf tensor that requires grad is preserved whole, also under
+      ``preserve="region"``.
+    * Snapshot sharing trusts version counters (NOTE [ Shared snapshots ] in ``preserve``):
+      a ``.data`` or fused-norm write outside any segment between two segments declaring
+      the same tensor is not seen.
+    * A ``Region`` must cover every row written between the forward and the last replay;
+      the journal does not detect writes outside it.
+    * External effects (I/O, other processes, asynchronous writers) are not made
+      transactional. Under ``torch.no_grad`` the function just runs.
 
     Args:
         function: the segment; called as ``function(*args, **kwargs)``.
@@ -201,18 +239,18 @@ def checkpoint(
     if determinism_check not in DETERMINISM_CHECKS:
         raise ValueError(f"determinism_check={determinism_check!r}; valid values are: "
                          f"{', '.join(DETERMINISM_CHECKS)} (default 'default')")
-    declared = _declare(state, preserve)
+    declared, modules, generators = _declare(state, preserve)
     if not torch.is_grad_enabled():
         return function(*args, **kwargs)
     if getattr(_local, "replaying", 0):
         return _shadow(function, args, kwargs, declared)
-    return _forward(function, args, kwargs, declared, preserve_rng_state,
+    return _forward(function, args, kwargs, declared, modules, generators, preserve_rng_state,
                     determinism_check == "default", early_stop)
 
 
 # --------------------------------------------------------------------------- declaration
 
-def _declare(state: Iterable[StateItem], preserve: PreserveSpec) -> list[_Declared]:
+def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
     if isinstance(preserve, str):
         if preserve not in PRESERVE_MODES:
             raise ValueError(f"preserve={preserve!r}; valid values are: {', '.join(PRESERVE_MODES)} "
@@ -234,25 +272,36 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec) -> list[_Declar
         raise TypeError(f"preserve must be 'whole', 'region' or a mapping, got {type(preserve).__name__}")
 
     out: dict[int, _Declared] = {}
+    modules: list[torch.nn.Module] = []
+    generators: dict[int, tuple[str, torch.Generator]] = {}
     for i, item in enumerate(state):
         if isinstance(item, Region):
             entries = [(f"Region(state[{i}])", item.tensor, item.rows, item)]
         elif isinstance(item, torch.Tensor):
             entries = [(f"state[{i}]", item, None, item)]
         elif isinstance(item, torch.nn.Module):
-            entries = [(f"{type(item).__name__}.{n}", b, None, b) for n, b in item.named_buffers()]
+            modules.append(item)
+            cls = type(item).__name__
+            entries = [(f"{cls}.{n}", b, None, b) for n, b in item.named_buffers()]
+            entries += [(f"{cls}.{n} (plain attribute)", t, None, t) for n, t in plain_tensors(item)]
+        elif isinstance(item, torch.Generator):
+            generators.setdefault(id(item), (f"state[{i}] (generator on {item.device})", item))
+            continue
         else:
             raise TypeError(f"state[{i}] is a {type(item).__name__}; valid items are: torch.Tensor, "
-                            "torch.nn.Module (its buffers), stateaware.torch_replay.Region")
+                            "torch.nn.Module (its buffers and attributes), stateaware.torch_replay.Region, "
+                            "torch.Generator")
         for name, t, rows, key in entries:
             if t._base is not None:
                 raise ValueError(f"declared state {describe(name, t)} is a view; declare the tensor it "
                                  "views (its ._base) instead")
             mode = choose(key, rows)
+            if mode == "region" and (_is_wrapper(t) or t.grad_fn is not None):
+                mode = "whole"  # preserved through inner tensors / a stand-in (docstring, Limits)
             previous = out.get(id(t))
             if previous is None or (rows is not None and previous.rows is None):
                 out[id(t)] = _Declared(name, t, mode, rows if mode == "region" else None)
-    return list(out.values())
+    return list(out.values()), modules, list(generators.values())
 
 
 # --------------------------------------------------------------------------- forward
@@ -265,18 +314,19 @@ class _Frame:
         self.declared, self.engines = declared, engines
         self.rng, self.autocast = rng, autocast
         self.check_metadata, self.early_stop = check_metadata, early_stop
+        self.contexts: list[Any] = []  # module states and generators: enter()/exit() like engines
         self.args: list[Any] = []
         self.tensor_slots: list[int] = []
         self.input_saver: torch.Tensor | None = None
         self.holders: list[weakref.ref] = []
         self.metadata: list[tuple] = []
-        self.saved_storages: set[int] = set()
-        self.watch: list[tuple[str, weakref.ref, int]] = []
+        self.watch: list[tuple[weakref.ref, int, str | None]] = []
         self.recomputed: defaultdict[int, weakref.WeakKeyDictionary] = defaultdict(weakref.WeakKeyDictionary)
         self.replayed: set[int] = set()
         self.counts: defaultdict[int, int] = defaultdict(int)
         self.replay_saved: list[tuple[torch.Tensor, int, int]] = []
         self.region_storages: set[int] = set()
+        self.lives = [t for e in engines for t in e.lives()]
         self.live_ids = {id(e.live) for e in engines}
 
     def save_inputs(self, args: tuple, declared_ids: set[int]) -> None:
@@ -321,12 +371,9 @@ def _discard_unpack(x: None) -> torch.Tensor:
                       "(double backward through a nested checkpoint's replay is not supported)")
 
 
-def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, early_stop):
+def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state, check_metadata, early_stop):
     declared_ids = {id(d.tensor) for d in declared}
-    reach = [(n, t) for n, t in reachable(fn, args, kwargs) if id(t) not in declared_ids]
-    before = [(n, t, t._version) for n, t in reach]
-
-    device_type, devices = _devices(args, declared, reach)
+    device_type, devices = _devices(fn, args, kwargs, declared)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
     autocast = _autocast_state(device_type)
     engines = []
@@ -334,18 +381,39 @@ def _forward(fn, args, kwargs, declared, preserve_rng_state, check_metadata, ear
         engines.append(_Journal(d.tensor, d.name, d.rows) if d.mode == "region" else _Whole(d.tensor, d.name))
 
     frame = _Frame(fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop)
+    frame.contexts = [ModuleState(m) for m in modules] + [GeneratorState(g, n) for n, g in generators]
     frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
     frame.save_inputs(args, declared_ids)
-    with torch.autograd.graph.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)):
+    touched = Touched()
+    with torch.autograd.graph.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)), touched:
         out = fn(*args, **kwargs)
-
-    written = [(n, t, v) for n, t, v in before if t._version != v]  # Rule 6a
-    if written:
-        raise UndeclaredStateError(_undeclared_message(written))
-    frame.watch = [(n, weakref.ref(t), t._version) for n, t, _ in before
-                   if _storage_ptr(t) in frame.saved_storages]
-    frame.saved_storages = set()
+    _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
     return out
+
+
+def _check_forward(frame: _Frame, touched: Touched, args: tuple, declared_ids: set[int], modules,
+                   generator_ids: set[int]) -> None:
+    """Rule 6a, then the watch list for Rule 6b."""
+    def is_declared(t: torch.Tensor) -> bool:
+        return id(t) in declared_ids or (t._base is not None and id(t._base) in declared_ids)
+
+    written = touched.written()
+    for t in touched.stat_writes.values():
+        note_silent_write(t)  # NOTE [ Shared snapshots ]
+    for _, _, owner in touched.data_aliases:
+        note_silent_write(owner)
+    problems = [(t, how) for t, how in written if not is_declared(t)]
+    problems += [(g, "its state moved (it was drawn from)") for g in touched.moved_generators()
+                 if id(g) not in generator_ids]
+    if touched.rebound:
+        declared_modules = {id(m) for root in modules for m in root.modules()}
+        problems += [(m, f"buffer {name!r} was (re)bound") for m, name in touched.rebound
+                     if id(m) not in declared_modules]
+    if problems:
+        raise UndeclaredStateError(_undeclared_message(frame.fn, args, frame.kwargs, problems))
+    positions = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+    frame.watch = [(weakref.ref(t), t._version, positions.get(id(t))) for t, _ in touched.tensors.values()
+                   if not is_declared(t)]
 
 
 def _forward_pack(frame: _Frame):
@@ -354,7 +422,6 @@ def _forward_pack(frame: _Frame):
         frame.holders.append(weakref.ref(holder))
         if frame.check_metadata:
             frame.metadata.append((x.shape, x.dtype, x.device))
-        frame.saved_storages.add(_storage_ptr(x))
         return holder
 
     return pack
@@ -385,17 +452,12 @@ def _forward_unpack(frame: _Frame):
 # --------------------------------------------------------------------------- replay
 
 def _replay(frame: _Frame, gid: int) -> None:
-    for name, ref, version in frame.watch:  # Rule 6b
-        t = ref()
-        if t is not None and t._version != version:
-            raise UndeclaredStateError(
-                f"stateaware checkpoint: {describe(name, t)} was saved by the segment's forward and "
-                f"modified in place before the replay (version {version} -> {t._version}); the replay "
-                "would differentiate the modified value. Tip: declare it, "
-                "checkpoint(fn, ..., state=[that tensor or its module]), or do not modify it before backward."
-            )
+    changed = [(ref(), version, at) for ref, version, at in frame.watch  # Rule 6b
+               if ref() is not None and ref()._version != version]
+    if changed:
+        raise UndeclaredStateError(_changed_message(frame, changed))
     args = frame.inputs()
-    lives = [e.live for e in frame.engines]
+    lives = frame.lives
     versions = [t._version for t in lives]
     frame.replay_saved = []
     stopped = False
@@ -405,7 +467,7 @@ def _replay(frame: _Frame, gid: int) -> None:
             entered = []
             try:
                 with torch.no_grad():
-                    for engine in frame.engines:
+                    for engine in (*frame.contexts, *frame.engines):
                         engine.enter()
                         entered.append(engine)
                 with torch.autograd.graph.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack), \
@@ -502,15 +564,21 @@ def _check_counts(frame: _Frame, gid: int, stopped: bool) -> None:
 
 # --------------------------------------------------------------------------- RNG, autocast
 
-def _devices(args, declared, reach) -> tuple[str, list[int]]:
+def _devices(fn, args, kwargs, declared) -> tuple[str, list[int]]:
     device_type, indices = "cpu", set()
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    tensors += [d.tensor for d in declared] + [t for _, t in reach]
-    for t in tensors:
-        if t.device.type != "cpu":
-            device_type = t.device.type
-            if t.device.index is not None:
-                indices.add(t.device.index)
+    found = [a.device for a in args if isinstance(a, torch.Tensor)]
+    found += [v.device for v in kwargs.values() if isinstance(v, torch.Tensor)]
+    found += [d.tensor.device for d in declared]
+    for _, obj in _roots(fn, (), {}):  # the function's own modules and closure tensors (cached walk)
+        if isinstance(obj, torch.nn.Module):
+            found.extend(module_devices(obj))
+        elif isinstance(obj, torch.Tensor):
+            found.append(obj.device)
+    for device in found:
+        if device.type != "cpu":
+            device_type = device.type
+            if device.index is not None:
+                indices.add(device.index)
     if device_type == "cpu" and torch.cuda.is_available() and torch.cuda.is_initialized():
         device_type = "cuda"  # a segment may create CUDA tensors from CPU inputs
     if device_type != "cpu":
@@ -568,11 +636,50 @@ def _storage_ptr(t: torch.Tensor) -> int:
         return -1
 
 
-def _undeclared_message(written) -> str:
-    lines = [f"  {describe(n, t)}: version {v} -> {t._version}" for n, t, v in written]
+def _namer(fn, args, kwargs):
+    """Names for the objects in an error message; the walk runs only when raising."""
+    table = None
+    positions = {id(a): f"argument {i}" for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+
+    def name(obj: Any) -> str:
+        nonlocal table
+        if id(obj) in positions:
+            return positions[id(obj)]
+        if isinstance(obj, torch.nn.Module):
+            return type(obj).__name__
+        if table is None:
+            table = names(fn, args, kwargs)
+        base = getattr(obj, "_base", None)
+        if id(obj) not in table and base is not None and id(base) in table:
+            return f"a view of {table[id(base)]}"
+        return table.get(id(obj), "a tensor the segment reached")
+
+    return name
+
+
+def _what(name: str, obj: Any) -> str:
+    return describe(name, obj) if isinstance(obj, torch.Tensor) else name
+
+
+def _undeclared_message(fn, args, kwargs, problems) -> str:
+    name = _namer(fn, args, kwargs)
+    lines = [f"  {_what(name(obj), obj)}: {how}" for obj, how in problems]
     return (
         "stateaware checkpoint: the segment wrote state it did not declare, so a replay would read "
         "the written value instead of the one the forward read:\n" + "\n".join(lines) + "\n"
-        "Tip: declare it, checkpoint(fn, ..., state=[tensor, module or Region(tensor, rows)]) "
-        "(a module declares all its buffers), or move the write out of the checkpointed segment."
+        "Tip: declare it, checkpoint(fn, ..., state=[tensor, module, generator or Region(tensor, rows)]) "
+        "(a module declares its buffers, attributes and numbers), or move the write out of the segment."
+    )
+
+
+def _changed_message(frame: _Frame, changed) -> str:
+    name = _namer(frame.fn, (), frame.kwargs)
+    lines = [f"  {_what(f'argument {at}' if at is not None else name(t), t)}: version {v} -> {t._version}"
+             for t, v, at in changed]
+    return (
+        "stateaware checkpoint: the segment's forward read state it did not declare, and it was modified "
+        "in place before the replay; the replay would compute from (and differentiate) the modified "
+        "value:\n" + "\n".join(lines) + "\n"
+        "Tip: declare it, checkpoint(fn, ..., state=[that tensor or its module]), or do not modify it "
+        "before backward."
     )

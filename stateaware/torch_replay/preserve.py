@@ -20,6 +20,7 @@ Both are usable on CUDA without host synchronisation: preservation is ``clone`` 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,50 @@ class Region:
             raise ValueError("Region needs a tensor with at least one dimension; declare a 0-d tensor whole")
 
 
+# NOTE [ Shared snapshots ]
+#
+# Consecutive segments often declare the same tensor without writing it (a queue read by
+# every layer, a buffer declared by a whole block): a snapshot per segment would keep N
+# identical copies. A snapshot (or a journal's old rows) is therefore shared by every
+# engine that asks for the same tensor at the same version: the cache maps
+# (tensor identity, storage, layout, version[, rows]) to a weak reference of the copy,
+# so the entry dies with the last engine (and graph) holding it. The copy keeps the
+# tensor's storage alive, so while an entry exists its address cannot be reused by
+# another storage. Sharing trusts version counters: a write that does not bump the
+# version (a `.data` alias written outside any segment, a fused BatchNorm running-
+# statistics update outside any checkpoint) between two segments that declare the
+# tensor makes the later one reuse the earlier copy; writes inside checkpointed
+# segments are recorded (``_reads``) and counted in the key.
+
+_shared: "dict[tuple, weakref.ref]" = {}
+
+
+def note_silent_write(t: "torch.Tensor") -> None:
+    """A segment wrote ``t`` without bumping its version: no later snapshot may reuse an old copy."""
+    t._stateaware_silent_writes = getattr(t, "_stateaware_silent_writes", 0) + 1
+
+
+def _key(live: "torch.Tensor", *extra) -> tuple:
+    return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
+            live.stride(), live.dtype, live._version, getattr(live, "_stateaware_silent_writes", 0), *extra)
+
+
+def _shared_copy(key: tuple, make):
+    ref = _shared.get(key)
+    copy = ref() if ref is not None else None
+    if copy is None:
+        copy = make()
+        _shared[key] = weakref.ref(copy, lambda _, key=key: _shared.pop(key, None))
+    return copy
+
+
+def _is_wrapper(t: "torch.Tensor") -> bool:
+    """A ``__torch_dispatch__`` wrapper subclass (DTensor, float8): state lives in inner tensors."""
+    import torch
+
+    return type(t) not in (torch.Tensor, torch.nn.Parameter) and hasattr(t, "__tensor_flatten__")
+
+
 class _Whole:
     """Whole-snapshot engine for one declared tensor (see NOTE [ Replay transaction ])."""
 
@@ -99,28 +144,71 @@ class _Whole:
         import torch
 
         self.live, self.name = live, name
-        with torch.no_grad():
-            # clone keeps the strides of a dense tensor, so `.data` can be swapped back and
-            # forth without changing the layout the segment sees.
-            self.snapshot = live.detach().clone(memory_format=torch.preserve_format)
         self._outside: "torch.Tensor | None" = None
+        self._stand: "torch.Tensor | None" = None
+        self.inner: list[_Whole] = []
+        if _is_wrapper(live):
+            # A wrapper's bytes are its inner tensors' (``__tensor_flatten__``); its own
+            # `.data` has none, so each inner tensor is preserved and redirected instead.
+            attrs, _ = live.__tensor_flatten__()
+            self.inner = [_Whole(getattr(live, a), f"{name}.{a}") for a in attrs]
+            self.snapshot = None
+            self.retained_bytes = sum(e.retained_bytes for e in self.inner)
+            return
+        # A non-leaf that requires grad: the segment's in-place writes record autograd
+        # history on the tensor object, so a replay must run on a stand-in object.
+        self.stand_in = live.grad_fn is not None and type(live) is torch.Tensor
+
+        def make() -> "torch.Tensor":
+            with torch.no_grad():
+                # clone keeps the strides of a dense tensor, so `.data` can be swapped back
+                # and forth without changing the layout the segment sees.
+                copy = live.detach().clone(memory_format=torch.preserve_format)
+            copy._stateaware_keeps = live.untyped_storage()  # NOTE [ Shared snapshots ]
+            return copy
+
+        self.snapshot = _shared_copy(_key(live), make)
         self.retained_bytes = self.snapshot.numel() * self.snapshot.element_size()
+
+    def lives(self) -> "list[torch.Tensor]":
+        """The tensors whose version counters a replay must leave unchanged (Rule 4)."""
+        return [self.live] + [t for e in self.inner for t in e.lives()]
 
     def enter(self) -> None:
         # Rule 2: the replay must not touch the live storage, so it runs on a copy; and not
-        # on the snapshot itself, which must stay intact for a second backward (Rule 5).
-        # Whether the replay writes cannot be told from version counters: some kernels
-        # (BatchNorm's running statistics) write buffers without bumping them.
+        # on the snapshot itself, which must stay intact for a second backward (Rule 5)
+        # and may be shared. Whether the replay writes cannot be told from version
+        # counters: some kernels (BatchNorm's running statistics) write without bumping.
         import torch
 
+        for e in self.inner:
+            e.enter()
+        if self.snapshot is None:
+            return
+        if self.stand_in:
+            # The live tensor object (with its grad_fn and version) is swapped out for a
+            # non-leaf copy for the replay's duration; the replay's in-place writes record
+            # their history on the copy, and swapping back leaves the live one as eager did.
+            with torch.enable_grad():
+                stand = self.snapshot.detach().requires_grad_().clone(memory_format=torch.preserve_format)
+            torch._C._swap_tensor_impl(self.live, stand)
+            self._stand = stand
+            return
         replay = self.snapshot.clone(memory_format=torch.preserve_format)
         self._outside = self.live.data
         self.live.data = replay
 
     def exit(self) -> None:
+        import torch
+
+        if self._stand is not None:
+            torch._C._swap_tensor_impl(self.live, self._stand)
+            self._stand = None
         if self._outside is not None:
             self.live.data = self._outside
             self._outside = None
+        for e in reversed(self.inner):
+            e.exit()
 
     def owns_storage(self, ptr: int) -> bool:
         return False  # the live storage is never visible to a replay
@@ -135,11 +223,20 @@ class _Journal:
         import torch
 
         self.live, self.name, self.rows = live, name, rows.to(torch.int64)
-        with torch.no_grad():
-            self.old = live.detach().index_select(0, self.rows)
+
+        def make() -> "torch.Tensor":
+            with torch.no_grad():
+                old = live.detach().index_select(0, self.rows)
+            old._stateaware_keeps = (live.untyped_storage(), self.rows)  # NOTE [ Shared snapshots ]
+            return old
+
+        self.old = _shared_copy(_key(live, id(self.rows), self.rows._version), make)
         self._current: "torch.Tensor | None" = None
         self.retained_bytes = (self.old.numel() * self.old.element_size()
                                + self.rows.numel() * self.rows.element_size())
+
+    def lives(self) -> "list[torch.Tensor]":
+        return [self.live]
 
     def enter(self) -> None:
         # `.data` is an alias with its own version counter: the undo is not an autograd-
@@ -163,4 +260,3 @@ class _Journal:
         # Rule 2: the replay reads the live storage, so anything it saves for backward that
         # aliases this storage is cloned before the redo overwrites it.
         return self.live.untyped_storage().data_ptr() == ptr
-

@@ -1,0 +1,158 @@
+"""What a segment's original forward touched: the tensors and generators it read or wrote.
+
+Rule 6 (NOTE [ Replay transaction ] in ``checkpoint``) needs, per segment, the state
+that existed before the segment and that the segment used. Walking everything the
+function can reach (every parameter and buffer of a model, on every call) costs
+O(model) per call and watches tensors the segment never used; instead the forward runs
+under :class:`Touched`, a ``TorchFunctionMode`` that records, for every torch call,
+
+* each tensor argument not made by the segment itself, with its version counter at its
+  first use (before the call that may write it) — the segment's *pre-existing* inputs:
+  arguments, closure tensors, parameters, buffers, whatever the call reached;
+* each tensor the segment made (the calls' outputs), so that in-place writes to the
+  segment's own temporaries are not mistaken for state writes;
+* ``.data`` aliases of pre-existing tensors (``param.data.mul_()`` writes its owner
+  through an alias with its own version counter);
+* running statistics given to a training-mode batch/instance norm (fused kernels write
+  them without bumping a version counter);
+* explicit generators (``generator=g``) with their state at first use;
+* buffers (re)registered on a module while the forward runs (``self.mem = new``), through
+  PyTorch's global buffer-registration hook.
+
+A metadata query (``.shape``, ``.dtype``, ``.device``, ...) is not a read. The cost is
+one Python call per torch call of the forward, independent of the model's size; the
+replay does not run under it. Limits: a tensor reached only by C++ code without passing
+through a torch call (none in PyTorch's own modules) is not seen.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["Touched"]
+
+_T = torch._C.TensorBase
+_METADATA = frozenset(
+    [getattr(_T, n) for n in ("dim", "size", "stride", "numel", "is_contiguous", "element_size", "data_ptr",
+                              "storage_offset", "is_floating_point", "is_complex", "__len__", "get_device",
+                              "nelement", "ndimension")]
+    + [_T.__dict__[n].__get__ for n in ("shape", "dtype", "device", "ndim", "requires_grad", "is_cuda",
+                                        "layout", "grad_fn", "is_leaf", "_version", "is_sparse", "is_meta",
+                                        "itemsize", "nbytes", "names", "is_quantized", "is_nested")
+       if n in _T.__dict__]
+)
+_DATA_GET = _T.__dict__["data"].__get__
+# Calls that write their running-statistics arguments in training mode without a version bump.
+_STATS = {torch.nn.functional.batch_norm: (1, 2, "training", 5), torch.batch_norm: (3, 4, None, 5),
+          torch.nn.functional.instance_norm: (1, 2, "use_input_stats", 5),
+          torch.instance_norm: (3, 4, None, 5)}
+_STAT_NAMES = {torch.nn.functional.batch_norm: ("running_mean", "running_var"),
+               torch.batch_norm: ("running_mean", "running_var"),
+               torch.nn.functional.instance_norm: ("running_mean", "running_var"),
+               torch.instance_norm: ("running_mean", "running_var")}
+
+
+_active = threading.local()  # .stack: the Touched recorders running on this thread
+
+
+def _buffer_registered(module: torch.nn.Module, name: str, value) -> None:
+    for recorder in getattr(_active, "stack", ()):
+        recorder.rebound.append((module, name))
+
+
+torch.nn.modules.module.register_module_buffer_registration_hook(_buffer_registered)
+
+
+class Touched(TorchFunctionMode):
+    """Records the pre-existing tensors and generators a forward touches (module doc)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tensors: dict[int, tuple[torch.Tensor, int]] = {}  # id -> (tensor, version at first use)
+        self.made: set[int] = set()
+        self.data_aliases: list[tuple[torch.Tensor, int, torch.Tensor]] = []  # (alias, its version, owner)
+        self.stat_writes: dict[int, torch.Tensor] = {}
+        self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
+        self.rebound: list[tuple[torch.nn.Module, str]] = []
+
+    def __enter__(self):
+        if not hasattr(_active, "stack"):
+            _active.stack = []
+        _active.stack.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _active.stack.remove(self)
+        return super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _METADATA:
+            return func(*args, **(kwargs or {}))
+        tensors, made = self.tensors, self.made
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if id(a) not in made and id(a) not in tensors:
+                    tensors[id(a)] = (a, a._version)
+            elif type(a) in (list, tuple):
+                for b in a:
+                    if isinstance(b, torch.Tensor) and id(b) not in made and id(b) not in tensors:
+                        tensors[id(b)] = (b, b._version)
+        if kwargs:
+            for v in kwargs.values():
+                if isinstance(v, torch.Tensor):
+                    if id(v) not in made and id(v) not in tensors:
+                        tensors[id(v)] = (v, v._version)
+                elif isinstance(v, torch.Generator) and id(v) not in self.generators:
+                    self.generators[id(v)] = (v, v.get_state())
+            stats = _STATS.get(func)
+        else:
+            kwargs = {}
+            stats = _STATS.get(func)
+        if stats is not None:
+            self._stats(func, stats, args, kwargs)
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor):
+            if id(out) not in tensors:
+                made.add(id(out))
+                if func == _DATA_GET and id(args[0]) in tensors:
+                    self.data_aliases.append((out, out._version, args[0]))
+        elif type(out) in (list, tuple):
+            for o in out:
+                if isinstance(o, torch.Tensor) and id(o) not in tensors:
+                    made.add(id(o))
+        return out
+
+    def _stats(self, func, where, args: tuple, kwargs: dict) -> None:
+        mean_at, var_at, flag, flag_at = where
+        if flag is None:
+            training = args[flag_at] if len(args) > flag_at else False
+        else:
+            training = kwargs.get(flag, args[flag_at] if len(args) > flag_at else flag == "use_input_stats")
+        if not training:
+            return
+        names = _STAT_NAMES[func]
+        for at, name in zip((mean_at, var_at), names):
+            t = args[at] if len(args) > at else kwargs.get(name)
+            if isinstance(t, torch.Tensor) and id(t) not in self.made:
+                self.stat_writes[id(t)] = t
+                if id(t) not in self.tensors:
+                    self.tensors[id(t)] = (t, t._version)
+
+    def written(self) -> list[tuple[torch.Tensor, str]]:
+        """Pre-existing tensors the forward wrote, each with how: ``(tensor, how)``."""
+        out: dict[int, tuple[torch.Tensor, str]] = {}
+        for t, version in self.tensors.values():
+            if t._version != version:
+                out[id(t)] = (t, f"version {version} -> {t._version}")
+        for t in self.stat_writes.values():
+            out.setdefault(id(t), (t, "running statistic updated by a training-mode normalisation"))
+        for alias, version, owner in self.data_aliases:
+            if alias._version != version:
+                out.setdefault(id(owner), (owner, "written through its .data alias"))
+        return list(out.values())
+
+    def moved_generators(self) -> list[torch.Generator]:
+        return [g for g, state in self.generators.values() if not torch.equal(g.get_state(), state)]
