@@ -14,8 +14,9 @@ large run costs milliseconds. What it catches:
   have. A part written by an older ``SCHEMA_VERSION`` of our own writer (its file metadata
   says so) may lack the columns added since; identity columns are never optional.
 
-What it does not catch: a page corrupted in the middle of an intact file (only reading the
-data finds that; DuckDB then names the file in its error).
+What the footer alone does not catch: a page corrupted in the middle of an intact file;
+``decode=True`` reads the data too (once per launch, for resume, is affordable; on every
+``sql`` is not), otherwise DuckDB names the file in its error when a query reaches it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stateaware.records.schema import IDENTITY, SCHEMA_VERSION
+from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
 
 __all__ = ["part_problem"]
 
@@ -36,14 +37,17 @@ _IDENTITY_NAMES = frozenset(f.name for f in IDENTITY)
 _NAMES_AT_MOST = 4
 
 
-def part_problem(path: Path | str, schema: pa.Schema) -> str | None:
+def part_problem(path: Path | str, schema: pa.Schema | str, *, decode: bool = False) -> str | None:
     """What is wrong with the part file at ``path`` for a table of ``schema``; ``None`` if nothing.
 
-    The answer is one short phrase ("zero bytes", "not a Parquet file (...)", "column
-    'process_index' is string, expected int32", ...) for a message that names the file.
-    Nullability is not compared (Parquet readers differ on it); types are, exactly.
-    Never raises for a bad file; raises nothing but ``TypeError`` for a bad ``schema``.
+    ``schema`` is an Arrow schema or the name of a record table. The answer is one short
+    phrase ("zero bytes", "not a Parquet file (...)", "column 'process_index' is string,
+    expected int32", ...) for a message that names the file. Nullability is not compared
+    (Parquet readers differ on it); types are, exactly. ``decode=True`` also reads every
+    page. Never raises for a bad file; ``KeyError`` (listing the tables) for an unknown
+    table name.
     """
+    schema = schema_for(schema) if isinstance(schema, str) else schema
     path = Path(path)
     try:
         if not path.is_file():
@@ -61,7 +65,14 @@ def part_problem(path: Path | str, schema: pa.Schema) -> str | None:
     end = _data_end(meta)
     if end > size:
         return f"truncated: its footer points to byte {end:,} of a {size:,}-byte file"
-    return _schema_problem(found, schema)
+    problem = _schema_problem(found, schema)
+    if problem is None and decode:
+        try:
+            pq.read_table(path)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return f"data does not decode ({_shorten(first)})"
+    return problem
 
 
 def _data_end(meta: pq.FileMetaData) -> int:
