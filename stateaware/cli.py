@@ -105,7 +105,8 @@ def _dry_run_table(plan) -> str:
 
 #: Hydra's own variable: set, its run_and_report re-raises composition errors (instead of
 #: printing a trimmed traceback and exiting 1), so :func:`_compose_error` can say them in
-#: one line with exit 2. Restored before the run starts, so processes never inherit it.
+#: one line with exit 2. Restored before the run starts, so processes never inherit it;
+#: a user who set it gets Hydra's full trace, as Hydra documents.
 _FULL_ERROR = "HYDRA_FULL_ERROR"
 _HELP_TIP = "python -m stateaware --help lists the groups; --cfg job prints the composed config"
 
@@ -181,8 +182,8 @@ def _main() -> int:
     try:
         _hydra_main()
     except Exception as exc:
-        if _Started.value:
-            raise  # our own code failed: a bug, and its traceback says where
+        if _Started.value or _Started.full_error:
+            raise  # our own code failed (a bug: its traceback says where), or the user asked for the trace
         print(_compose_error(exc), file=sys.stderr)
         return 2
     finally:
