@@ -10,6 +10,7 @@ with a message that names the field and the allowed values.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,10 @@ class Config:
     processes: int = II("cohort.processes")
     dry_run: bool = False  # print the process specs that would launch, then exit
     wait: bool = True  # false: submit and return (launcher=slurm only)
+    # Free space `out` must have at start-up, in MiB (0: no check). A full disk later still
+    # ends the launch cleanly (one line, exit 1, nothing half-written); this catches the
+    # common case before any process starts.
+    min_free_mib: float = 256.0
 
 
 def register_configs() -> None:
@@ -154,7 +159,8 @@ def validate(cfg: DictConfig) -> None:
     ``launcher.timeout_min`` > 0; ``wait=false`` only with ``launcher=slurm``; every
     config value whose key ends in ``budget``/``budget_bytes``/``budget_gib`` non-negative;
     the cohort kind importable, and the cohort's ``params`` as its kind declares them
-    (``PARAMS``, :mod:`stateaware.launch.params`); ``out`` creatable and writable.
+    (``PARAMS``, :mod:`stateaware.launch.params`); ``out`` creatable, writable and with at
+    least ``min_free_mib`` MiB free.
     """
     _check(1 <= cfg.processes <= MAX_PROCESSES, "processes", cfg.processes,
            f"an integer >= 1 and <= {MAX_PROCESSES:,} (MAX_PROCESSES)")
@@ -184,7 +190,8 @@ def validate(cfg: DictConfig) -> None:
             check_params(OmegaConf.to_container(cfg.cohort.params, resolve=True), declared, cfg.cohort.name)
         except ValueError as exc:
             raise ConfigError(f"{exc}; set it with cohort.params.KEY=VALUE") from None
-    _check_writable(Path(cfg.out))
+    _check(cfg.min_free_mib >= 0, "min_free_mib", cfg.min_free_mib, "MiB >= 0 (0 turns the free-space check off)")
+    _check_writable(Path(cfg.out), cfg.min_free_mib)
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
@@ -218,7 +225,7 @@ def _budget_values(node: Any, prefix: str = ""):
             yield from _budget_values(value, f"{prefix}[{i}]")
 
 
-def _check_writable(out: Path) -> None:
+def _check_writable(out: Path, min_free_mib: float = 0.0) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
@@ -230,3 +237,12 @@ def _check_writable(out: Path) -> None:
         ) from None
     if not os.access(out, os.W_OK):
         raise ConfigError(f"invalid out={str(out)!r}: not writable; pass out=DIR with a writable DIR")
+    free = shutil.disk_usage(out).free
+    if free < min_free_mib * 2**20:
+        from stateaware.units import format_bytes
+
+        raise ConfigError(
+            f"invalid out={str(out)!r}: only {format_bytes(free)} free there, below min_free_mib={min_free_mib:g} "
+            f"({format_bytes(int(min_free_mib * 2**20))}); free some space, pass out=DIR on a disk with room, "
+            f"or min_free_mib=0 to skip this check"
+        )
