@@ -45,6 +45,10 @@ _METADATA = frozenset(
        if n in _T.__dict__]
 )
 _DATA_GET = _T.__dict__["data"].__get__
+# Calls that touch no tensor data: run without recording.
+_PASS = frozenset([torch._C._set_grad_enabled, torch.is_grad_enabled, torch._C._get_tracing_state,
+                   torch.is_autocast_enabled, torch.get_autocast_dtype])
+_SKIP = _METADATA | _PASS
 # Calls that write their running-statistics arguments in training mode without a version bump.
 _STATS = {torch.nn.functional.batch_norm: (1, 2, "training", 5), torch.batch_norm: (3, 4, None, 5),
           torch.nn.functional.instance_norm: (1, 2, "use_input_stats", 5),
@@ -89,7 +93,7 @@ class Touched(TorchFunctionMode):
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in _METADATA:
+        if func in _SKIP:
             return func(*args, **(kwargs or {}))
         tensors, made = self.tensors, self.made
         for a in args:
@@ -105,7 +109,7 @@ class Touched(TorchFunctionMode):
                 if isinstance(v, torch.Tensor):
                     if id(v) not in made and id(v) not in tensors:
                         tensors[id(v)] = (v, v._version)
-                elif isinstance(v, torch.Generator) and id(v) not in self.generators:
+                elif type(v) is torch.Generator and id(v) not in self.generators:
                     self.generators[id(v)] = (v, v.get_state())
             stats = _STATS.get(func)
         else:

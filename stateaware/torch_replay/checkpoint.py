@@ -309,6 +309,10 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
 class _Frame:
     """Everything one checkpointed call keeps between its forward and its replays."""
 
+    __slots__ = ("fn", "kwargs", "declared", "engines", "rng", "autocast", "check_metadata", "early_stop",
+                 "contexts", "args", "tensor_slots", "input_saver", "holders", "metadata", "watch",
+                 "recomputed", "replayed", "counts", "replay_saved", "region_storages", "lives", "live_ids")
+
     def __init__(self, fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop):
         self.fn, self.kwargs = fn, kwargs
         self.declared, self.engines = declared, engines
@@ -478,8 +482,9 @@ def _replay(frame: _Frame, gid: int) -> None:
                         stopped = True
                 _check_saved_unchanged(frame)  # Rule 3
             finally:
-                for engine in reversed(entered):  # Rule 5
-                    engine.exit()
+                with torch.no_grad():
+                    for engine in reversed(entered):  # Rule 5
+                        engine.exit()
                 frame.replay_saved = []
                 if lives:  # Rule 4
                     torch._C._autograd._unsafe_set_version_counter(tuple(lives), tuple(versions))
@@ -564,7 +569,17 @@ def _check_counts(frame: _Frame, gid: int, stopped: bool) -> None:
 
 # --------------------------------------------------------------------------- RNG, autocast
 
+_accelerator: list[str | None] = []  # the machine's accelerator type, looked up once
+
+
 def _devices(fn, args, kwargs, declared) -> tuple[str, list[int]]:
+    if not _accelerator:
+        found_type = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+        _accelerator.append(found_type.type if found_type is not None else None)
+    kind = _accelerator[0]
+    if kind is None or (kind == "cuda" and not torch.cuda.is_initialized()):
+        # No tensor can live on an accelerator that was never initialised: CPU only.
+        return "cpu", []
     device_type, indices = "cpu", set()
     found = [a.device for a in args if isinstance(a, torch.Tensor)]
     found += [v.device for v in kwargs.values() if isinstance(v, torch.Tensor)]
@@ -611,15 +626,26 @@ def _rng_restored(rng):
         yield
 
 
+_autocast_types: dict[str, tuple[str, ...]] = {}
+
+
 def _autocast_state(device_type: str):
-    types = ["cpu"] + ([device_type] if device_type != "cpu" else [])
-    return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types
-            if torch.amp.is_autocast_available(t)], torch.is_autocast_cache_enabled()
+    types = _autocast_types.get(device_type)
+    if types is None:
+        types = _autocast_types[device_type] = tuple(
+            t for t in dict.fromkeys(("cpu", device_type)) if torch.amp.is_autocast_available(t))
+    return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types], \
+        torch.is_autocast_cache_enabled()
 
 
 @contextlib.contextmanager
 def _autocast_restored(state):
     settings, cache = state
+    if cache == torch.is_autocast_cache_enabled() and all(
+            (enabled, dtype) == (torch.is_autocast_enabled(t), torch.get_autocast_dtype(t))
+            for t, enabled, dtype in settings):
+        yield  # the backward already runs under the forward's settings (the common case)
+        return
     with contextlib.ExitStack() as stack:
         for device_type, enabled, dtype in settings:
             stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled,

@@ -114,12 +114,17 @@ def note_silent_write(t: "torch.Tensor") -> None:
     t._stateaware_silent_writes = getattr(t, "_stateaware_silent_writes", 0) + 1
 
 
-def _key(live: "torch.Tensor", *extra) -> tuple:
-    return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
-            live.stride(), live.dtype, live._version, getattr(live, "_stateaware_silent_writes", 0), *extra)
+def _key(live: "torch.Tensor", *extra) -> "tuple | None":
+    try:
+        return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
+                live.stride(), live.dtype, live._version, getattr(live, "_stateaware_silent_writes", 0), *extra)
+    except (RuntimeError, NotImplementedError):  # no strided storage (sparse, nested): never shared
+        return None
 
 
-def _shared_copy(key: tuple, make):
+def _shared_copy(key: "tuple | None", make):
+    if key is None:
+        return make()
     ref = _shared.get(key)
     copy = ref() if ref is not None else None
     if copy is None:
@@ -164,7 +169,8 @@ class _Whole:
                 # clone keeps the strides of a dense tensor, so `.data` can be swapped back
                 # and forth without changing the layout the segment sees.
                 copy = live.detach().clone(memory_format=torch.preserve_format)
-            copy._stateaware_keeps = live.untyped_storage()  # NOTE [ Shared snapshots ]
+            if live.layout == torch.strided:
+                copy._stateaware_keeps = live.untyped_storage()  # NOTE [ Shared snapshots ]
             return copy
 
         self.snapshot = _shared_copy(_key(live), make)
@@ -222,12 +228,14 @@ class _Journal:
     def __init__(self, live: "torch.Tensor", name: str, rows: "torch.Tensor"):
         import torch
 
-        self.live, self.name, self.rows = live, name, rows.to(torch.int64)
+        self.live, self.name = live, name
+        self.rows = rows if rows.dtype is torch.int64 else rows.to(torch.int64)
 
         def make() -> "torch.Tensor":
             with torch.no_grad():
                 old = live.detach().index_select(0, self.rows)
-            old._stateaware_keeps = (live.untyped_storage(), self.rows)  # NOTE [ Shared snapshots ]
+            if live.layout == torch.strided:
+                old._stateaware_keeps = (live.untyped_storage(), self.rows)  # NOTE [ Shared snapshots ]
             return old
 
         self.old = _shared_copy(_key(live, id(self.rows), self.rows._version), make)
@@ -240,20 +248,14 @@ class _Journal:
 
     def enter(self) -> None:
         # `.data` is an alias with its own version counter: the undo is not an autograd-
-        # visible write (Rule 4).
-        import torch
-
-        with torch.no_grad():
-            raw = self.live.data
-            self._current = raw.index_select(0, self.rows)
-            raw.index_copy_(0, self.rows, self.old)
+        # visible write (Rule 4). Called under no_grad, as is exit.
+        raw = self.live.data
+        self._current = raw.index_select(0, self.rows)
+        raw.index_copy_(0, self.rows, self.old)
 
     def exit(self) -> None:
-        import torch
-
         if self._current is not None:
-            with torch.no_grad():
-                self.live.data.index_copy_(0, self.rows, self._current)
+            self.live.data.index_copy_(0, self.rows, self._current)
             self._current = None
 
     def owns_storage(self, ptr: int) -> bool:
