@@ -335,8 +335,7 @@ class _Frame:
 
     def save_inputs(self, args: tuple, declared_ids: set[int]) -> None:
         self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
-        anchor = torch.empty(0, requires_grad=True)
-        self.input_saver = _SaveInputs.apply(anchor, *tensors)
+        self.input_saver = _SaveInputs.apply(_anchor(), *tensors)
 
     def inputs(self) -> list[Any]:
         args = list(self.args)
@@ -344,6 +343,15 @@ class _Frame:
         for slot, t in zip(self.tensor_slots, saved):
             args[slot] = t
         return args
+
+
+def _anchor() -> torch.Tensor:
+    # One leaf per thread that makes _SaveInputs record its node; no gradient ever reaches
+    # it (the node's output is never used), so sharing it across calls is safe.
+    anchor = getattr(_local, "anchor", None)
+    if anchor is None:
+        anchor = _local.anchor = torch.empty(0, requires_grad=True)
+    return anchor
 
 
 def _split_inputs(args: tuple, declared_ids: set[int]):
@@ -361,7 +369,7 @@ def _split_inputs(args: tuple, declared_ids: set[int]):
 def _shadow(fn, args, kwargs, declared):
     """Rule 7: a checkpoint met during an enclosing replay."""
     _, _, tensors = _split_inputs(args, {id(d.tensor) for d in declared})
-    _SaveInputs.apply(torch.empty(0, requires_grad=True), *tensors)
+    _SaveInputs.apply(_anchor(), *tensors)
     with torch.autograd.graph.saved_tensors_hooks(_discard_pack, _discard_unpack):
         return fn(*args, **kwargs)
 
@@ -613,17 +621,24 @@ def _stash_rng(device_type: str, devices: list[int]):
 
 @contextlib.contextmanager
 def _rng_restored(rng):
+    """The stashed RNG states inside, the outside states back afterwards (Rule 8); what
+    ``torch.random.fork_rng`` does, without its per-call argument handling."""
     if rng is None:
         yield
         return
     cpu, device_type, devices, states = rng
-    with torch.random.fork_rng(devices=devices, enabled=True, device_type=device_type):
-        torch.set_rng_state(cpu)
-        if devices:
-            module = torch.get_device_module(device_type)
-            for d, s in zip(devices, states):
-                module.set_rng_state(s, d)
+    module = torch.get_device_module(device_type) if devices else None
+    outside_cpu = torch.get_rng_state()
+    outside = [module.get_rng_state(d) for d in devices] if devices else []
+    torch.set_rng_state(cpu)
+    for d, state in zip(devices, states):
+        module.set_rng_state(state, d)
+    try:
         yield
+    finally:
+        torch.set_rng_state(outside_cpu)
+        for d, state in zip(devices, outside):
+            module.set_rng_state(state, d)
 
 
 _autocast_types: dict[str, tuple[str, ...]] = {}
@@ -638,19 +653,17 @@ def _autocast_state(device_type: str):
         torch.is_autocast_cache_enabled()
 
 
-@contextlib.contextmanager
 def _autocast_restored(state):
     settings, cache = state
     if cache == torch.is_autocast_cache_enabled() and all(
             (enabled, dtype) == (torch.is_autocast_enabled(t), torch.get_autocast_dtype(t))
             for t, enabled, dtype in settings):
-        yield  # the backward already runs under the forward's settings (the common case)
-        return
-    with contextlib.ExitStack() as stack:
-        for device_type, enabled, dtype in settings:
-            stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled,
-                                               cache_enabled=cache))
-        yield
+        return contextlib.nullcontext()  # the backward already runs under the forward's settings
+    stack = contextlib.ExitStack()
+    for device_type, enabled, dtype in settings:
+        stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled,
+                                           cache_enabled=cache))
+    return stack
 
 
 # --------------------------------------------------------------------------- helpers
