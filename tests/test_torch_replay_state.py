@@ -375,3 +375,29 @@ def test_one_snapshot_per_version_not_per_segment(preserve):
     assert run("ours", write_between=True)[1] == 2  # a new version gets its own copy
     gc.collect()
     assert len(preserve_module._shared) == before  # entries die with the graphs
+
+
+def test_a_write_without_a_version_bump_inside_a_segment_is_not_shared_over():
+    # seg1 writes buf through `.data` (no version bump); seg2 reads buf. A snapshot keyed by
+    # version alone would hand seg2's replay seg1's pre-write copy.
+    def run(how):
+        buf = torch.linspace(-1, 1, 6, dtype=D)
+        x = _x()
+
+        def seg1(h):
+            r = torch.tanh(h + buf)
+            buf.data.add_(1.0)
+            return r
+
+        def seg2(h):
+            return torch.tanh(h * buf)
+
+        if how == "eager":
+            out = seg2(seg1(x))
+        else:
+            out = checkpoint(seg2, checkpoint(seg1, x, state=[buf]), state=[buf])
+        out.sum().backward()
+        return x.grad, buf.clone()
+
+    for a, b in zip(run("ours"), run("eager")):
+        assert torch.equal(a, b)

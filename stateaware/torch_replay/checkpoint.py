@@ -180,8 +180,10 @@ def checkpoint(
     segments, the next step, an optimizer), for any number of backward passes over the
     same graph (``retain_graph=True``, ``torch.autograd.grad``), nested checkpoints, and
     under autocast; the declared tensors' bytes after backward are those they would have
-    without checkpointing (a segment's writes happen once). Works on CPU and CUDA; the
-    hot path issues no host synchronisation.
+    without checkpointing (a segment's writes happen once), and so are a declared
+    generator's state and a declared module's buffer identities and numbers; a declared
+    non-leaf tensor keeps eager's ``grad_fn`` and version. Works on CPU and CUDA; the hot
+    path issues no host synchronisation.
 
     Errors instead of wrong gradients: :class:`UndeclaredStateError` when the segment
     writes a pre-existing tensor or generator it did not declare (a module's buffer or
@@ -214,6 +216,8 @@ def checkpoint(
       preserved whole through its inner tensors, also under ``preserve="region"``.
     * A declared non-leaf tensor that requires grad is preserved whole, also under
       ``preserve="region"``.
+    * A ``.data`` write to a declared tensor after the segment saved it (eager then
+      differentiates the written value) is reproduced only with ``early_stop=False``.
     * Snapshot sharing trusts version counters (NOTE [ Shared snapshots ] in ``preserve``):
       a ``.data`` or fused-norm write outside any segment between two segments declaring
       the same tensor is not seen.

@@ -109,15 +109,24 @@ class Region:
 _shared: "dict[tuple, weakref.ref]" = {}
 
 
+_silent_writes = None  # WeakIdKeyDictionary tensor -> count, made on first use (torch import)
+
+
 def note_silent_write(t: "torch.Tensor") -> None:
-    """A segment wrote ``t`` without bumping its version: no later snapshot may reuse an old copy."""
-    t._stateaware_silent_writes = getattr(t, "_stateaware_silent_writes", 0) + 1
+    """A segment wrote ``t`` without bumping its version: no later snapshot may reuse an old copy.
+    Kept beside the tensor, not on it (an attribute would travel with ``torch.save``)."""
+    global _silent_writes
+    if _silent_writes is None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        _silent_writes = WeakIdKeyDictionary()
+    _silent_writes[t] = _silent_writes.get(t, 0) + 1
 
 
 def _key(live: "torch.Tensor", *extra) -> "tuple | None":
     try:
         return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
-                live.stride(), live.dtype, live._version, getattr(live, "_stateaware_silent_writes", 0), *extra)
+                live.stride(), live.dtype, live._version, (_silent_writes.get(live, 0) if _silent_writes is not None else 0), *extra)
     except (RuntimeError, NotImplementedError):  # no strided storage (sparse, nested): never shared
         return None
 
