@@ -401,3 +401,36 @@ def test_a_write_without_a_version_bump_inside_a_segment_is_not_shared_over():
 
     for a, b in zip(run("ours"), run("eager")):
         assert torch.equal(a, b)
+
+
+def test_declared_module_replays_in_the_training_mode_of_its_forward():
+    # `training` is one of the module's Python numbers: eval() before backward must not
+    # turn the replay's dropout off.
+    def run(how):
+        torch.manual_seed(4)
+        m = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Dropout(0.5)).double()
+        x = torch.randn(3, 6, dtype=D, requires_grad=True)
+        out = m(x) if how == "eager" else checkpoint(m, x, state=[m])
+        m.eval()
+        out.sum().backward()
+        return x.grad, m[0].weight.grad, m.training
+
+    ref, ours = run("eager"), run("ours")
+    assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1]) and ours[2] is ref[2] is False
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_declared_cuda_generator_replays_its_draws():
+    def run(how):
+        g = torch.Generator(device="cuda").manual_seed(9)
+        x = torch.randn(64, device="cuda", requires_grad=True)
+
+        def seg(x):
+            return torch.tanh(x * torch.rand(64, device="cuda", generator=g))
+
+        out = seg(x) if how == "eager" else checkpoint(seg, x, state=[g])
+        out.square().sum().backward()
+        return x.grad, g.get_state()
+
+    for a, b in zip(run("ours"), run("eager")):
+        assert torch.equal(a, b)
