@@ -3,7 +3,12 @@
 #               profile, then write the report (results/report/report.md)
 #   make test   install into .venv, then run the test suite
 # The venv sees system site-packages, so an already installed torch/jax is reused rather
-# than downloaded again; whatever is missing is installed from pyproject.toml.
+# than downloaded again; whatever is missing is installed from pyproject.toml. That cannot
+# hide a missing dependency: `make test` first runs tests/test_dependencies.py, which fails
+# when the code or the tests import a module no declared dependency provides, or when a
+# declared one is absent or outside its range — so a machine with an empty base Python
+# behaves like this one. (The tests themselves never rely on the base interpreter: the one
+# nested venv a Slurm test builds sees exactly this .venv's packages.)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -25,6 +30,7 @@ run: install
 	$(PY) -m stateaware.analysis report
 
 test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_dependencies.py
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 clean:

@@ -22,7 +22,6 @@ display needed, and ``import stateaware.analysis`` stays fast.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -353,17 +352,14 @@ def _figure():
 
 def _save(fig, canvas, path: Path | str) -> Path:
     # Through a temporary name and a rename, like every part file: a report directory
-    # never holds half a PNG.
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        canvas.print_png(str(tmp))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    # never holds half a PNG (and a full disk says how many bytes the PNG needed).
+    import io
+
+    from stateaware.records.writer import write_bytes_atomic
+
+    png = io.BytesIO()
+    canvas.print_png(png)
+    return write_bytes_atomic(png.getvalue(), Path(path))
 
 
 def _pixels(fig) -> tuple[int, int]:

@@ -74,6 +74,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     from stateaware.analysis.stats import DRAWS
     from stateaware.analysis.verify import verify
     from stateaware.analysis.views import connect
+    from stateaware.records.writer import write_bytes_atomic
 
     results = Path(results)
     out = Path(out) if out is not None else results / "report"
@@ -122,7 +123,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     if verification.partial:
         lines += ["", f"**Partial analysis:** {verification.label}; tables cover completed processes only."]
     report = out / "report.md"
-    report.write_text("\n".join(lines) + "\n")
+    write_bytes_atomic(("\n".join(lines) + "\n").encode(), report)
     return report
 
 
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from stateaware.analysis.__main__ import default_results
     from stateaware.analysis.verify import VerificationError
+    from stateaware.records.writer import as_disk_full, disk_full
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis report", description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
@@ -147,5 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     except (VerificationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        print(f"error: {as_disk_full(exc)}", file=sys.stderr)  # every file is written whole or not at all
+        return 1
     print(path)
     return 0

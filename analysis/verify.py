@@ -20,6 +20,12 @@ Checks, per run (rule numbers are cited in the code):
 6. No duplicated rows: a row identity (process, method, step, ... — ``_ROW_KEYS``) that
    appears twice means a part was written twice under different names; the message names
    the part files.
+7. In a timing cohort (the run's stored config says ``cohort.timing: true`` and declares
+   ``cohort.params.methods``): every declared method has timings in every completed
+   process, unless that process's ``policies`` row records its plan infeasible. The
+   expected methods come from the stored config, never from the timings that exist — a
+   method whose check failed (``error``, ``reject``, ``diverge``) was not timed, and the
+   message says why.
 
 ``allow_partial=True`` tolerates rule 2 only (missing or unfinished processes): the other
 rules are then checked over the completed processes, and the result says
@@ -253,6 +259,7 @@ def _verify_run(
     problems.extend(_check_source_hash(con, views, run_id, scope, summary))  # rule 3
     if "policies" in views:
         problems.extend(_check_digests(con, views["policies"], run_id, scope))  # rule 4
+    problems.extend(_check_declared_methods(con, views, run_id, completed, summary))  # rule 7
     if summary:
         problems.extend(_check_timing_rows(summary, run_id, completed, expected_rows,
                                            _never_executed(con, views, run_id)))  # rule 5
@@ -358,6 +365,59 @@ def _never_executed(con: Any, views: Mapping[str, set[str]], run_id: str) -> set
     rows = con.execute("SELECT DISTINCT process_index, method FROM policies WHERE run_id = ? AND NOT feasible",
                        [run_id]).fetchall()
     return {(int(p), m) for p, m in rows}
+
+
+def _declared_methods(con: Any, views: Mapping[str, set[str]], run_id: str) -> list[str] | None:
+    """The methods a timing run's stored config declares (``cohort.params.methods``); ``None``
+    when the run is not a timing cohort or its config declares none."""
+    if "config_yaml" not in views.get("runs", set()):
+        return None
+    from omegaconf import OmegaConf
+
+    texts = [t for (t,) in con.execute("SELECT DISTINCT config_yaml FROM runs WHERE run_id = ? AND config_yaml IS NOT NULL",
+                                       [run_id]).fetchall()]
+    for text in texts:
+        try:
+            config = OmegaConf.to_container(OmegaConf.create(text))
+        except Exception:  # noqa: BLE001 - an unreadable config declares nothing; rule 1 looks at runs
+            continue
+        cohort = config.get("cohort") if isinstance(config, dict) else None
+        if not isinstance(cohort, dict):
+            continue
+        methods = (cohort.get("params") or {}).get("methods")
+        if cohort.get("timing") and isinstance(methods, list) and methods:
+            return [str(m) for m in methods]
+    return None
+
+
+def _check_declared_methods(
+    con: Any, views: Mapping[str, set[str]], run_id: str, completed: Sequence[int], summary: _Summary,
+) -> list[str]:
+    methods = _declared_methods(con, views, run_id)
+    if methods is None or not completed:
+        return []
+    timed = {cell for cell, (n, *_rest) in summary.items() if n}
+    infeasible = _never_executed(con, views, run_id)
+    missing = [(p, m) for p in completed for m in methods if (p, m) not in timed and (p, m) not in infeasible]
+    if not missing:
+        return []
+    why: dict[tuple[int, str], str] = {}
+    if {"process_index", "method", "outcome"} <= views.get("records", set()):
+        extra = [c for c in ("precision", "exception_type", "exception_message") if c in views["records"]]
+        fields = ", ".join(["process_index", "method", "outcome", *extra])
+        for row in con.execute(f"SELECT {fields} FROM records WHERE run_id = ? AND outcome <> 'match' "
+                               "ORDER BY process_index, method", [run_id]).fetchall():
+            values = dict(zip(["process_index", "method", "outcome", *extra], row))
+            cell = (int(values["process_index"]), str(values["method"]))
+            if cell not in why:
+                error = f": {values.get('exception_type')}: {values.get('exception_message')}" \
+                    if values.get("exception_type") else ""
+                why[cell] = f"semantic check {values['outcome']} ({values.get('precision') or '?'}){error}"
+    listed = "; ".join(f"process {p} method {m!r}: {why.get((p, m), 'no timings and no record saying why')}"
+                       for p, m in missing[:_LIST_AT_MOST])
+    more = f"; and {len(missing) - _LIST_AT_MOST} more" if len(missing) > _LIST_AT_MOST else ""
+    return [f"run {run_id!r}: {len(missing)} declared process x method cell(s) were not timed and have no "
+            f"infeasible plan (methods declared: {', '.join(methods)}): {listed}{more}"]
 
 
 def _check_timing_rows(

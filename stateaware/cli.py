@@ -11,11 +11,14 @@ Useful overrides::
     run_id=NAME              a fresh run instead of resuming the default one
     dry_run=true             print the process specs that would launch, and exit
 
-Exit status: 0 when every process completed, 1 when any did not, 2 for invalid input.
+Exit status: 0 when every process completed, 1 when any did not (or the disk filled up:
+one line names the file and the space it needed), 2 for invalid input or a run that
+another launcher is running now (one launcher per run: see stateaware.launch.runlock).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import hydra
@@ -30,9 +33,10 @@ register_configs()
 
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
     """Validate ``cfg``, then plan and launch its run; the process exit status."""
-    from stateaware.launch.launcher import describe, launch, plan_run
-    from stateaware.launch.manifest import collect_manifest, write_manifest
+    from stateaware.launch.launcher import plan_run
+    from stateaware.launch.runlock import RunLocked, run_lock
     from stateaware.launch.snapshot import SnapshotError
+    from stateaware.records.writer import as_disk_full, disk_full
     from stateaware.source import source_hash
 
     if OmegaConf.is_missing(cfg, "cohort"):
@@ -50,18 +54,47 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
     if cfg.dry_run:
         print(_dry_run_table(plan))
         return 0
-
-    write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs)))
-    pending = plan.pending
-    if len(pending) < len(plan.specs):
-        print(f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
-              f"{len(plan.specs)} processes already completed, launching {len(pending)}", file=sys.stderr)
     try:
-        summary = launch(cfg, plan, progress=progress)
+        with run_lock(plan.out, plan.cohort, plan.run_id, on_takeover=_say):
+            return _launch_locked(cfg, plan, code, progress)
+    except RunLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except SnapshotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not cfg.wait:
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        print(f"error: {as_disk_full(exc)}", file=sys.stderr)
+        return 1
+
+
+def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
+    """Launch ``plan`` while this process holds the run's lock: nothing else launches it now."""
+    from stateaware.launch.launcher import Summary, describe, latest_statuses, launch, quarantine_damaged
+    from stateaware.launch.manifest import collect_manifest, write_manifest
+    from stateaware.records.writer import DiskFullError
+
+    try:
+        # Read the records again under the lock: a launch that just ended may have completed
+        # processes, and damaged parts are moved aside only by the run's one launcher.
+        for line in quarantine_damaged(plan):
+            _say(line)
+        plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
+        write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs)), say=_say)
+    except DiskFullError as exc:  # nothing started: the summary says so
+        summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending), disk_full=str(exc),
+                          not_started=[s.process_index for s in plan.pending])
+    else:
+        pending = plan.pending
+        if len(pending) < len(plan.specs):
+            print(f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
+                  f"{len(plan.specs)} processes already completed, launching {len(pending)}", file=sys.stderr)
+        summary = launch(cfg, plan, progress=progress)
+    if summary.disk_full:
+        _say(f"error: {summary.disk_full}")
+    if not cfg.wait and not summary.disk_full:
         print(f"{plan.cohort}: run {plan.run_id}: {len(summary.submitted)} processes queued or running on Slurm "
               f"(jobs {', '.join(summary.submitted)}); follow them with: python -m stateaware.analysis status "
               f"--results {plan.out}; re-run this command to collect and resubmit what is missing")
@@ -74,6 +107,10 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
         if summarize is not None:
             print(summarize(str(plan.out), plan.cohort))
     return summary.exit_code
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _dry_run_table(plan) -> str:

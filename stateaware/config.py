@@ -10,6 +10,7 @@ with a message that names the field and the allowed values.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,10 @@ class Config:
     processes: int = II("cohort.processes")
     dry_run: bool = False  # print the process specs that would launch, then exit
     wait: bool = True  # false: submit and return (launcher=slurm only)
+    # Free space `out` must have at start-up, in MiB (0: no check). A full disk later still
+    # ends the launch cleanly (one line, exit 1, nothing half-written); this catches the
+    # common case before any process starts.
+    min_free_mib: float = 256.0
 
 
 def register_configs() -> None:
@@ -148,7 +153,8 @@ def validate(cfg: DictConfig) -> None:
     ones; ``launcher.max_parallel`` and ``launcher.array_parallelism`` >= 1 when set;
     ``launcher.timeout_min`` > 0; ``wait=false`` only with ``launcher=slurm``; every
     config value whose key ends in ``budget``/``budget_bytes``/``budget_gib`` non-negative;
-    the cohort kind importable; ``out`` creatable and writable.
+    the cohort kind importable; ``out`` creatable, writable and with at least
+    ``min_free_mib`` MiB free.
     """
     _check(cfg.processes >= 1, "processes", cfg.processes, "an integer >= 1")
     _check(cfg.launcher.name in LAUNCHERS, "launcher.name", cfg.launcher.name, f"one of {', '.join(LAUNCHERS)}")
@@ -168,7 +174,8 @@ def validate(cfg: DictConfig) -> None:
         load_kind(cfg.cohort.kind)
     except ValueError as exc:
         raise ConfigError(f"cohort.kind={cfg.cohort.kind!r} (cohort {cfg.cohort.name!r}): {exc}") from None
-    _check_writable(Path(cfg.out))
+    _check(cfg.min_free_mib >= 0, "min_free_mib", cfg.min_free_mib, "MiB >= 0 (0 turns the free-space check off)")
+    _check_writable(Path(cfg.out), cfg.min_free_mib)
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
@@ -202,7 +209,7 @@ def _budget_values(node: Any, prefix: str = ""):
             yield from _budget_values(value, f"{prefix}[{i}]")
 
 
-def _check_writable(out: Path) -> None:
+def _check_writable(out: Path, min_free_mib: float = 0.0) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
@@ -214,3 +221,12 @@ def _check_writable(out: Path) -> None:
         ) from None
     if not os.access(out, os.W_OK):
         raise ConfigError(f"invalid out={str(out)!r}: not writable; pass out=DIR with a writable DIR")
+    free = shutil.disk_usage(out).free
+    if free < min_free_mib * 2**20:
+        from stateaware.units import format_bytes
+
+        raise ConfigError(
+            f"invalid out={str(out)!r}: only {format_bytes(free)} free there, below min_free_mib={min_free_mib:g} "
+            f"({format_bytes(int(min_free_mib * 2**20))}); free some space, pass out=DIR on a disk with room, "
+            f"or min_free_mib=0 to skip this check"
+        )

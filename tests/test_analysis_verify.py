@@ -244,3 +244,36 @@ def test_a_duplicated_part_is_named_through_a_view_that_filters_runs(tmp_path):
             "workload, cell, budget_bytes, seed) appear up to 2 times — a duplicated part across parts "
             "timings/cohort=confirm44/run_id=r1/p000000-method=joint.parquet, "
             "timings/cohort=confirm44/run_id=r1/p000000-stray.parquet") in str(info.value)
+
+
+def _declare(out: Path, methods, run_id: str = "r1", cohort: str = "confirm44", processes: int = 4) -> None:
+    """The runs row with the stored config a timing launch writes (cohort.timing, cohort.params.methods)."""
+    from omegaconf import OmegaConf
+
+    config = {"cohort": {"name": cohort, "kind": "timing", "timing": True, "params": {"methods": list(methods)}}}
+    RecordWriter(out, Identity(run_id, cohort, 0, HASH, "cpu", 0.001)).write(
+        "runs", [{"launcher": "local", "processes": processes, "config_yaml": OmegaConf.to_yaml(config)}], part="manifest")
+
+
+def test_a_declared_method_without_timings_fails_unless_its_plan_was_infeasible(tmp_path):
+    write_run(tmp_path)
+    # Declared, never timed in any process: the timings alone look complete and consistent.
+    _declare(tmp_path, [*METHODS, "regions"])
+    with pytest.raises(VerificationError) as raised:
+        verify(connect(tmp_path))
+    assert ("run 'r1': 4 declared process x method cell(s) were not timed and have no infeasible plan (methods "
+            "declared: joint, eager_whole, regions): process 0 method 'regions': no timings and no record saying why"
+            ) in str(raised.value)
+
+    # Recorded infeasible in every process: planned, never executed — the run verifies.
+    for p in range(4):
+        RecordWriter(tmp_path, Identity("r1", "confirm44", p, HASH, "cpu", 0.001)).write(
+            "policies", [{"method": "regions", "planner": "regions", "feasible": False, "card_digest": "card0",
+                          "plan_digest": "plan-regions", "workload": "feature_queue", "cell": "large_sparse"}],
+            part="method=regions")
+    assert verify(connect(tmp_path)).run("r1").completed == (0, 1, 2, 3)
+
+    # One process lost a declared method's timings: named, whatever the others have.
+    (tmp_path / "timings" / "cohort=confirm44" / "run_id=r1" / "p000002-method=joint.parquet").unlink()
+    with pytest.raises(VerificationError, match="1 declared process x method cell.*process 2 method 'joint'"):
+        verify(connect(tmp_path))

@@ -142,16 +142,33 @@ def test_a_gpu_request_is_scheduled_through_gres(tmp_path, sql):
     assert env["SLURM_JOB_GPUS"] == "0" or env["CUDA_VISIBLE_DEVICES"] == "0", env
 
 
+def _nested_venv(venv: Path) -> Path:
+    """A venv that sees exactly the packages this test's interpreter sees, and nothing else.
+
+    Not ``--system-site-packages``: from a venv's interpreter that adds the *base*
+    interpreter's site-packages, not this venv's, so on a machine whose base Python has
+    nothing installed the jobs could not import hydra, submitit or torch. Instead a
+    ``.pth`` file lists this interpreter's own site directories. Without pip: the
+    editable install below runs this interpreter's pip against it, offline
+    (``--no-build-isolation`` builds with the setuptools this environment already has).
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    sites = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+    (Path(purelib) / "_outer_environment.pth").write_text("\n".join(sites) + "\n")
+    return venv
+
+
 def test_code_edited_after_submission_does_not_change_what_queued_jobs_run(tmp_path, sql):
     # A private editable install of a copy of the project, so editing it cannot disturb
     # the other tests: the user's checkout, a venv, a queued cohort, then an edit.
     copy = tmp_path / "checkout"
     shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "__pycache__", "*.egg-info",
                                                               ".hypothesis", ".pytest_cache"))
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "-e", str(copy)],
-                   check=True, capture_output=True)
+    venv = _nested_venv(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
+                    "--no-build-isolation", "-e", str(copy)], check=True, capture_output=True)
     out, markers = tmp_path / "out", tmp_path / "markers"
     markers.mkdir()
     # Process 0 holds the single slot (array_parallelism=1) while the edit happens.

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from stateaware.launch.snapshot import python_path_first, take_snapshot
 from stateaware.source import source_files, source_hash
 
@@ -43,3 +45,62 @@ def test_the_environment_is_restored(tmp_path, monkeypatch):
         assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "/a"]
         assert os.environ["PYTHONSAFEPATH"] == "1"
     assert os.environ["PYTHONPATH"] == "/a" and "PYTHONSAFEPATH" not in os.environ
+
+
+def _tamper_edit(folder):
+    path = folder / "stateaware" / "source.py"
+    path.write_text(path.read_text() + "\n# edited after a traceback pointed here\n")
+    return "stateaware/source.py edited"
+
+
+def _tamper_add(folder):
+    (folder / "stateaware" / "extra.py").write_text("X = 1\n")
+    return "stateaware/extra.py added"
+
+
+def _tamper_remove(folder):
+    (folder / "stateaware" / "units.py").unlink()
+    return "stateaware/units.py removed"
+
+
+@pytest.mark.parametrize("tamper", [_tamper_edit, _tamper_add, _tamper_remove])
+def test_a_tampered_snapshot_is_rebuilt_before_reuse_saying_so(tmp_path, tamper):
+    from stateaware.launch.snapshot import snapshot_hash
+
+    code = source_hash()
+    folder = take_snapshot(tmp_path, code)
+    what = tamper(folder)
+    said: list[str] = []
+    assert take_snapshot(tmp_path, code, say=said.append) == folder
+    assert said == [f"snapshot {folder} no longer matches source hash {code[:12]} ({what}); rebuilding it"]
+    assert snapshot_hash(folder) == code
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no temporary or stale copy left
+
+
+def test_bytecode_written_into_a_snapshot_does_not_count_as_tampering(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    code = source_hash()
+    folder = take_snapshot(tmp_path, code)
+    with python_path_first(folder):
+        subprocess.run([sys.executable, "-c", "import stateaware.launch.launcher"], check=True, cwd=tmp_path)
+    assert list(folder.rglob("__pycache__"))
+    said: list[str] = []
+    take_snapshot(tmp_path, code, say=said.append)
+    assert said == []
+
+
+def test_a_resume_after_the_snapshot_was_edited_runs_the_right_code(compose, tmp_path, sql, capsys):
+    from stateaware.cli import run
+
+    out = tmp_path / "out"
+    cfg = compose("cohort=demo", "cohort.kind=tests.kinds.clock", "++cohort.params={sleep_s:0.0,rows:1,fail_index:1}",
+                  f"out={out}", "processes=2")
+    assert run(cfg, progress=False) == 1
+    folder = next((out / ".snapshots").iterdir())
+    _tamper_edit(folder)  # someone "fixed" the code where the traceback pointed
+    capsys.readouterr()
+    assert run(cfg, progress=False) == 1  # process 1 still fails on purpose, but not as source drift
+    err = capsys.readouterr().err
+    assert f"snapshot {folder} no longer matches source hash" in err and "rebuilding it" in err
+    assert sql(out, "SELECT attempt, status FROM attempts WHERE process_index = 1 ORDER BY 1") == [
+        (1, "failed"), (2, "failed")]

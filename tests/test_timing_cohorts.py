@@ -233,3 +233,43 @@ def test_an_inline_timing_process_leaves_the_callers_thread_count(tmp_path, card
         assert torch.get_num_threads() == 2  # the profile's one thread applied inside the process only
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_method_whose_check_errors_is_recorded_as_error_not_timed_and_fails_verification(tmp_path, cards,
+                                                                                            monkeypatch):
+    # A broken method (here: a policy of the wrong length, as a planner bug would produce)
+    # raises an unexpected ValueError in its semantic check. That is an `error` with its
+    # type and message — not a `reject`, which would read as a refusal by design — and the
+    # run must not verify: the method was declared, but never timed.
+    from omegaconf import OmegaConf as OC
+
+    from stateaware.analysis.verify import VerificationError, verify
+    from stateaware.analysis.views import connect
+    from stateaware.costrt import runner
+
+    real = runner.semantic_checks
+
+    def with_a_broken_method(shape, policies, **kwargs):
+        return real(shape, {**policies, "regions": ("eager",)}, **kwargs)
+
+    monkeypatch.setattr(runner, "semantic_checks", with_a_broken_method)
+    folder, frozen = cards
+    hardware = tiny_hardware(folder, frozen)
+    doc = cohort("fair44")
+    con = run_processes(tmp_path, doc, hardware, 1, [0])
+    rows = con.execute("SELECT precision, outcome, exception_type, exception_message FROM records "
+                       "WHERE method = 'regions' ORDER BY precision").fetchall()
+    assert rows == [(p, "error", "ValueError", "policy has 1 entries for 8 segments") for p in ("fp32", "fp64")]
+    assert con.execute("SELECT count(*) FROM timings WHERE method = 'regions'").fetchone()[0] == 0
+    assert con.execute("SELECT count(DISTINCT method) FROM timings").fetchone()[0] == 6
+
+    manifest = RecordWriter(tmp_path, Identity("r", doc["name"], -1, "test", "cpu", 1 / 2048))
+    manifest.write("runs", [{"launcher": "inline", "processes": 1,
+                             "config_yaml": OC.to_yaml(OC.create({"cohort": {**doc, "timing": True}}))}], part="manifest")
+    RecordWriter(tmp_path, Identity("r", doc["name"], 0, "test", "cpu", 1 / 2048)).write(
+        "processes", [{"status": "completed", "attempt": 1}], part="a001")
+    with pytest.raises(VerificationError) as raised:
+        verify(connect(tmp_path))
+    assert ("run 'r': 1 declared process x method cell(s) were not timed and have no infeasible plan (methods declared: "
+            "eager, whole, regions, functional, agnostic, eager_whole, joint): process 0 method 'regions': semantic "
+            "check error (fp32): ValueError: policy has 1 entries for 8 segments") in str(raised.value)

@@ -20,7 +20,7 @@ from stateaware.costrt.measure import Peak, live_bytes, peak_step, timed_steps
 from stateaware.costrt.methods import forward
 from stateaware.costrt.workloads import Shape, Workload, build, loss_of, seed_step, segment_forward, step_rows
 
-__all__ = ["PRECISIONS", "TOLERANCE", "CONTROL", "Check", "semantic_checks", "measure"]
+__all__ = ["PRECISIONS", "TOLERANCE", "CONTROL", "Check", "refusals", "semantic_checks", "measure"]
 
 #: Precisions of the semantic checks (timing runs in FP32).
 PRECISIONS = {"fp32": torch.float32, "fp64": torch.float64}
@@ -34,9 +34,25 @@ TOLERANCE = {"fp32": 1e-5, "fp64": 1e-12}
 CONTROL = "torch_checkpoint"
 
 
+def refusals() -> tuple[type[BaseException], ...]:
+    """The exception types that mean "the runtime refused this execution" (outcome ``reject``).
+
+    The checkpoint runtimes' own refusals: PyTorch's ``CheckpointError`` (recomputed tensors
+    differ in metadata) and our replay's ``ReplayError``/``UndeclaredStateError``. Any other
+    exception is a bug or a broken environment, recorded as ``error`` — never as a refusal,
+    which a reader would take for a documented property of the method.
+    """
+    from torch.utils.checkpoint import CheckpointError
+
+    from stateaware.torch_replay.checkpoint import ReplayError, UndeclaredStateError
+
+    return (CheckpointError, ReplayError, UndeclaredStateError)
+
+
 @dataclass(frozen=True)
 class Check:
-    """One semantic check outcome: ``match``, ``diverge`` or ``reject`` (an exception)."""
+    """One semantic check outcome: ``match``, ``diverge``, ``reject`` (a runtime refusal) or
+    ``error`` (any other exception; ``exception_type``/``exception_message`` say which)."""
 
     method: str
     precision: str
@@ -97,9 +113,11 @@ def semantic_checks(shape: Shape, policies: Mapping[str, Sequence[str] | str], *
 
     ``policies`` maps a method name to its policy (``"functional"`` or one option per
     segment). With ``control`` the negative control (``CONTROL``) runs too; it is expected
-    to diverge wherever replay needs state history. An exception inside a method is a
-    ``reject`` (the runtime refused), a numeric disagreement a ``diverge``.
+    to diverge wherever replay needs state history. A runtime's refusal (:func:`refusals`)
+    is a ``reject``, any other exception an ``error``, a numeric disagreement a ``diverge``.
+    Only a ``match`` in both precisions makes a method eligible for timing.
     """
+    refused = refusals()
     checks = []
     rows = step_rows(shape, seed=seed, step=0, device=device)
     for precision, dtype in PRECISIONS.items():
@@ -115,8 +133,9 @@ def semantic_checks(shape: Shape, policies: Mapping[str, Sequence[str] | str], *
                 (lambda wl=wl, policy=policy: forward(wl, rows, policy))
             try:
                 got = _observe(wl, run)
-            except Exception as exc:  # an explicit refusal is an outcome, not a crash
-                checks.append(Check(method, precision, "reject", None, None, tol, type(exc).__name__, str(exc)[:2000]))
+            except Exception as exc:  # noqa: BLE001 - recorded, with its type and message, not raised
+                outcome = "reject" if isinstance(exc, refused) else "error"
+                checks.append(Check(method, precision, outcome, None, None, tol, type(exc).__name__, str(exc)[:2000]))
                 continue
             outcome, phase, error = _compare(got, want, tol)
             checks.append(Check(method, precision, outcome, phase, error, tol))

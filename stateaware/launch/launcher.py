@@ -10,8 +10,12 @@ submitit's local executor would start every job at once and hide the GPU:
   or a device), the machine's GPUs left visible;
 - ``slurm``: submitit's SlurmExecutor, one job array, ``array_parallelism`` at once.
 
-A failed process never stops the others. Resume is by records, not by memory: a process
-counts as done only if its latest ``processes`` row says ``completed``.
+A failed process never stops the others; a full disk stops the queue (nothing more can be
+recorded), and the summary names the processes that did not start. Resume is by records,
+not by memory: a process counts as done only if its latest ``processes`` row says
+``completed`` and none of its parts is damaged. Resume never trusts a part it cannot read:
+a damaged or foreign part makes its process count as not completed, and
+:func:`quarantine_damaged` moves it aside before the relaunch writes it again.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter, deque
@@ -32,10 +37,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from stateaware.launch.snapshot import python_path_first, take_snapshot
 from stateaware.launch.spec import ProcessSpec
-from stateaware.launch.worker import ProcessResult, attempts_so_far, identity_of, run_one_process, status_row
-from stateaware.records.writer import RecordWriter
+from stateaware.launch.worker import ProcessResult, attempts_so_far, identity_of, record_status, run_one_process, status_row
+from stateaware.records.damage import QUARANTINE, part_problem, quarantine
+from stateaware.records.schema import TABLES
+from stateaware.records.writer import DiskFullError, RecordWriter, as_disk_full, disk_full
 
-__all__ = ["RunPlan", "Summary", "plan_run", "latest_statuses", "launch"]
+__all__ = ["RunPlan", "Summary", "plan_run", "latest_statuses", "damaged_parts", "quarantine_damaged", "launch"]
+
+#: The status resume gives a process with a damaged part: not completed, so relaunched.
+DAMAGED = "damaged"
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,8 @@ class Summary:
     results: list[ProcessResult] = field(default_factory=list)
     skipped: int = 0  # already completed in an earlier launch
     submitted: list[str] = field(default_factory=list)  # Slurm job ids in flight (launcher=slurm)
+    disk_full: str = ""  # the one-line message of the first full-disk error; the queue stopped there
+    not_started: list[int] = field(default_factory=list)  # process indices left in the queue by it
 
     @property
     def counts(self) -> Counter:
@@ -72,7 +84,7 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.unsuccessful else 0
+        return 1 if self.unsuccessful or self.disk_full or self.not_started else 0
 
 
 def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -> str:
@@ -87,18 +99,78 @@ def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -
     return f"{cohort['name']}-{hashlib.sha256(identity.encode()).hexdigest()[:10]}"
 
 
+def _run_parts(out: Path, cohort: str, run_id: str) -> list[tuple[str, Path]]:
+    """``(table, part)`` for every part file of a run, in every table."""
+    return [(table, part) for table in TABLES
+            for part in sorted((Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}").glob("*.parquet"))]
+
+
+def _process_of(part: Path) -> int | None:
+    """The process index a part's name (``p<index>-<part>.parquet``) gives, or ``None``."""
+    match = re.match(r"p(-?\d+)-", part.name)
+    return int(match.group(1)) if match else None
+
+
+def damaged_parts(out: Path | str, cohort: str, run_id: str) -> list[tuple[Path, str]]:
+    """Every part of a run that is damaged or of another schema, with what is wrong with it."""
+    return [(part, problem) for table, part in _run_parts(Path(out), cohort, run_id)
+            if (problem := part_problem(part, table)) is not None]
+
+
 def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
-    """Latest recorded status per process index of a run (reads only the ``processes`` parts)."""
+    """Latest recorded status per process index of a run.
+
+    A process with any damaged part (in any table) gets ``"damaged"``: it counts as not
+    completed, whatever its readable rows say. Never raises for a bad file.
+    """
     import pyarrow.parquet as pq
 
-    folder = Path(out) / "processes" / f"cohort={cohort}" / f"run_id={run_id}"
     latest: dict[int, tuple[int, str]] = {}
-    for part in sorted(folder.glob("p*-a*.parquet")):
-        table = pq.read_table(part, columns=["process_index", "attempt", "status"])
-        for index, attempt, status in zip(*(table.column(c).to_pylist() for c in ("process_index", "attempt", "status"))):
+    damaged: set[int] = set()
+    for table, part in _run_parts(Path(out), cohort, run_id):
+        if part_problem(part, table) is not None:
+            index = _process_of(part)
+            if index is not None:
+                damaged.add(index)
+            continue
+        if table != "processes":
+            continue
+        rows = pq.read_table(part, columns=["process_index", "attempt", "status"])
+        for index, attempt, status in zip(*(rows.column(c).to_pylist() for c in ("process_index", "attempt", "status"))):
             if index not in latest or attempt >= latest[index][0]:
                 latest[index] = (attempt, status)
-    return {index: status for index, (_, status) in latest.items()}
+    statuses = {index: status for index, (_, status) in latest.items()}
+    statuses.update(dict.fromkeys(damaged, DAMAGED))
+    return statuses
+
+
+def quarantine_damaged(plan: RunPlan) -> list[str]:
+    """Move every damaged part of ``plan``'s run to ``OUT/.quarantine/``; one line per file moved.
+
+    Each process that had a damaged part first gets a ``damaged`` status row (naming the
+    parts), then its parts are moved: the row is what makes the process run again, and
+    writing it before moving anything means a launcher killed in between loses nothing —
+    the next launch finds the same parts and does the same.
+    """
+    found = damaged_parts(plan.out, plan.cohort, plan.run_id)
+    specs = {spec.process_index: spec for spec in plan.specs}
+    by_process: dict[int, list[str]] = {}
+    for part, problem in found:
+        index = _process_of(part)
+        if index in specs:
+            by_process.setdefault(index, []).append(f"{part.relative_to(plan.out)} ({problem})")
+    for index, parts in by_process.items():
+        message = f"damaged part(s) moved to {QUARANTINE}/, the process runs again: {'; '.join(parts)}"
+        spec = specs[index]
+        record_status(spec, status_row(spec, DAMAGED, attempts_so_far(spec) + 1, datetime.now(timezone.utc),
+                                       pid=os.getpid(), message=message))
+    lines = []
+    for part, problem in found:
+        moved = quarantine(plan.out, part)
+        index = _process_of(part)
+        rerun = f"; process {index} will run again" if index in specs else ""
+        lines.append(f"quarantined damaged part {part}: {problem}; moved to {moved}{rerun}")
+    return lines
 
 
 def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
@@ -164,14 +236,22 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
     Unless ``launcher.snapshot=false`` (or ``launcher=inline``), processes import the code
     from a snapshot taken now (:mod:`stateaware.launch.snapshot`), so edits made while
     processes wait do not change what they run. Raises ``SnapshotError`` before launching
-    anything if the code changes while the snapshot is taken.
+    anything if the code changes while the snapshot is taken. A full disk stops the queue:
+    ``summary.disk_full`` says where, ``summary.not_started`` lists what did not start.
+    The caller holds the run's lock (:mod:`stateaware.launch.runlock`).
     """
     summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending))
     pending = plan.pending
     if not pending:
         return summary
     timing = pending[0].timing
-    snapshot = take_snapshot(plan.out, plan.source_hash) if cfg.launcher.snapshot and cfg.launcher.name != "inline" else None
+    snapshot = None
+    if cfg.launcher.snapshot and cfg.launcher.name != "inline":
+        try:
+            snapshot = take_snapshot(plan.out, plan.source_hash, say=_say)
+        except DiskFullError as exc:
+            summary.disk_full, summary.not_started = str(exc), [s.process_index for s in pending]
+            return summary
     executor = _executor(cfg, plan.out / ".submitit" / plan.run_id, timing, snapshot)
     # Local processes inherit this environment; Slurm jobs get the path from their batch
     # script instead (see slurm_executor), which a requeue re-runs.
@@ -198,13 +278,23 @@ def _run_throttled(executor: Any, pending: list[ProcessSpec], summary: Summary, 
     queue = deque(pending)
     running: dict[Any, ProcessSpec] = {}
     while queue or running:
-        while queue and len(running) < limit:
+        while queue and len(running) < limit and not summary.disk_full:
             spec = queue.popleft()
-            job = executor.submit(run_one_process, spec)
+            try:
+                job = executor.submit(run_one_process, spec)
+            except OSError as exc:  # submitit could not write the job's files
+                if not disk_full(exc):
+                    raise
+                summary.disk_full = str(as_disk_full(exc))
+                queue.appendleft(spec)
+                break
             if inline:
                 _advance(bar, summary, collect(job, spec))
             else:
                 running[job] = spec
+        if summary.disk_full and queue:  # nothing more can be recorded: start nothing else
+            summary.not_started.extend(s.process_index for s in queue)
+            queue.clear()
         _postfix(bar, summary, len(running))
         finished = [job for job in running if job.done()]
         for job in finished:
@@ -214,7 +304,10 @@ def _run_throttled(executor: Any, pending: list[ProcessSpec], summary: Summary, 
 
 
 def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
-    """The result a finished job returned, or a ``lost`` row if it died without one."""
+    """The result a finished job returned, or a ``lost`` row if it died without one.
+
+    Never raises for a full disk: the result then carries the message, with nothing recorded.
+    """
     try:
         result = job.result()
         if isinstance(result, ProcessResult):
@@ -230,8 +323,16 @@ def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
     row = status_row(spec, status, attempt, datetime.now(timezone.utc), pid=_job_pid(job), exc=exc, message=message)
     if status == "cancelled" or spec.launcher == "slurm":
         row.update(node=None, slurm_job_id=str(job.job_id))
-    RecordWriter(spec.out, identity_of(spec)).write("processes", [row], part=f"a{attempt:03d}")
-    return ProcessResult(spec.process_index, status, attempt, row["pid"], message)
+    try:
+        attempt = record_status(spec, row)
+    except DiskFullError as full:
+        return ProcessResult(spec.process_index, status, attempt, row["pid"], message, disk_full=str(full))
+    full_disk = str(as_disk_full(exc)) if exc is not None and disk_full(exc) else ""
+    return ProcessResult(spec.process_index, status, attempt, row["pid"], message, disk_full=full_disk)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _job_pid(job: Any) -> int:
@@ -250,6 +351,8 @@ def _progress(total: int, cohort: str, *, enabled: bool) -> Any:
 
 def _advance(bar: Any, summary: Summary, result: ProcessResult) -> None:
     summary.results.append(result)
+    if result.disk_full and not summary.disk_full:
+        summary.disk_full = result.disk_full
     bar.update(1)
 
 
@@ -270,8 +373,22 @@ def describe(summary: Summary, plan: RunPlan) -> str:
     for result in summary.unsuccessful:
         first = (result.message or "").strip().splitlines()
         lines.append(f"  process {result.process_index} {result.status} (attempt {result.attempt}): {first[0] if first else ''}")
-    if summary.unsuccessful:
+    if summary.not_started:
+        lines.append(f"  {len(summary.not_started)} processes not started (the disk filled up): "
+                     f"{_ranges(summary.not_started)}; free some space and re-run the same command to resume")
+    if summary.unsuccessful and not summary.disk_full:
         lines.append("  re-run the same command to retry only these; details: "
                      f"python -m stateaware.analysis sql --results {plan.out} \"SELECT process_index, status, exception_type, traceback "
                      f"FROM processes WHERE run_id = '{plan.run_id}' AND status <> 'completed'\"")
     return "\n".join(lines)
+
+
+def _ranges(indices: list[int]) -> str:
+    """``0-3, 7, 9-10``: process indices, consecutive ones joined."""
+    spans: list[list[int]] = []
+    for i in sorted(indices):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)

@@ -14,11 +14,12 @@ import socket
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from stateaware.records.writer import Identity, RecordWriter
+from stateaware.records.damage import quarantine
+from stateaware.records.writer import Identity, RecordWriter, write_bytes_atomic
 
 __all__ = ["manifest_path", "collect_manifest", "write_manifest", "git_state", "versions"]
 
@@ -92,16 +93,23 @@ def collect_manifest(cfg: DictConfig, run_id: str, source_hash: str, processes: 
     }
 
 
-def write_manifest(out: Path | str, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Write (or, on resume, update) the manifest file and the run's ``runs`` row."""
+def write_manifest(out: Path | str, manifest: dict[str, Any], *, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Write (or, on resume, update) the manifest file and the run's ``runs`` row.
+
+    A manifest file that does not read as one (truncated, not JSON) is moved to
+    ``OUT/.quarantine/`` (``say`` gets one line) and written afresh. Both writes are atomic;
+    a full disk raises :class:`~stateaware.records.writer.DiskFullError` with nothing half-written.
+    """
     path = manifest_path(out, manifest["cohort"], manifest["run_id"])
     if path.exists():
-        previous = json.loads(path.read_text())
-        manifest = {**manifest, "started_at": previous["started_at"], "launches": previous.get("launches", 1) + 1}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+            manifest = {**manifest, "started_at": previous["started_at"], "launches": int(previous.get("launches", 1)) + 1}
+        except (ValueError, KeyError, TypeError) as exc:
+            moved = quarantine(out, path)
+            if say is not None:
+                say(f"quarantined damaged manifest {path}: {type(exc).__name__}: {exc}; moved to {moved}; writing it afresh")
+    write_bytes_atomic(json.dumps(manifest, indent=2, sort_keys=True, default=str).encode(), path)
 
     identity = Identity(manifest["run_id"], manifest["cohort"], RUN_ROW_INDEX, manifest["source_hash"],
                         str(manifest["hardware"]), float(manifest["scale"]))

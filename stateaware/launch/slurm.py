@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, run_one_process
+from stateaware.records.writer import write_bytes_atomic
 
 __all__ = ["slurm_executor", "slurm_parameters", "submit_array", "run_array", "RequeueableProcess",
            "submissions_path", "read_submissions", "slurm_states", "IN_FLIGHT"]
@@ -109,16 +110,16 @@ def submissions_path(out: Path | str, run_id: str) -> Path:
 def read_submissions(out: Path | str, run_id: str) -> dict[int, str]:
     """Process index → Slurm job id of the latest submission of each process of a run."""
     path = submissions_path(out, run_id)
-    return {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+    try:
+        return {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+    except (ValueError, AttributeError):  # damaged: nothing known in flight; a re-run resubmits what is missing
+        return {}
 
 
 def _record_submissions(out: Path | str, run_id: str, jobs: dict[int, str]) -> None:
     path = submissions_path(out, run_id)
     merged = {**read_submissions(out, run_id), **jobs}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({str(k): v for k, v in sorted(merged.items())}, indent=1))
-    tmp.replace(path)
+    write_bytes_atomic(json.dumps({str(k): v for k, v in sorted(merged.items())}, indent=1).encode(), path)
 
 
 def slurm_states(job_ids: list[str]) -> dict[str, str]:

@@ -8,6 +8,11 @@ The lifecycle of one attempt is a small state machine whose every terminal state
       └─▶ run kind ──returns──▶ completed
                    └─raises───▶ failed (exception type, message, traceback)
 
+Each status row claims its attempt number: the part ``a<attempt>`` is created, never
+replaced, so two writers that counted the same attempts (a launcher recording ``lost``
+while a slow worker still ends, a requeue racing a late row) each get a number of their
+own and no attempt's row is ever overwritten.
+
 A process that dies without reaching a terminal state (SIGKILL, the OOM killer, a node
 failure) writes nothing; the launcher then records it as ``lost``. Failures are data,
 returned to the launcher as a :class:`ProcessResult`, never re-raised: a raising job
@@ -25,9 +30,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from stateaware.launch.spec import ProcessSpec
-from stateaware.records.writer import Identity, RecordWriter, part_path
+from stateaware.records.damage import QUARANTINE
+from stateaware.records.writer import DiskFullError, Identity, RecordWriter, as_disk_full, disk_full, part_path, stale_temporary
 
-__all__ = ["ProcessResult", "run_one_process", "status_row", "attempts_so_far"]
+__all__ = ["ProcessResult", "run_one_process", "status_row", "attempts_so_far", "record_status"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class ProcessResult:
     attempt: int
     pid: int
     message: str = ""
+    disk_full: str = ""  # the one-line DiskFullError message when the disk filled up
 
 
 def identity_of(spec: ProcessSpec) -> Identity:
@@ -46,12 +53,35 @@ def identity_of(spec: ProcessSpec) -> Identity:
 def attempts_so_far(spec: ProcessSpec) -> int:
     """How many attempts of this process came before this one.
 
-    Counted from the status rows, and from Slurm's ``SLURM_RESTART_COUNT`` when a task was
-    requeued: an attempt killed by a requeue or preemption writes no row of its own.
+    The highest attempt number among the status parts (``p<index>-a<attempt>``), or Slurm's
+    ``SLURM_RESTART_COUNT`` when a task was requeued (an attempt killed by a requeue or a
+    preemption writes no row of its own), whichever is larger. Derived from what is
+    recorded — parts moved to ``OUT/.quarantine/`` included — so a gap in the numbers or a
+    damaged row never makes a number reused.
     """
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
-    rows = len(list(folder.glob(f"p{spec.process_index:06d}-a*.parquet")))
-    return max(rows, _int_or_none(os.environ.get("SLURM_RESTART_COUNT")) or 0)
+    aside = Path(spec.out) / QUARANTINE / folder.relative_to(spec.out)  # damaged rows still used their numbers
+    names = [p.name for p in folder.glob(f"p{spec.process_index:06d}-a*.parquet")]
+    names += [p.name.partition(".parquet")[0] for p in aside.glob(f"p{spec.process_index:06d}-a*.parquet*")]
+    numbers = [_int_or_none(name.removesuffix(".parquet").rpartition("-a")[2]) for name in names]
+    highest = max((n for n in numbers if n is not None), default=0)
+    return max(highest, _int_or_none(os.environ.get("SLURM_RESTART_COUNT")) or 0)
+
+
+def record_status(spec: ProcessSpec, row: dict, writer: RecordWriter | None = None) -> int:
+    """Write ``row`` as the status part of attempt ``row["attempt"]``, or of the next free number.
+
+    The part is created exclusively: when another writer already recorded that attempt,
+    the row takes the next number instead of overwriting it. Returns the attempt number
+    recorded (``row["attempt"]`` is updated to it).
+    """
+    writer = writer or RecordWriter(spec.out, identity_of(spec))
+    while True:
+        try:
+            writer.write("processes", [row], part=f"a{row['attempt']:03d}", exclusive=True)
+            return row["attempt"]
+        except FileExistsError:
+            row["attempt"] = max(row["attempt"] + 1, attempts_so_far(spec) + 1)
 
 
 def status_row(spec: ProcessSpec, status: str, attempt: int, started: datetime, *, pid: int | None = None,
@@ -77,7 +107,11 @@ def status_row(spec: ProcessSpec, status: str, attempt: int, started: datetime, 
 
 
 def run_one_process(spec: ProcessSpec) -> ProcessResult:
-    """Run one attempt of process ``spec.process_index`` and record how it ended."""
+    """Run one attempt of process ``spec.process_index`` and record how it ended.
+
+    A full disk ends the attempt: its status row is recorded if it still fits, and the
+    result carries the one-line message so the launcher stops starting processes.
+    """
     started = datetime.now(timezone.utc)
     attempt = attempts_so_far(spec) + 1
     writer = RecordWriter(spec.out, identity_of(spec), {"attempt": str(attempt)})
@@ -92,8 +126,7 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
             f"finds {current[:12]}; the files changed after submission. Re-run the cohort command to "
             f"start a run of the current code."
         )
-        writer.write("processes", [status_row(spec, "source_drift", attempt, started, message=message)], part=f"a{attempt:03d}")
-        return ProcessResult(spec.process_index, "source_drift", attempt, os.getpid(), message)
+        return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
 
     from stateaware.cohorts import load_kind
 
@@ -102,19 +135,35 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
         load_kind(spec.kind).run(spec, writer)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded outcome
         status, error = "failed", exc
-    row = status_row(spec, status, attempt, started, exc=error)
-    writer.write("processes", [row], part=f"a{attempt:03d}")
-    return ProcessResult(spec.process_index, status, attempt, os.getpid(), row["exception_message"] or "")
+        if disk_full(exc) and not isinstance(exc, DiskFullError):  # a kind's own file write ran out of space
+            error = as_disk_full(exc)
+            error.__cause__ = exc
+    return _finish(spec, writer, status_row(spec, status, attempt, started, exc=error))
+
+
+def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult:
+    full = row["exception_message"] if row["exception_type"] == DiskFullError.__name__ else ""
+    try:
+        attempt = record_status(spec, row, writer)
+    except DiskFullError as exc:  # the status row itself did not fit: the launcher records nothing either
+        return ProcessResult(spec.process_index, "failed", row["attempt"], os.getpid(), str(exc), disk_full=str(exc))
+    return ProcessResult(spec.process_index, row["status"], attempt, os.getpid(), row["exception_message"] or "",
+                         disk_full=full or "")
 
 
 def _remove_stale_temporaries(spec: ProcessSpec) -> None:
-    """Delete temporary files an earlier, killed attempt of this process left behind."""
+    """Delete temporary files that dead writers of this process left behind.
+
+    Only files whose owner is gone (:func:`stale_temporary`): a temporary file of a live
+    writer — another launch's worker of the same process — is left alone.
+    """
     prefix = f".p{spec.process_index:06d}-"
     for table_dir in Path(spec.out).iterdir():
         run_dir = table_dir / f"cohort={spec.cohort}" / f"run_id={spec.run_id}"
         if run_dir.is_dir():
             for tmp in run_dir.glob(f"{prefix}*.tmp-*"):
-                tmp.unlink(missing_ok=True)
+                if stale_temporary(tmp):
+                    tmp.unlink(missing_ok=True)
 
 
 def slurm_job_id() -> str | None:

@@ -37,18 +37,24 @@ __all__ = [
 ]
 
 #: Bumped whenever a column is added, renamed or retyped. Rows and file metadata carry it.
-SCHEMA_VERSION = 2  # 2: records.observed, records.card_source, policies.seed (the CIFAR application)
+#: 2: records.observed, records.card_source, policies.seed (the CIFAR application);
+#: 3: records.outcome may be ``error`` (an unexpected exception; before, it read ``reject``).
+SCHEMA_VERSION = 3
 
 #: Semantic outcomes (paper Table 2): ``match`` preserved execution, ``reject`` the
 #: framework refused explicitly, ``diverge`` an observed mismatch, ``unsupported`` refused
-#: by our own admission check before execution (e.g. integer-write differentiation).
-OUTCOMES = ("match", "reject", "diverge", "unsupported")
+#: by our own admission check before execution (e.g. integer-write differentiation),
+#: ``error`` an unexpected exception (a bug, not a refusal; ``exception_type`` and
+#: ``exception_message`` say which) — since schema version 3.
+OUTCOMES = ("match", "reject", "diverge", "unsupported", "error")
 
 #: Terminal process statuses. ``source_drift``: the worker found different code from what
 #: the launcher hashed at submission and refused to run. ``cancelled``: ended by the
 #: scheduler (scancel, preemption without requeue). The launcher writes ``lost`` for a
 #: process that died without writing any status (SIGKILL, OOM killer, node failure).
-STATUSES = ("completed", "failed", "source_drift", "cancelled", "lost")
+#: ``damaged``: written by a resuming launcher when a part of the process was found
+#: damaged or foreign and moved to ``OUT/.quarantine/``; the process then runs again.
+STATUSES = ("completed", "failed", "source_drift", "cancelled", "lost", "damaged")
 
 _ts = pa.timestamp("us", tz="UTC")
 

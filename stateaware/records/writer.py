@@ -4,16 +4,21 @@ Layout under a results directory ``OUT`` (hive partitions, read back by DuckDB):
 
     OUT/<table>/cohort=<cohort>/run_id=<run_id>/p<process_index:06d>-<part>.parquet
 
-A part is written under a temporary name (``.<name>.tmp-<pid>``, which no ``*.parquet``
-glob matches) and renamed into place, so a process killed mid-write leaves no readable
-partial file. Part names are chosen by the cohort and must be deterministic (``"main"``,
+A part is written under a temporary name (``.<name>.tmp-<host>-<pid>``, which no
+``*.parquet`` glob matches) and renamed into place, so a process killed mid-write leaves no
+readable partial file, and a failed write (a full disk) removes its temporary file. The
+host and pid in the name say who owns a temporary file: :func:`stale_temporary` tells
+debris of a dead writer from the file of a live one, which must never be removed. Part names are chosen by the cohort and must be deterministic (``"main"``,
 ``"method=joint"``): writing the same part again replaces it, which is what makes a
 resumed or requeued process unable to duplicate rows.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +29,8 @@ import pyarrow.parquet as pq
 
 from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
 
-__all__ = ["Identity", "RecordWriter", "part_path", "write_atomic"]
+__all__ = ["Identity", "RecordWriter", "DiskFullError", "part_path", "write_atomic", "write_bytes_atomic",
+           "temporary_path", "stale_temporary", "disk_full", "as_disk_full"]
 
 Rows = Union[Sequence[Mapping[str, Any]], Mapping[str, Sequence[Any]], pa.Table]
 
@@ -66,19 +72,133 @@ def part_path(out: Path | str, table: str, cohort: str, run_id: str, process_ind
     )
 
 
-def write_atomic(table: pa.Table, path: Path) -> Path:
-    """Write ``table`` to ``path`` through a temporary file and a rename (POSIX-atomic)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+class DiskFullError(OSError):
+    """A write failed for lack of space; nothing of it was left behind.
+
+    ``str()`` is the one line a command prints: the path, the bytes the write needed and
+    the bytes free on that filesystem, and what to do.
+    """
+
+    def __init__(self, path: Path | str, needed: int | None, free: int | None):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        self.path, self.needed, self.free = Path(path), needed, free
+
+    def __str__(self) -> str:
+        needed = f"needed {_size(self.needed)}" if self.needed is not None else "needed more space"
+        free = f"{_size(self.free)} free there" if self.free is not None else "free space unknown"
+        return (f"disk full writing {self.path}: {needed}, {free}; free some space and re-run the same "
+                f"command to resume")
+
+
+def _size(n: int) -> str:
+    from stateaware.units import format_bytes
+
+    return format_bytes(n)
+
+
+def _free_bytes(path: Path) -> int | None:
+    for folder in (path, *path.parents):
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            continue
+    return None
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is an out-of-space error (ENOSPC, or EDQUOT: a quota is a full disk too)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def as_disk_full(exc: OSError, path: Path | str | None = None, needed: int | None = None) -> DiskFullError:
+    """``exc`` (an out-of-space error) as a :class:`DiskFullError` naming ``path`` or the file it names."""
+    if isinstance(exc, DiskFullError):
+        return exc
+    where = Path(path if path is not None else (exc.filename or "?"))
+    return DiskFullError(where, needed, _free_bytes(where.parent))
+
+
+def _host() -> str:
+    return socket.gethostname().replace("/", "_").replace("-", "_") or "localhost"
+
+
+def temporary_path(path: Path) -> Path:
+    """The temporary name this process writes ``path`` under: ``.<name>.tmp-<host>-<pid>``."""
+    return path.with_name(f".{path.name}.tmp-{_host()}-{os.getpid()}")
+
+
+def stale_temporary(tmp: Path) -> bool:
+    """Whether ``tmp`` (a temporary file name) was left by a writer that is gone.
+
+    Only a writer on this host can be checked: the file is stale when its pid no longer
+    runs here. A temporary file of another host, or one whose name says nothing, is never
+    called stale — removing a file a live writer is filling is worse than leaving debris
+    (which no ``*.parquet`` glob ever reads). Older names without a host (``.tmp-<pid>``)
+    are taken as this host's.
+    """
+    _, sep, owner = tmp.name.rpartition(".tmp-")
+    if not sep:
+        return False
+    host, _, pid = owner.rpartition("-")
+    if host and host != _host():
+        return False
     try:
-        with open(tmp, "wb") as handle:
-            pq.write_table(table, handle, compression="zstd")
+        os.kill(int(pid), 0)
+    except ValueError:
+        return False
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # a live process of another user
+        return False
+    return False
+
+
+def write_bytes_atomic(data: bytes, path: Path, *, exclusive: bool = False) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and a rename (see :func:`write_atomic`)."""
+    return _write_via_temporary(path, lambda handle: handle.write(data), lambda: len(data), exclusive=exclusive)
+
+
+def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False) -> Path:
+    """Write ``table`` to ``path`` through a temporary file and a rename (POSIX-atomic).
+
+    ``exclusive``: never replace an existing ``path`` — raise ``FileExistsError`` instead
+    (a hard link, atomic like ``O_EXCL``), so two writers of one name cannot overwrite each
+    other. Out of space, the temporary file is removed and :class:`DiskFullError` raised.
+    """
+
+    def needed() -> int:  # only on the failure path: the exact size of the file
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        return sink.getvalue().size
+
+    return _write_via_temporary(path, lambda handle: pq.write_table(table, handle, compression="zstd"), needed,
+                                exclusive=exclusive)
+
+
+def _open_temporary(tmp: Path):
+    """The file a write fills (a seam: tests make it run out of space)."""
+    return open(tmp, "wb")
+
+
+def _write_via_temporary(path: Path, fill, needed, *, exclusive: bool) -> Path:
+    tmp = temporary_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _open_temporary(tmp) as handle:
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)  # fails if path exists: never replaces another writer's file
+        else:
+            os.replace(tmp, path)
+    except OSError as exc:
+        if disk_full(exc):
+            tmp.unlink(missing_ok=True)
+            raise as_disk_full(exc, path, needed()) from None
+        raise
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -108,12 +228,17 @@ class RecordWriter:
         """Whether ``part`` was already written (by this or an earlier attempt)."""
         return self.path(table, part).exists()
 
-    def write(self, table: str, rows: Rows, part: str = "main") -> Path:
-        """Write ``rows`` as ``part`` of ``table``, replacing an earlier part of that name."""
+    def write(self, table: str, rows: Rows, part: str = "main", *, exclusive: bool = False) -> Path:
+        """Write ``rows`` as ``part`` of ``table``, replacing an earlier part of that name.
+
+        ``exclusive``: raise ``FileExistsError`` rather than replace an existing part (a
+        status row claims its attempt number this way). Raises :class:`DiskFullError`
+        when the disk is full, leaving nothing behind.
+        """
         arrow = self.to_arrow(table, rows)
         meta = {**self._metadata, "stateaware.table": table}
         arrow = arrow.replace_schema_metadata({k.encode(): v.encode() for k, v in meta.items()})
-        return write_atomic(arrow, self.path(table, part))
+        return write_atomic(arrow, self.path(table, part), exclusive=exclusive)
 
     def to_arrow(self, table: str, rows: Rows) -> pa.Table:
         """``rows`` as an Arrow table of ``table``'s schema, identity columns filled in."""

@@ -1,6 +1,6 @@
 """Test cohort kind: sleeps, then records when and where it ran (JSON in ``detail``) and a few timing rows.
 
-params: sleep_s (float), sleep_index (int or -1: only that process sleeps), sleep_once_dir
+params: pad_kib (int: that many KiB of random hex text in the records row, to fill a disk), sleep_s (float), sleep_index (int or -1: only that process sleeps), sleep_once_dir
 (sleep only the first time, remembered by a marker file there), rows (int),
 fail_index (int or -1), die_index (int or -1) with
 marker_dir: the process with index die_index SIGKILLs itself the first time it runs
@@ -36,7 +36,8 @@ def run(spec, writer) -> None:
         if not marker.exists():
             marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
-    seen = {"started": started, "ended": time.time(), "pid": os.getpid(),
+    pad = os.urandom(int(params.get("pad_kib", 0)) * 512).hex()
+    seen = {"pad": pad, "started": started, "ended": time.time(), "pid": os.getpid(),
             "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_RESTART_COUNT")}}
     writer.write("records", [{"method": "clock", "outcome": "match", "seed": spec.seed, "detail": json.dumps(seen)}],
                  part="main")
