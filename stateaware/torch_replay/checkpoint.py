@@ -328,7 +328,7 @@ class _Frame:
         self.input_saver: torch.Tensor | None = None
         self.holders: list[weakref.ref] = []
         self.metadata: list[tuple] = []
-        self.watch: list[tuple[weakref.ref, int, str | None]] = []
+        self.watch: list[tuple[weakref.ref, int, int | None]] = []  # (tensor, version, argument index)
         self.recomputed: defaultdict[int, weakref.WeakKeyDictionary] = defaultdict(weakref.WeakKeyDictionary)
         self.replayed: set[int] = set()
         self.counts: defaultdict[int, int] = defaultdict(int)
@@ -468,8 +468,11 @@ def _forward_unpack(frame: _Frame):
 # --------------------------------------------------------------------------- replay
 
 def _replay(frame: _Frame, gid: int) -> None:
-    changed = [(ref(), version, at) for ref, version, at in frame.watch  # Rule 6b
-               if ref() is not None and ref()._version != version]
+    changed = []
+    for ref, version, at in frame.watch:  # Rule 6b
+        t = ref()
+        if t is not None and t._version != version:
+            changed.append((t, version, at))
     if changed:
         raise UndeclaredStateError(_changed_message(frame, changed))
     args = frame.inputs()
