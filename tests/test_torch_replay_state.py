@@ -434,3 +434,14 @@ def test_declared_cuda_generator_replays_its_draws():
 
     for a, b in zip(run("ours"), run("eager")):
         assert torch.equal(a, b)
+
+
+def test_recomputed_shape_differs_from_the_forward_raises_replay_error():
+    from stateaware.torch_replay import ReplayError
+
+    n = [4]
+    x = _x()
+    out = checkpoint(lambda x: torch.tanh(x[: n[0]]).sum(), x)  # tanh saves its (n,) output
+    n[0] = 3  # a Python value the segment reads changes before the replay
+    with pytest.raises(ReplayError, match=r"recomputed tensor 0 has shape/dtype/device \(\(3,\).*forward saved \(\(4,\)"):
+        out.backward()

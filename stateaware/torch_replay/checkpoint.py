@@ -512,7 +512,7 @@ def _replay(frame: _Frame, gid: int) -> None:
 def _replay_pack(frame: _Frame, gid: int):
     def pack(x: torch.Tensor) -> torch.Tensor:
         index = frame.counts[gid]
-        frame.counts[gid] += 1
+        frame.counts[gid] = index + 1
         if index >= len(frame.holders):
             raise ReplayError(
                 "stateaware checkpoint: the replay saved more tensors than the original forward "
@@ -534,10 +534,17 @@ def _replay_pack(frame: _Frame, gid: int):
         frame.replay_saved.append((alias, x._version, index))
         holder = frame.holders[index]()
         if holder is not None:
+            if frame.check_metadata and (x.shape, x.dtype, x.device) != frame.metadata[index]:
+                want = frame.metadata[index]
+                raise ReplayError(
+                    f"stateaware checkpoint: recomputed tensor {index} has shape/dtype/device "
+                    f"{(tuple(x.shape), x.dtype, x.device)} but the forward saved "
+                    f"{(tuple(want[0]), want[1], want[2])}. Tip: determinism_check='none' skips this check."
+                )
             handle = _Handle()
             holder.handles[gid] = handle
             frame.recomputed[gid][handle] = kept
-        if frame.early_stop and frame.counts[gid] == len(frame.holders):
+        if frame.early_stop and index + 1 == len(frame.holders):
             raise _StopReplay
         return alias
 
@@ -566,20 +573,7 @@ def _check_counts(frame: _Frame, gid: int, stopped: bool) -> None:
             f"forward ({frame.counts[gid]} vs {len(frame.holders)}); the segment is not deterministic "
             "given its declared state. Tip: declare every tensor it reads and writes in state=[...]."
         )
-    if frame.check_metadata:
-        for handle_index, holder_ref in enumerate(frame.holders):
-            holder = holder_ref()
-            handle = holder.handles.get(gid) if holder is not None else None
-            if handle is None:
-                continue
-            got = frame.recomputed[gid][handle]
-            want = frame.metadata[handle_index]
-            if (got.shape, got.dtype, got.device) != want:
-                raise ReplayError(
-                    f"stateaware checkpoint: recomputed tensor {handle_index} has shape/dtype/device "
-                    f"{(tuple(got.shape), got.dtype, got.device)} but the forward saved "
-                    f"{(tuple(want[0]), want[1], want[2])}. Tip: determinism_check='none' skips this check."
-                )
+    # Shapes, dtypes and devices are compared as the replay saves them (_replay_pack).
 
 
 # --------------------------------------------------------------------------- RNG, autocast

@@ -249,6 +249,7 @@ class _Journal:
 
         self.old = _shared_copy(_key(live, id(self.rows), self.rows._version), make)
         self._current: "torch.Tensor | None" = None
+        self._raw: "torch.Tensor | None" = None
         self.retained_bytes = (self.old.numel() * self.old.element_size()
                                + self.rows.numel() * self.rows.element_size())
 
@@ -258,14 +259,14 @@ class _Journal:
     def enter(self) -> None:
         # `.data` is an alias with its own version counter: the undo is not an autograd-
         # visible write (Rule 4). Called under no_grad, as is exit.
-        raw = self.live.data
+        self._raw = raw = self.live.data
         self._current = raw.index_select(0, self.rows)
         raw.index_copy_(0, self.rows, self.old)
 
     def exit(self) -> None:
         if self._current is not None:
-            self.live.data.index_copy_(0, self.rows, self._current)
-            self._current = None
+            self._raw.index_copy_(0, self.rows, self._current)
+            self._current = self._raw = None
 
     def owns_storage(self, ptr: int) -> bool:
         # Rule 2: the replay reads the live storage, so anything it saves for backward that
