@@ -125,8 +125,9 @@ def note_silent_write(t: "torch.Tensor") -> None:
 
 def _key(live: "torch.Tensor", *extra) -> "tuple | None":
     try:
+        silent = _silent_writes.get(live, 0) if _silent_writes is not None else 0
         return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
-                live.stride(), live.dtype, live._version, (_silent_writes.get(live, 0) if _silent_writes is not None else 0), *extra)
+                live.stride(), live.dtype, live._version, silent, *extra)
     except (RuntimeError, NotImplementedError):  # no strided storage (sparse, nested): never shared
         return None
 
@@ -138,7 +139,12 @@ def _shared_copy(key: "tuple | None", make):
     copy = ref() if ref is not None else None
     if copy is None:
         copy = make()
-        _shared[key] = weakref.ref(copy, lambda _, key=key: _shared.pop(key, None))
+
+        def forget(dead: weakref.ref, key: tuple = key) -> None:
+            if _shared.get(key) is dead:  # not a newer entry made under the same key
+                del _shared[key]
+
+        _shared[key] = weakref.ref(copy, forget)
     return copy
 
 
