@@ -445,3 +445,55 @@ def test_recomputed_shape_differs_from_the_forward_raises_replay_error():
     n[0] = 3  # a Python value the segment reads changes before the replay
     with pytest.raises(ReplayError, match=r"recomputed tensor 0 has shape/dtype/device \(\(3,\).*forward saved \(\(4,\)"):
         out.backward()
+
+
+# --------------------------------------------------------------------------- documented limits, pinned
+
+def test_limit_an_undeclared_modules_python_pointer_is_not_watched():
+    # Docstring, Limits: an undeclared module's Python attributes are not watched. The
+    # forward moves only a Python int (no tensor write), so nothing is reported, and the
+    # replay reads the moved pointer: a wrong gradient. Declaring the module fixes it.
+    class Pointer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.linspace(1, 2, 4, dtype=D))
+            self.ptr = 0
+
+        def forward(self, x):
+            r = torch.tanh(x * self.table[self.ptr])
+            self.ptr += 1
+            return r
+
+    def run(how):
+        m, x = Pointer(), _x()
+        out = m(x) if how == "eager" else checkpoint(m, x, state=[m] if how == "declared" else [])
+        out.sum().backward()
+        return x.grad, m.ptr
+
+    eager, undeclared, declared = run("eager"), run("undeclared"), run("declared")
+    assert not torch.allclose(undeclared[0], eager[0]) and undeclared[1] == eager[1] == 1
+    assert torch.equal(declared[0], eager[0]) and declared[1] == 1
+
+
+def test_limit_a_data_write_outside_any_segment_is_not_seen_by_snapshot_sharing():
+    # Docstring, Limits / NOTE [ Shared snapshots ]: sharing trusts version counters. A
+    # `.data` write between two segments that declare the same tensor, outside both, does
+    # not bump the version, so the second segment's replay reuses the first's copy.
+    def run(how, bump):
+        buf = torch.linspace(-1, 1, 6, dtype=D)
+        x = _x()
+
+        def seg(h):
+            return torch.tanh(h + buf)  # add saves nothing; tanh saves its output
+
+        h = seg(x) if how == "eager" else checkpoint(seg, x, state=[buf])
+        if bump:
+            buf.add_(1.0)  # an in-place write bumps the version: a new copy
+        else:
+            buf.data.add_(1.0)  # invisible to version counters
+        out = seg(h) if how == "eager" else checkpoint(seg, h, state=[buf])
+        out.sum().backward()
+        return x.grad
+
+    assert torch.equal(run("ours", bump=True), run("eager", bump=True))
+    assert not torch.allclose(run("ours", bump=False), run("eager", bump=False))
