@@ -12,10 +12,12 @@ from stateaware.torch_replay.checkpoint import (
     UndeclaredStateError,
     checkpoint,
 )
+from stateaware.torch_replay._keywords import transaction
 from stateaware.torch_replay.preserve import PRESERVE_MODES, Region
 
 __all__ = [
     "checkpoint",
+    "transaction",
     "Region",
     "UndeclaredStateError",
     "ReplayError",

@@ -10,7 +10,7 @@ code cites as "Rule N".
 from __future__ import annotations
 
 import contextlib
-import itertools
+import functools
 import threading
 import weakref
 from collections import defaultdict
@@ -19,7 +19,9 @@ from typing import Any, Union
 
 import torch
 
+from stateaware.torch_replay import _torch_compat as compat
 from stateaware.torch_replay._generators import GeneratorState
+from stateaware.torch_replay._keywords import Transaction, check_collision
 from stateaware.torch_replay._reach import _roots, describe, module_devices, names
 from stateaware.torch_replay._reads import Touched
 from stateaware.torch_replay._state import ModuleState, plain_tensors
@@ -68,13 +70,19 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 #   before the replay: the replay would compute from the changed value — raise at the
 #   replay. Both name what they found through ``_reach`` (only when raising), so the
 #   per-call cost does not grow with the model.
-# Rule 7 (nesting). A checkpoint entered during a replay runs as a shadow: it saves its
-#   inputs through autograd (so the enclosing replay saves exactly what the enclosing
-#   forward saved), discards what its own segment saves and preserves nothing, because
-#   the graph a replay builds is never differentiated.
+# Rule 7 (nesting). A checkpoint entered during a replay is a checkpoint like any other:
+#   it saves its inputs through autograd (so the enclosing replay saves exactly what the
+#   enclosing forward saved), preserves its declared state as the replay sees it, and
+#   replays lazily. The replay's graph is differentiated when the segment itself calls
+#   ``torch.autograd.grad`` (through the nested segment); otherwise it dies with the
+#   replay, and with it the nested frame.
 # Rule 8 (device and precision context). The replay runs under the forward's autocast
 #   settings (CPU and the segment's device type) and inside ``fork_rng`` with the stashed
 #   states (Rule 1), so the RNG state outside the replay is what it was before it.
+#   An enclosing ``with torch.device(...)`` is re-entered for the replay (a fresh one).
+#   A ``context_fn`` pair (selective activation checkpointing) is entered inside all of
+#   this: its first context around the forward, its second around every replay, so a
+#   policy chooses which ops are recomputed and the transaction what state they see.
 # Rule 9 (module state). A declared module's buffer identities, plain tensor attributes
 #   and Python numbers (``training``, a ring pointer) are reinstated to their forward-time
 #   values for the replay and put back afterwards (Rule 5), so a replay neither sees the
@@ -85,19 +93,24 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 DETERMINISM_CHECKS = ("default", "none")
 
 
-class UndeclaredStateError(RuntimeError):
-    """The segment wrote, or depends on, state it did not declare (Rule 6)."""
+class UndeclaredStateError(compat.CheckpointError):
+    """The segment wrote, or depends on, state it did not declare (Rule 6).
+
+    A ``torch.utils.checkpoint.CheckpointError`` (hence a ``RuntimeError``): handlers
+    written for torch's checkpoint catch it."""
 
 
-class ReplayError(RuntimeError):
-    """A replay could not reproduce the original forward (Rules 3, 5 and the count checks)."""
+class ReplayError(compat.CheckpointError):
+    """A replay could not reproduce the original forward (Rules 3, 5 and the count checks).
+
+    A ``torch.utils.checkpoint.CheckpointError``; where torch raises the same error its
+    message leads with torch's sentence."""
 
 
 StateItem = Union[torch.Tensor, torch.nn.Module, Region, torch.Generator]
 PreserveSpec = Union[str, Mapping[Any, str]]
 
-_local = threading.local()  # .replaying: depth of replays running on this thread (Rule 7)
-_gid_fallback = itertools.count(-2, -1)  # unpack outside a backward: a fresh id each time
+_UNSET: Any = object()  # `state`/`preserve` not passed (see _keywords)
 
 
 class _StopReplay(Exception):
@@ -141,14 +154,17 @@ class _Declared:
 
 
 def checkpoint(
-    function: Callable[..., Any],
+    function: Callable[..., Any] | None = None,
     *args: Any,
-    state: Iterable[StateItem] = (),
-    preserve: PreserveSpec = "whole",
-    use_reentrant: bool = False,
+    state: Iterable[StateItem] = _UNSET,
+    preserve: PreserveSpec = _UNSET,
+    use_reentrant: bool | None = False,
     preserve_rng_state: bool = True,
+    context_fn: Callable[[], tuple[Any, Any]] = compat.NOOP_CONTEXT_FN,
     determinism_check: str = "default",
+    debug: bool = False,
     early_stop: bool = True,
+    respect_saved_tensors_hooks: bool | None = None,
     **kwargs: Any,
 ) -> Any:
     """Checkpoint ``function(*args, **kwargs)`` and replay it as a state transaction.
@@ -194,13 +210,29 @@ def checkpoint(
     replay — raised at the replay; :class:`ReplayError` when the replay saves a different
     number or shape of tensors, or modifies a tensor after saving it.
 
-    Nesting: a checkpoint inside ``function`` works; the enclosing call must declare the
-    state its nested calls declare too, because its replay re-runs them (Rule 7) — Rule 6
-    reports it when it does not.
+    Nesting: a checkpoint inside ``function`` works, also when ``function`` calls
+    ``torch.autograd.grad`` through it; the enclosing call must declare the state its
+    nested calls declare too, because its replay re-runs them (Rule 7) — Rule 6 reports
+    it when it does not.
+
+    Drop-in: torch's keywords mean what they mean there — ``context_fn`` (e.g.
+    ``create_selective_checkpoint_contexts``: the policy decides which ops are saved,
+    the transaction still governs state and RNG), ``debug`` and
+    ``set_checkpoint_debug_enabled``, ``set_checkpoint_early_stop``, ``GraphExecGroup``,
+    an enclosing ``with torch.device(...)``, the curried form
+    ``checkpoint(use_reentrant=False, ...)(fn)``; errors are
+    ``torch.utils.checkpoint.CheckpointError`` subclasses and lead with torch's wording.
+    Under ``torch.compile`` the call is a graph break: the code around it is compiled,
+    the segment and its replay run eagerly. Every other keyword goes to ``function``;
+    ``state=``/``preserve=`` are refused (``TypeError``) when ``function`` could take
+    that keyword itself (a parameter the positional arguments leave unfilled, or
+    ``**kwargs``) — declare through :func:`transaction` then.
 
     Limits:
 
     * ``use_reentrant=True`` is not supported.
+    * Under ``torch.compile`` the call is a graph break, so ``fullgraph=True`` refuses it
+      (Dynamo's ``Unsupported`` error); compile the code around the checkpoint instead.
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
       running statistics, ``.data`` aliases).
@@ -230,11 +262,28 @@ def checkpoint(
         function: the segment; called as ``function(*args, **kwargs)``.
         state: tensors, modules and ``Region`` objects the segment may read or write.
         preserve: ``"whole"``, ``"region"`` or a per-tensor mapping (see above).
-        use_reentrant: must be ``False``.
+        use_reentrant: must be ``False`` (``None`` means ``False``).
+        context_fn: returns the (forward, replay) context managers, as in torch.
+        debug: torch's operator logs in replay errors (not with a ``context_fn``).
+        respect_saved_tensors_hooks: passed to a selective-checkpoint policy, as in torch.
         preserve_rng_state: stash and restore the RNG states around each replay.
         determinism_check: one of ``DETERMINISM_CHECKS``.
         early_stop: stop a replay as soon as every saved tensor is recomputed.
     """
+    options = dict(use_reentrant=use_reentrant, preserve_rng_state=preserve_rng_state, context_fn=context_fn,
+                   determinism_check=determinism_check, debug=debug, early_stop=early_stop,
+                   respect_saved_tensors_hooks=respect_saved_tensors_hooks)
+    if function is None and not args:  # the curried form, as torch's: checkpoint(use_reentrant=False)(fn)
+        if kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        ours = {k: v for k, v in (("state", state), ("preserve", preserve)) if v is not _UNSET}
+        return lambda fn: _Checkpointed(fn, ours, options)
+    return _checkpoint(function, args, kwargs, state, preserve, **options)
+
+
+@compat.dynamo_disable
+def _checkpoint(function, args, kwargs, state, preserve, *, use_reentrant, preserve_rng_state, context_fn,
+                determinism_check, debug, early_stop, respect_saved_tensors_hooks):
     if use_reentrant:
         raise ValueError(
             "stateaware.torch_replay.checkpoint supports use_reentrant=False only; the state "
@@ -243,13 +292,40 @@ def checkpoint(
     if determinism_check not in DETERMINISM_CHECKS:
         raise ValueError(f"determinism_check={determinism_check!r}; valid values are: "
                          f"{', '.join(DETERMINISM_CHECKS)} (default 'default')")
+    if isinstance(function, Transaction):  # every keyword is the function's (see _keywords)
+        for key, value in (("state", state), ("preserve", preserve)):
+            if value is not _UNSET:
+                kwargs[key] = value
+        function, state, preserve = function.fn, function.state, function.preserve
+    else:
+        check_collision(function, [k for k, v in (("state", state), ("preserve", preserve)) if v is not _UNSET],
+                        len(args))
+        state = () if state is _UNSET else state
+        preserve = "whole" if preserve is _UNSET else preserve
     declared, modules, generators = _declare(state, preserve)
+    ctx = compat.contexts(context_fn, debug, respect_saved_tensors_hooks)
     if not torch.is_grad_enabled():
         return function(*args, **kwargs)
-    if getattr(_local, "replaying", 0):
-        return _shadow(function, args, kwargs, declared)
     return _forward(function, args, kwargs, declared, modules, generators, preserve_rng_state,
-                    determinism_check == "default", early_stop)
+                    determinism_check == "default", compat.early_stop(early_stop), ctx)
+
+
+class _Checkpointed:
+    """``checkpoint(use_reentrant=False, ...)(fn)``: ``fn`` checkpointed on every call."""
+
+    def __init__(self, fn, ours, options):
+        self.fn, self.ours, self.options = fn, ours, options
+        functools.update_wrapper(self, fn, updated=())
+
+    def __call__(self, *args, **kwargs):
+        state, preserve = self.ours.get("state", _UNSET), self.ours.get("preserve", _UNSET)
+        return _checkpoint(self.fn, args, kwargs, state, preserve, **self.options)
+
+    def __get__(self, instance, owner=None):  # as a method decorator: bind, keep the options
+        get = getattr(self.fn, "__get__", None)
+        if instance is None or get is None:
+            return self
+        return _Checkpointed(get(instance, owner), self.ours, self.options)
 
 
 # --------------------------------------------------------------------------- declaration
@@ -315,7 +391,8 @@ class _Frame:
 
     __slots__ = ("fn", "kwargs", "declared", "engines", "rng", "autocast", "check_metadata", "early_stop",
                  "contexts", "args", "tensor_slots", "input_saver", "holders", "metadata", "watch",
-                 "recomputed", "replayed", "counts", "replay_saved", "region_storages", "lives", "live_ids")
+                 "recomputed", "replayed", "counts", "replay_saved", "region_storages", "lives", "live_ids",
+                 "torch_contexts", "device_context", "forward_completed", "partial_replays")
 
     def __init__(self, fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop):
         self.fn, self.kwargs = fn, kwargs
@@ -336,6 +413,10 @@ class _Frame:
         self.region_storages: set[int] = set()
         self.lives = [t for e in engines for t in e.lives()]
         self.live_ids = {id(e.live) for e in engines}
+        self.torch_contexts: compat.Contexts | None = None  # context_fn / debug (see _torch_compat)
+        self.device_context: Any = None
+        self.forward_completed = False
+        self.partial_replays: set[Any] = set()
 
     def save_inputs(self, args: tuple, declared_ids: set[int]) -> None:
         self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
@@ -349,12 +430,15 @@ class _Frame:
         return args
 
 
+_anchors = threading.local()
+
+
 def _anchor() -> torch.Tensor:
     # One leaf per thread that makes _SaveInputs record its node; no gradient ever reaches
     # it (the node's output is never used), so sharing it across calls is safe.
-    anchor = getattr(_local, "anchor", None)
+    anchor = getattr(_anchors, "anchor", None)
     if anchor is None:
-        anchor = _local.anchor = torch.empty(0, requires_grad=True)
+        anchor = _anchors.anchor = torch.empty(0, requires_grad=True)
     return anchor
 
 
@@ -370,24 +454,8 @@ def _split_inputs(args: tuple, declared_ids: set[int]):
     return kept, slots, tensors
 
 
-def _shadow(fn, args, kwargs, declared):
-    """Rule 7: a checkpoint met during an enclosing replay."""
-    _, _, tensors = _split_inputs(args, {id(d.tensor) for d in declared})
-    _SaveInputs.apply(_anchor(), *tensors)
-    with torch.autograd.graph.saved_tensors_hooks(_discard_pack, _discard_unpack):
-        return fn(*args, **kwargs)
-
-
-def _discard_pack(x: torch.Tensor) -> None:
-    return None
-
-
-def _discard_unpack(x: None) -> torch.Tensor:
-    raise ReplayError("stateaware checkpoint: backward reached a graph built during a replay "
-                      "(double backward through a nested checkpoint's replay is not supported)")
-
-
-def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state, check_metadata, early_stop):
+def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state, check_metadata, early_stop,
+             ctx=None):
     declared_ids = {id(d.tensor) for d in declared}
     device_type, devices = _devices(fn, args, kwargs, declared)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
@@ -399,10 +467,13 @@ def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state
     frame = _Frame(fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop)
     frame.contexts = [ModuleState(m) for m in modules] + [GeneratorState(g, n) for n, g in generators]
     frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
+    frame.torch_contexts, frame.device_context = ctx, compat.device_context()
     frame.save_inputs(args, declared_ids)
     touched = Touched()
-    with torch.autograd.graph.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)), touched:
+    with compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)), touched, \
+            compat.entered(ctx.forward if ctx is not None else None):
         out = fn(*args, **kwargs)
+    frame.forward_completed = True
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
     return out
 
@@ -437,7 +508,7 @@ def _forward_pack(frame: _Frame):
         holder = _Holder()
         frame.holders.append(weakref.ref(holder))
         if frame.check_metadata:
-            frame.metadata.append((x.shape, x.dtype, x.device))
+            frame.metadata.append(compat.metadata_of(x))
         return holder
 
     return pack
@@ -445,9 +516,7 @@ def _forward_pack(frame: _Frame):
 
 def _forward_unpack(frame: _Frame):
     def unpack(holder: _Holder) -> torch.Tensor:
-        gid = torch._C._current_graph_task_id()
-        if gid == -1:
-            gid = next(_gid_fallback)
+        gid = compat.graph_group_id()
         if gid not in frame.replayed:
             _replay(frame, gid)
         if gid not in holder.handles:
@@ -456,12 +525,20 @@ def _forward_unpack(frame: _Frame):
                               "depends on state the replay cannot see.")
         handle = holder.handles[gid]
         if handle is None:
-            raise ReplayError("stateaware checkpoint: a saved tensor was unpacked twice in one backward; "
-                              "read ctx.saved_tensors once per backward.")
+            raise ReplayError(compat.twice_message())
         value = frame.recomputed[gid][handle]
         holder.handles[gid] = None
         return value
 
+    def unpack_reporting(holder: _Holder) -> torch.Tensor:
+        try:
+            return unpack(holder)
+        except compat.CheckpointError as e:  # debug mode: torch's operator logs around the error
+            frame.torch_contexts.on_error(e)
+            raise
+
+    if frame.torch_contexts is not None and frame.torch_contexts.on_error is not None:
+        return unpack_reporting
     return unpack
 
 
@@ -480,31 +557,29 @@ def _replay(frame: _Frame, gid: int) -> None:
     versions = [t._version for t in lives]
     frame.replay_saved = []
     stopped = False
-    _local.replaying = getattr(_local, "replaying", 0) + 1
-    try:
-        with _rng_restored(frame.rng):
-            entered = []
-            try:
-                with torch.no_grad():
-                    for engine in (*frame.contexts, *frame.engines):
-                        engine.enter()
-                        entered.append(engine)
-                with torch.autograd.graph.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack), \
-                        torch.enable_grad(), _autocast_restored(frame.autocast):
-                    try:
-                        frame.fn(*args, **frame.kwargs)
-                    except _StopReplay:
-                        stopped = True
-                _check_saved_unchanged(frame)  # Rule 3
-            finally:
-                with torch.no_grad():
-                    for engine in reversed(entered):  # Rule 5
-                        engine.exit()
-                frame.replay_saved = []
-                if lives:  # Rule 4
-                    torch._C._autograd._unsafe_set_version_counter(tuple(lives), tuple(versions))
-    finally:
-        _local.replaying -= 1
+    replay_context = frame.torch_contexts.replay if frame.torch_contexts is not None else None
+    with _rng_restored(frame.rng):
+        entered = []
+        try:
+            with torch.no_grad():
+                for engine in (*frame.contexts, *frame.engines):
+                    engine.enter()
+                    entered.append(engine)
+            with compat.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack), \
+                    torch.enable_grad(), _autocast_restored(frame.autocast), \
+                    compat.entered(frame.device_context), compat.entered(replay_context):
+                try:
+                    frame.fn(*args, **frame.kwargs)
+                except _StopReplay:
+                    stopped = True
+            _check_saved_unchanged(frame)  # Rule 3
+        finally:
+            with torch.no_grad():  # the engines' exits, like their enters, are not autograd-visible
+                for engine in reversed(entered):  # Rule 5
+                    engine.exit()
+            frame.replay_saved = []
+            if lives:  # Rule 4
+                torch._C._autograd._unsafe_set_version_counter(tuple(lives), tuple(versions))
     frame.replayed.add(gid)
     _check_counts(frame, gid, stopped)
 
@@ -514,19 +589,26 @@ def _replay_pack(frame: _Frame, gid: int):
         index = frame.counts[gid]
         frame.counts[gid] = index + 1
         if index >= len(frame.holders):
+            if not frame.forward_completed:
+                # A backward inside the segment's own forward replays the part run so far
+                # (early_stop=False runs on past it): what it saves beyond that is not ours.
+                frame.partial_replays.add(gid)
+                return x.detach() if x.requires_grad else x
             raise ReplayError(
-                "stateaware checkpoint: the replay saved more tensors than the original forward "
-                f"({len(frame.holders)}); the segment is not deterministic in what it computes."
+                f"{compat.TORCH_MORE}\n(stateaware checkpoint) the replay saved more than the forward's "
+                f"{len(frame.holders)} tensors: the segment is not deterministic in what it computes."
             )
-        # The replay's own graph is never differentiated (Rule 7), so what it saves, and what
-        # backward receives, is a detached alias: an op that saves its own output (tanh,
-        # sigmoid, ReLU) would otherwise close a cycle through C++ (output -> grad_fn ->
-        # saved output) that Python's collector cannot see, and every replay graph would
-        # outlive its step. torch.utils.checkpoint detaches here for the same reason.
+        # What the replay saves, and what backward receives, is a detached alias (the
+        # replay's own graph is differentiated only by a backward inside the segment,
+        # Rule 7): an op that saves its own output (tanh, sigmoid, ReLU) would otherwise
+        # close a cycle through C++ (output -> grad_fn -> saved output) that Python's
+        # collector cannot see, and every replay graph would outlive its step.
+        # torch.utils.checkpoint detaches here for the same reason.
         alias = x.detach() if x.requires_grad else x
         kept = alias
         if frame.region_storages and _storage_ptr(x) in frame.region_storages:
-            kept = x.detach().clone()  # Rule 2: the redo will overwrite the live storage
+            with _no_dispatch_modes():  # our copy, not the segment's op (a SAC mode must not count it)
+                kept = x.detach().clone()  # Rule 2: the redo will overwrite the live storage
         elif id(x) in frame.live_ids:
             # Rule 2: the declared tensor object itself; its `.data` is swapped back after the
             # replay, so autograd gets an alias that keeps pointing at the replay's storage.
@@ -534,13 +616,6 @@ def _replay_pack(frame: _Frame, gid: int):
         frame.replay_saved.append((alias, x._version, index))
         holder = frame.holders[index]()
         if holder is not None:
-            if frame.check_metadata and (x.shape, x.dtype, x.device) != frame.metadata[index]:
-                want = frame.metadata[index]
-                raise ReplayError(
-                    f"stateaware checkpoint: recomputed tensor {index} has shape/dtype/device "
-                    f"{(tuple(x.shape), x.dtype, x.device)} but the forward saved "
-                    f"{(tuple(want[0]), want[1], want[2])}. Tip: determinism_check='none' skips this check."
-                )
             handle = _Handle()
             holder.handles[gid] = handle
             frame.recomputed[gid][handle] = kept
@@ -566,14 +641,31 @@ def _check_saved_unchanged(frame: _Frame) -> None:
             )
 
 
-def _check_counts(frame: _Frame, gid: int, stopped: bool) -> None:
+def _check_counts(frame: _Frame, gid: Any, stopped: bool) -> None:
+    if gid in frame.partial_replays:
+        return  # a replay inside the forward itself: the forward had saved fewer tensors so far
     if not stopped and frame.counts[gid] != len(frame.holders):
         raise ReplayError(
-            "stateaware checkpoint: the replay saved a different number of tensors than the original "
-            f"forward ({frame.counts[gid]} vs {len(frame.holders)}); the segment is not deterministic "
-            "given its declared state. Tip: declare every tensor it reads and writes in state=[...]."
+            compat.TORCH_COUNT.format(forward=len(frame.holders), replay=frame.counts[gid])
+            + "\n(stateaware checkpoint) the segment is not deterministic given its declared state. "
+            "Tip: declare every tensor it reads and writes in state=[...]."
         )
-    # Shapes, dtypes and devices are compared as the replay saves them (_replay_pack).
+    if frame.check_metadata:
+        different = []
+        for index, holder_ref in enumerate(frame.holders):
+            holder = holder_ref()
+            handle = holder.handles.get(gid) if holder is not None else None
+            if handle is None:
+                continue
+            got = compat.metadata_of(frame.recomputed[gid][handle])
+            if got != frame.metadata[index]:
+                different.append(f"tensor at position {index}:\nsaved metadata: {frame.metadata[index]}\n"
+                                 f"recomputed metadata: {got}\n")
+        if different:
+            raise ReplayError(
+                f"{compat.TORCH_METADATA}\n{''.join(different)}"
+                "(stateaware checkpoint) Tip: determinism_check='none' skips this check."
+            )
 
 
 # --------------------------------------------------------------------------- RNG, autocast
@@ -668,6 +760,13 @@ def _autocast_restored(state):
 
 
 # --------------------------------------------------------------------------- helpers
+
+def _no_dispatch_modes():
+    """Bookkeeping ops of ours run below any dispatch mode the segment runs under (SAC)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
 
 def _storage_ptr(t: torch.Tensor) -> int:
     try:
