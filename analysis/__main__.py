@@ -9,10 +9,14 @@ Commands::
     views [--results DIR] [--sql]
         list the views and their columns; --sql prints the CREATE VIEW statements,
         for the plain duckdb CLI: `duckdb -init views.sql`
-    report [--results DIR] ...
-        write the Markdown report and figures (see `report --help`)
+    report [--results DIR] [--strict] ...
+        write the Markdown report and figures (see `report --help`); --strict
+        refuses (exit 1) a run with a stability flag
     status [--results DIR] [--run-id ID]
         per process: latest recorded status and attempt, Slurm job id and state
+    check [--results DIR] [--run-id ID] [--max-cv X] ...
+        the stability flags of timing runs: unstable methods (step-time CV, wall/CPU)
+        and loaded processes; exit 0 when clean, 1 when any flag
     compare RUN_A RUN_B [--results DIR] [--metric M]
         per method, the ratio of run B to run A with a bootstrap interval (compare --help)
 
@@ -85,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.report import main as report_main
 
         return report_main(argv[1:])
+    if argv[:1] == ["check"]:  # its own parser: see stateaware.analysis.stability
+        from stateaware.analysis.stability import main as check_main
+
+        return check_main(argv[1:])
     if argv[:1] == ["status"]:  # its own parser: see stateaware.analysis.status
         from stateaware.analysis.status import main as status_main
 
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("report", help="write the Markdown report and figures (report --help)")
     commands.add_parser("status", help="each process's state from the records and from Slurm (status --help)")
+    commands.add_parser("check", help="unstable methods and loaded processes of timing runs (check --help)")
     commands.add_parser("compare", help="run B against run A, per method, with intervals (compare --help)")
 
     args = parser.parse_args(argv)

@@ -20,6 +20,7 @@ of the completed processes, compute every prespecified comparison.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Union
 
@@ -27,6 +28,7 @@ import pyarrow as pa
 
 from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
 from stateaware.analysis.verify import RunVerification, Verification, verify
+from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
 from stateaware.records.writer import write_atomic
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "comparisons_table",
     "write_comparisons",
     "compute_comparisons",
+    "declared_clock_of",
 ]
 
 SCHEMA = pa.schema([
@@ -58,6 +61,13 @@ SCHEMA = pa.schema([
     pa.field("partial", pa.bool_(), nullable=False),
     pa.field("numerator_mean", pa.float64()),  # mean over processes of per-process means
     pa.field("denominator_mean", pa.float64()),
+    # A step-time comparison's clock (wall | cpu; stateaware.clocks), and the same ratio on
+    # the other clock, shown beside it; null for other metrics.
+    pa.field("clock", pa.string()),
+    pa.field("other_clock", pa.string()),
+    pa.field("other_estimate", pa.float64()),
+    pa.field("other_lower", pa.float64()),
+    pa.field("other_upper", pa.float64()),
 ])
 
 #: Result folders of the analysis sit beside the record tables; the lead's views turn
@@ -124,6 +134,7 @@ def compute_comparisons(
     alpha: float = ALPHA,
     draws: int = DRAWS,
     seed: int = 0,
+    clock: str | None = None,
 ) -> tuple[RunVerification, list[ComparisonResult]]:
     """Verify ``run_id``, then compute its prespecified comparisons from ``table``.
 
@@ -135,6 +146,12 @@ def compute_comparisons(
     just obtained on ``con`` (a report verifies each run once); otherwise the run is
     verified here, and :class:`~stateaware.analysis.verify.VerificationError` raised when
     it is not fit for analysis (see ``allow_partial``).
+
+    ``clock`` (``wall`` or ``cpu``; see :func:`declared_clock_of`) puts every step-time
+    comparison (metric ``step_ms`` or ``cpu_ms``) on that clock's column and attaches the
+    same ratio on the other clock (``ComparisonResult.other``); ``None`` computes each
+    metric as written. A run whose records hold no CPU times (written before they were
+    recorded) falls back to wall time, and its results say ``clock = wall``.
     """
     if verification is None:
         verification = verify(con, run_id=run_id, allow_partial=allow_partial)
@@ -143,7 +160,18 @@ def compute_comparisons(
     columns = {c for (c,) in con.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
     ).fetchall()}
-    metrics = list(dict.fromkeys(s.metric for s in specs))
+    timed = clock is not None and any(s.metric in TIME_METRICS for s in specs)
+    if timed:
+        clock_column(clock)  # an unknown clock fails here, by name
+        if _has_cpu_times(con, table, columns, run_id):
+            other = "cpu" if clock == "wall" else "wall"
+        else:
+            clock, other = "wall", None
+        primary = [_on_clock(s, clock) for s in specs]
+        metrics = list(dict.fromkeys([*(s.metric for s in primary), *(CLOCKS.values() if other else ())]))
+    else:
+        primary, other = specs, None
+        metrics = list(dict.fromkeys(s.metric for s in specs))
     keys = ["process_index", "method", *dict.fromkeys(col for s in specs for col, _ in s.where)]
     unknown = [c for c in keys + metrics if c not in columns]
     if unknown:
@@ -158,4 +186,37 @@ def compute_comparisons(
     )
     names = [d[0] for d in result.description]
     means = dict(zip(names, map(list, zip(*result.fetchall())))) or {n: [] for n in names}
-    return run, compare(means, specs, alpha=alpha, draws=draws, seed=seed)
+    results = compare(means, primary, alpha=alpha, draws=draws, seed=seed)
+    if not timed:
+        return run, results
+    # The other clock: the same family (same m, same seed), kept only for the time ratios.
+    others = compare(means, [_on_clock(s, other) for s in specs], alpha=alpha, draws=draws, seed=seed) \
+        if other is not None else [None] * len(specs)
+    return run, [replace(r, clock=clock, other=replace(o, clock=other) if o is not None else None)
+                 if s.metric in TIME_METRICS else r
+                 for s, r, o in zip(specs, results, others)]
+
+
+def _on_clock(spec: Comparison, clock: str) -> Comparison:
+    """``spec`` with a step-time metric moved to ``clock``'s column; others unchanged."""
+    return replace(spec, metric=clock_column(clock)) if spec.metric in TIME_METRICS else spec
+
+
+def _has_cpu_times(con: Any, table: str, columns: set[str], run_id: str) -> bool:
+    if "cpu_ms" not in columns:
+        return False
+    return bool(con.execute(f"SELECT count(cpu_ms) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0])
+
+
+def declared_clock_of(config_yaml: str | None) -> str:
+    """The clock a run's comparisons use, from its recorded config (``runs.config_yaml``).
+
+    ``cohort.comparisons_clock`` if set, else ``cpu`` on a one-thread CPU profile and
+    ``wall`` otherwise (``stateaware.clocks.declared_clock``); ``wall`` without a config.
+    """
+    if not config_yaml:
+        return "wall"
+    from omegaconf import OmegaConf
+
+    doc = OmegaConf.to_container(OmegaConf.create(config_yaml)) or {}
+    return declared_clock(doc.get("cohort") or {}, doc.get("hardware") or {})

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SECTIONS", "Section", "select_runs", "build_report", "main"]
+__all__ = ["SECTIONS", "Section", "UnstableError", "select_runs", "build_report", "main"]
 
 
 @dataclass(frozen=True)
@@ -63,14 +63,28 @@ def _comparisons_of(config_yaml: str) -> list[Any]:
     return OmegaConf.to_container(config.cohort.comparisons, resolve=True) if "cohort" in config else []
 
 
+class UnstableError(RuntimeError):
+    """``--strict``: a selected run has stability flags; ``flags`` lists them."""
+
+    def __init__(self, flags: list[Any]):
+        from stateaware.analysis.stability import describe
+
+        self.flags = flags
+        super().__init__(f"refusing a strict report: {describe(flags, limit=len(flags))}\n"
+                         "Re-run those processes on a quiet machine (or pinned: launcher.cpus), or report without "
+                         "--strict to see them flagged in the report.")
+
+
 def build_report(results: Path | str, out: Path | str | None = None, *, run_ids: list[str] | None = None,
-                 allow_partial: bool = False, draws: int | None = None) -> Path:
+                 allow_partial: bool = False, draws: int | None = None, strict: bool = False) -> Path:
     """Write ``report.md`` (and figures) under ``out`` (default ``<results>/report``); return its path.
 
     Raises :class:`~stateaware.analysis.verify.VerificationError` naming every problem
-    when a selected run is not fit for analysis and ``allow_partial`` is false.
+    when a selected run is not fit for analysis and ``allow_partial`` is false, and with
+    ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
+    (:mod:`stateaware.analysis.stability`) before anything is written.
     """
-    from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
+    from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of, write_comparisons
     from stateaware.analysis.stats import DRAWS
     from stateaware.analysis.verify import verify
     from stateaware.analysis.views import connect
@@ -85,6 +99,12 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     chosen = [run_id for _, run_id, _, _ in selected]
 
     con = connect(results, run_ids=chosen)
+    if strict:
+        from stateaware.analysis.stability import flags
+
+        found = flags(con)
+        if found:
+            raise UnstableError(found)
     lines = ["# stateaware report", "", f"Results: `{results.resolve()}`", "",
              "| cohort | run | processes | verification | source hash | hardware (scale) |",
              "|---|---|---|---|---|---|"]
@@ -100,7 +120,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
         if comparisons:
             try:
                 _, computed = compute_comparisons(con, run_id, comparisons, verification=verification,
-                                                  draws=draws or DRAWS)
+                                                  draws=draws or DRAWS, clock=declared_clock_of(config_yaml))
             except ValueError as exc:  # e.g. one process: nothing to pair; say so, do not guess
                 notes.append(f"- {cohort} (`{run_id}`): prespecified comparisons not computed: {exc}")
                 continue
@@ -120,6 +140,11 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
         if section.figures:
             for path in importlib.import_module(f"stateaware.analysis.{section.figures}").figures(con, out):
                 lines += ["", f"![{path.stem}]({path.relative_to(out).as_posix()})"]
+    from stateaware.analysis import stability
+
+    section = stability.render(con)
+    if section:
+        lines += ["", "## Stability of the timings (clocks, load, step variation)", "", section]
     if verification.partial:
         lines += ["", f"**Partial analysis:** {verification.label}; tables cover completed processes only."]
     report = out / "report.md"
@@ -128,7 +153,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N]``."""
+    """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N] [--strict]``."""
     import sys
 
     from stateaware.analysis.__main__ import default_results
@@ -142,10 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable); default: latest per cohort")
     parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
     parser.add_argument("--draws", type=int, default=None, help="bootstrap draws (default 20,000)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse (exit 1) when a selected run has an unstable method or a loaded process")
     args = parser.parse_args(argv)
     try:
         path = build_report(args.results or default_results(), args.out, run_ids=args.run_id,
-                            allow_partial=args.partial, draws=args.draws)
+                            allow_partial=args.partial, draws=args.draws, strict=args.strict)
+    except UnstableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except (VerificationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -148,6 +148,10 @@ class ComparisonResult:
     numerator_mean: float
     denominator_mean: float
     process_indices: tuple[int, ...] = field(repr=False)
+    #: For a step-time comparison, the clock it was computed on (``wall`` or ``cpu``,
+    #: ``stateaware.clocks``) and the same comparison on the other clock; None otherwise.
+    clock: str | None = None
+    other: "ComparisonResult | None" = field(default=None, repr=False)
 
     def row(self) -> dict[str, Any]:
         """The result as one flat row (the ``comparisons`` table's columns, less identity)."""
@@ -169,6 +173,11 @@ class ComparisonResult:
             "seed": r.seed,
             "numerator_mean": self.numerator_mean,
             "denominator_mean": self.denominator_mean,
+            "clock": self.clock,
+            "other_clock": self.other.clock if self.other is not None else None,
+            "other_estimate": self.other.ratio.estimate if self.other is not None else None,
+            "other_lower": self.other.ratio.lower if self.other is not None else None,
+            "other_upper": self.other.ratio.upper if self.other is not None else None,
         }
 
 

@@ -234,6 +234,18 @@ def _provenance(con: Any, cohort: str) -> list[str]:
     return [text]
 
 
+def _clock(row: dict[str, Any]) -> str:
+    """The clock a comparison used: ``wall``/``cpu`` for step times, ``—`` for other metrics."""
+    return row.get("clock") or "—"
+
+
+def _other_clock(row: dict[str, Any]) -> str:
+    if row.get("other_estimate") is None:
+        return "—"
+    return (f"{row['other_clock']}: {row['other_estimate']:.4f} "
+            f"[{row['other_lower']:.4f}, {row['other_upper']:.4f}]")
+
+
 def _comparison_rows(con: Any) -> list[dict[str, Any]]:
     try:
         relation = con.execute("SELECT * FROM comparisons")
@@ -270,10 +282,13 @@ def render(con: Any, cohorts: Optional[list[str]] = None,
         lines += _method_table(cohort, rows)
         mine = [c for c in comparisons if c.get("cohort") == cohort]
         if mine:
-            lines += ["| comparison | estimate | interval | confidence | processes |", "|---|---|---|---|---|"]
-            lines += [f"| {c['comparison']} | {c['estimate']:.4f} | [{c['lower']:.4f}, {c['upper']:.4f}] | "
-                      f"{c['confidence']:.4f} | {c['processes']} |" for c in mine]
-            lines.append("")
+            lines += ["| comparison | clock | estimate | interval | confidence | processes | other clock: estimate "
+                      "[interval] |", "|---|---|---|---|---|---|---|"]
+            lines += [f"| {c['comparison']} | {_clock(c)} | {c['estimate']:.4f} | [{c['lower']:.4f}, {c['upper']:.4f}] | "
+                      f"{c['confidence']:.4f} | {c['processes']} | {_other_clock(c)} |" for c in mine]
+            lines += ["", "Step-time ratios use the clock named in the *clock* column (`wall`: synchronized wall "
+                      "time, `cpu`: the timed thread's CPU time; the cohort's `comparisons_clock`); the last "
+                      "column gives the same ratio on the other clock.", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -283,17 +298,19 @@ def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> st
     from omegaconf import OmegaConf
 
     import stateaware.conf
-    from stateaware.analysis.comparisons import compute_comparisons
+    from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of
     from stateaware.analysis.views import connect
 
     con = connect(results)
     doc = OmegaConf.to_container(OmegaConf.load(Path(stateaware.conf.__file__).parent / "cohort" / f"{cohort}.yaml"))
     specs = doc.get("comparisons") or []
-    run = con.execute("SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?", [cohort]).fetchone()
+    run = con.execute("SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs "
+                      "WHERE cohort = ?", [cohort]).fetchone()
     computed = None
     if specs and run and run[0]:
         kwargs = {"draws": draws} if draws else {}
-        _, results_ = compute_comparisons(con, run[0], specs, allow_partial=True, **kwargs)
+        _, results_ = compute_comparisons(con, run[0], specs, allow_partial=True, clock=declared_clock_of(run[1]),
+                                          **kwargs)
         computed = [{**r.row(), "cohort": cohort} for r in results_]
     return render(con, [cohort], computed)
 

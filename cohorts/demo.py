@@ -8,9 +8,9 @@ measurement of Python-allocated bytes), and say so in ``peak_source``.
 from __future__ import annotations
 
 import hashlib
-import time
 import tracemalloc
 
+from stateaware.clocks import StepTime, time_step, timing_rows
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
@@ -21,17 +21,19 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     size, warmup, steps = int(spec.params["size"]), int(spec.params["warmup"]), int(spec.params["steps"])
     rng = np.random.default_rng(spec.seed)
     a, b = rng.standard_normal((size, size)), rng.standard_normal((size, size))
-    rows = []
+    product: dict[str, np.ndarray] = {}  # each step's result replaces the last, as a plain assignment would
+    times, peaks = [], []
     for i in range(warmup + steps):
         tracemalloc.start()
-        start = time.perf_counter()
-        c = a @ b
-        elapsed = (time.perf_counter() - start) * 1e3
+        wall_ms, cpu_ms = time_step(lambda: product.__setitem__("c", a @ b))
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        rows.append({"method": "matmul", "precision": "fp64", "step": i if i < warmup else i - warmup,
-                     "warmup": i < warmup, "step_ms": elapsed, "peak_allocated_bytes": peak,
-                     "peak_source": "tracemalloc", "device": "cpu", "seed": spec.seed, "width": size})
+        times.append(StepTime(i < warmup, i if i < warmup else i - warmup, wall_ms, cpu_ms))
+        peaks.append(peak)
+    c = product["c"]
+    rows = [{**row, "peak_allocated_bytes": peak} for row, peak in zip(
+        timing_rows(times, method="matmul", precision="fp64", peak_source="tracemalloc", device="cpu",
+                    seed=spec.seed, width=size), peaks)]
     writer.write("timings", rows, part="matmul")
     digest = hashlib.sha256(c.tobytes()).hexdigest()
     writer.write("records", [{"backend": "numpy", "method": "matmul", "family": "demo", "precision": "fp64",

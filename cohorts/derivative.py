@@ -3,7 +3,9 @@ Jacobian on 1,024 random finite programs, plus the final-storage control.
 
 Program ``i`` (seed ``first_seed + i``) has dimension ``dimensions[i % 3]``,
 ``operations[(i // 3) % 3]`` operations and family ``FAMILIES[(i // 9) % 3]``
-(strided / overlapping / gather). Two rows per program (``check='derivative'``):
+(strided / overlapping / gather), drawn under the suite's rule that its gradient depends
+on an overwritten value (NOTE [ Overwritten dependence ] in ``stateaware.finite.generate``).
+Two rows per program (``check='derivative'``):
 
 - ``version_graph``: ``match`` when the version graph re-evaluates the scalar output
   bit-for-bit *and* its eq.-1 gradient is within tolerance of the forward Jacobian;
@@ -38,7 +40,8 @@ def program_for(index: int, first_seed: int, dimensions: Sequence[int] = _DIMENS
     """Program ``index`` of the suite (see the module docstring)."""
     return random_program(first_seed + index, int(dimensions[index % len(dimensions)]),
                           int(operations[(index // len(dimensions)) % len(operations)]),
-                          FAMILIES[(index // (len(dimensions) * len(operations))) % len(FAMILIES)])
+                          FAMILIES[(index // (len(dimensions) * len(operations))) % len(FAMILIES)],
+                          overwritten_dependence=True)
 
 
 def check_program(program: Program) -> list[dict[str, Any]]:

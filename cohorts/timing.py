@@ -173,14 +173,16 @@ def _profile_rows(card: Any, columns: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     """One timing process; the profile's thread count applies inside it only (an inline run
-    leaves its caller's setting as it was)."""
+    leaves its caller's setting as it was). A fresh process keeps the count until it exits,
+    so its ``processes`` row records the threads it timed with (``torch_threads``)."""
     import torch
 
     threads = torch.get_num_threads()
     try:
         _run(spec, writer)
     finally:
-        torch.set_num_threads(threads)
+        if spec.launcher == "inline":
+            torch.set_num_threads(threads)
 
 
 def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
@@ -190,6 +192,7 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
 
     import torch
 
+    from stateaware.clocks import timing_rows
     from stateaware.costrt.methods import METHODS
     from stateaware.costrt.plans import plan_methods
     from stateaware.costrt.runner import semantic_checks
@@ -255,11 +258,11 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
             continue  # infeasible (policies row says so) or failed its check (records row says so)
         times, peak = measure_method(shape, executable[method], seed=spec.seed, warmup=warmup, steps=steps,
                                      device=device)
-        writer.write("timings", [{"method": method, "precision": "fp32", "step": step, "warmup": is_warmup,
-                                  "step_ms": ms, "peak_allocated_bytes": peak.allocated_bytes,
-                                  "peak_reserved_bytes": peak.reserved_bytes, "peak_source": peak.source,
-                                  "device": device, "seed": spec.seed, **columns}
-                                 for is_warmup, step, ms in times], part=f"cell={name}-method={method}")
+        writer.write("timings", timing_rows(times, method=method, precision="fp32",
+                                            peak_allocated_bytes=peak.allocated_bytes,
+                                            peak_reserved_bytes=peak.reserved_bytes, peak_source=peak.source,
+                                            device=device, seed=spec.seed, **columns),
+                     part=f"cell={name}-method={method}")
 
 
 def summary(out: str, cohort: str) -> str:

@@ -100,6 +100,12 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
               f"--results {plan.out}; re-run this command to collect and resubmit what is missing")
         return 0
     print(describe(summary, plan))
+    if plan.specs and plan.specs[0].timing:
+        from stateaware.analysis.stability import run_summary
+
+        stable = run_summary(plan.out, plan.run_id)
+        if stable:
+            print(stable)
     if summary.exit_code == 0:
         from stateaware.cohorts import load_kind
 

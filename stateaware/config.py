@@ -18,10 +18,14 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from stateaware.analysis.stability import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
+
 __all__ = [
     "CohortConfig",
     "LauncherConfig",
     "HardwareConfig",
+    "StabilityConfig",
+    "AnalysisConfig",
     "Config",
     "ConfigError",
     "LAUNCHERS",
@@ -29,6 +33,7 @@ __all__ = [
     "register_configs",
     "available_cohorts",
     "resolve_hardware",
+    "launcher_cpus",
     "validate",
 ]
 
@@ -49,6 +54,9 @@ class CohortConfig:
     seed: int = 0  # base seed; process i gets seed + i
     params: Dict[str, Any] = field(default_factory=dict)  # passed to the kind's expand/run
     comparisons: List[Any] = field(default_factory=list)  # prespecified, for the analysis
+    # The clock of the comparisons' step times: cpu | wall | null (auto: cpu on a CPU device
+    # with one thread, else wall). See stateaware.clocks, NOTE [ The declared clock ].
+    comparisons_clock: Optional[str] = None
 
 
 @dataclass
@@ -71,6 +79,10 @@ class LauncherConfig:
     array_parallelism: Optional[int] = None
     additional_parameters: Dict[str, Any] = field(default_factory=dict)  # extra sbatch flags
     snapshot: bool = True  # run a copy of the code taken at submission (queued jobs)
+    # Pin every process to these CPUs (local and inline launchers): "1", "2-3", "0,2-3" or a
+    # list. Checked against this process's own affinity at plan time; recorded in
+    # processes.affinity. null: not pinned.
+    cpus: Optional[Any] = None
 
 
 @dataclass
@@ -84,10 +96,27 @@ class HardwareConfig:
 
 
 @dataclass
+class StabilityConfig:
+    # Thresholds of the stability flags (stateaware.analysis.stability, where each default
+    # says why): a method's step-time CV, its wall/CPU ratio, the CPU share other
+    # processes took from a process's CPUs. Recorded with the run; `analysis check` and
+    # `report --strict` apply them.
+    max_cv: float = MAX_CV
+    max_wall_over_cpu: float = MAX_WALL_OVER_CPU
+    max_other_share: float = MAX_OTHER_SHARE
+
+
+@dataclass
+class AnalysisConfig:
+    stability: StabilityConfig = field(default_factory=StabilityConfig)
+
+
+@dataclass
 class Config:
     cohort: CohortConfig = MISSING
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     out: str = "results"  # results directory (Parquet parts, manifests, submitit logs)
     run_id: Optional[str] = None  # default: <cohort>-<digest of config and source>
     processes: int = II("cohort.processes")
@@ -163,6 +192,16 @@ def validate(cfg: DictConfig) -> None:
         value = cfg.launcher[key]
         _check(value is None or value >= 1, f"launcher.{key}", value, "null or an integer >= 1")
     _check(cfg.launcher.timeout_min > 0, "launcher.timeout_min", cfg.launcher.timeout_min, "minutes > 0")
+    for key in ("max_cv", "max_wall_over_cpu", "max_other_share"):
+        value = cfg.analysis.stability[key]
+        _check(value > 0, f"analysis.stability.{key}", value, "a number > 0")
+    launcher_cpus(cfg)
+    from stateaware.clocks import declared_clock
+
+    try:
+        declared_clock(OmegaConf.to_container(cfg.cohort, resolve=True), OmegaConf.to_container(cfg.hardware, resolve=True))
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; set it in conf/cohort/{cfg.cohort.name}.yaml or pass cohort.comparisons_clock=cpu") from None
     _check(cfg.wait or cfg.launcher.name == "slurm", "wait", cfg.wait, "true, unless launcher=slurm (local processes need a waiting launcher)")
     from stateaware.units import FORMS
 
@@ -176,6 +215,38 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"cohort.kind={cfg.cohort.kind!r} (cohort {cfg.cohort.name!r}): {exc}") from None
     _check(cfg.min_free_mib >= 0, "min_free_mib", cfg.min_free_mib, "MiB >= 0 (0 turns the free-space check off)")
     _check_writable(Path(cfg.out), cfg.min_free_mib)
+
+
+def launcher_cpus(cfg: DictConfig) -> tuple[int, ...] | None:
+    """``launcher.cpus`` as a sorted CPU tuple, or ``None`` when unset.
+
+    Raises :class:`ConfigError` when the value does not parse, when the launcher is not
+    local or inline (Slurm binds CPUs itself: use ``launcher.cpus_per_task``), or when it
+    names CPUs this process may not use (the message lists the allowed ones).
+    """
+    value = cfg.launcher.get("cpus")
+    if value is None:
+        return None
+    from stateaware.launch.context import format_cpus, parse_cpus
+
+    if not hasattr(os, "sched_getaffinity"):
+        raise ConfigError("invalid launcher.cpus: this OS cannot pin processes to CPUs (no sched_setaffinity); "
+                          "drop launcher.cpus")
+    if isinstance(value, (list, tuple)) or OmegaConf.is_list(value):
+        value = list(value)
+    allowed = sorted(os.sched_getaffinity(0))
+    try:
+        cpus = parse_cpus(value)
+    except ValueError as exc:
+        raise ConfigError(f"invalid launcher.cpus={value!r}: {exc}; allowed CPUs are {format_cpus(allowed)} "
+                          f"(e.g. launcher.cpus=\"{allowed[-1]}\")") from None
+    _check(cfg.launcher.name in ("local", "inline"), "launcher.cpus", value,
+           "null with launcher=slurm (the cluster binds CPUs: use launcher.cpus_per_task)")
+    outside = sorted(set(cpus) - set(allowed))
+    if outside:
+        raise ConfigError(f"invalid launcher.cpus={value!r}: CPU(s) {format_cpus(outside)} are not available to this "
+                          f"process; allowed CPUs are {format_cpus(allowed)}")
+    return cpus
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:

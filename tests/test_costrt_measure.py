@@ -74,5 +74,5 @@ def test_timed_steps_counts_warmups_and_steps_separately():
     seen = []
     out = timed_steps(seen.append, warmup=2, steps=3, device="cpu")
     assert seen == [0, 1, 2, 3, 4]
-    assert [(w, s) for w, s, _ in out] == [(True, 0), (True, 1), (False, 0), (False, 1), (False, 2)]
-    assert all(ms >= 0 for _, _, ms in out)
+    assert [(t.warmup, t.step) for t in out] == [(True, 0), (True, 1), (False, 0), (False, 1), (False, 2)]
+    assert all(t.wall_ms >= 0 and t.cpu_ms >= 0 for t in out)

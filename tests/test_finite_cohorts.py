@@ -80,3 +80,16 @@ def test_render_puts_ours_beside_the_paper(results):
     assert "| Table 3 supported joint recoveries | 30/30 | 1,500/1,500 | differs |" in report
     assert "| Table 3 explicit unsupported outcomes | 6 | 300 | differs |" in report
     assert "region_over_whole" in report
+
+
+@pytest.mark.slow
+def test_the_final_storage_control_is_caught_on_all_1024_derivative_programs():
+    """The whole suite as the cohort draws it (about 25 s on one core): every program's control diverges."""
+    from stateaware.cohorts.derivative import PROGRAMS, check_program, program_for
+
+    rows = [row for i in range(PROGRAMS) for row in check_program(program_for(i, 610000))]
+    control = [r["outcome"] for r in rows if r["method"] == "final_storage_control"]
+    engine = [r["outcome"] for r in rows if r["method"] == "version_graph"]
+    assert len(control) == len(engine) == 1024
+    assert control.count("diverge") == 1024
+    assert engine.count("match") == 1024

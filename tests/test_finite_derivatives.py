@@ -62,3 +62,53 @@ def test_final_storage_control_is_caught_on_sixty_dimension_8_programs():
         _, reference = forward_jacobian(program, trace.draws)
         caught += np.max(np.abs(reverse_versions(trace, "final") - reference)) > gradient_tolerance(reference)
     assert caught == 60
+
+
+# The suite's programs (cohorts/derivative.py): dimensions 4/8/16, 8/12/16 operations.
+suite_programs = st.builds(
+    random_program, seed=st.integers(0, 2**32), dimension=st.sampled_from([4, 8, 16]),
+    operations=st.sampled_from([8, 12, 16]), family=st.sampled_from(FAMILIES),
+    overwritten_dependence=st.just(True))
+
+
+def _control_error(program):
+    trace = execute(program)
+    _, reference = forward_jacobian(program, trace.draws)
+    return float(np.max(np.abs(reverse_versions(trace, "final") - reference))), gradient_tolerance(reference)
+
+
+@settings(max_examples=60, deadline=None)
+@given(suite_programs)
+def test_suite_programs_depend_on_an_overwritten_value_and_the_control_sees_it(program):
+    from stateaware.finite.generate import depends_on_overwritten
+
+    assert depends_on_overwritten(program)
+    error, tol = _control_error(program)
+    assert error > tol  # the rule's meaning: reading the final storage changes the gradient
+
+
+def test_degenerate_first_draws_are_redrawn_and_obeying_ones_kept():
+    from stateaware.finite.generate import depends_on_overwritten
+
+    # suite program 19 (seed 610019, d8, 8 ops, gather): its first draw reads no overwritten
+    # value in its gradient — the control computes the right gradient from final storage
+    first = random_program(610019, 8, 8, "gather")
+    assert not depends_on_overwritten(first)
+    error, tol = _control_error(first)
+    assert error <= tol
+    redrawn = random_program(610019, 8, 8, "gather", overwritten_dependence=True)
+    assert depends_on_overwritten(redrawn) and redrawn.to_dict() != first.to_dict()
+    assert (redrawn.n, len(redrawn.ops), redrawn.family, redrawn.seed) == (8, 8, "gather", 610019)
+    assert random_program(610019, 8, 8, "gather", overwritten_dependence=True).to_dict() == redrawn.to_dict()
+    # a first draw that obeys the rule is kept as drawn
+    assert random_program(610020, 16, 8, "gather", overwritten_dependence=True).to_dict() == \
+        random_program(610020, 16, 8, "gather").to_dict()
+
+
+def test_a_program_that_cannot_obey_the_rule_is_refused_by_name():
+    import pytest
+
+    with pytest.raises(ValueError, match=r"no draw in 64 has a gradient that depends on an overwritten value"):
+        random_program(1, 4, 0, "strided", overwritten_dependence=True)  # no operation overwrites anything
+    with pytest.raises(ValueError, match="integer_writes programs have no float gradient"):
+        random_program(1, 4, 8, "strided", integer_writes=True, overwritten_dependence=True)

@@ -19,6 +19,11 @@ import pytest
 
 pytestmark = pytest.mark.slurm
 
+# Upper bound of every wait here: each polls for its event and returns as soon as it
+# happens, so the bound costs nothing on a free node; it is generous because CI machines
+# are shared and a loaded node can take minutes to schedule and start a worker.
+_WAIT_S = 300.0
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -47,11 +52,11 @@ def _launch(out: Path, *overrides: str, python: str = sys.executable, wait: bool
             *(o for o in overrides if not o.startswith("param:"))]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if wait:
-        return subprocess.run(args, capture_output=True, text=True, timeout=240, env=env, cwd=cwd)
+        return subprocess.run(args, capture_output=True, text=True, timeout=2 * _WAIT_S, env=env, cwd=cwd)
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
 
 
-def _wait_for(predicate, what: str, timeout: float = 120.0):
+def _wait_for(predicate, what: str, timeout: float = _WAIT_S):
     deadline = time.time() + timeout
     while time.time() < deadline:
         value = predicate()
@@ -98,7 +103,7 @@ def test_scancel_is_recorded_as_cancelled_and_a_rerun_resubmits_only_that_proces
     job = _wait_for(lambda: _submissions(out).get("1"), "the submission of process 1")
     _wait_for(lambda: (markers / "slept-1").exists(), f"job {job} to start sleeping")
     subprocess.run(["scancel", job], check=True)
-    stdout, stderr = running.communicate(timeout=180)
+    stdout, stderr = running.communicate(timeout=2 * _WAIT_S)
     assert running.returncode == 1, stdout + stderr
     assert "process 1 cancelled (attempt 1)" in stdout
     assert sql(out, "SELECT process_index, status, slurm_job_id FROM processes ORDER BY 1")[1] == (1, "cancelled", job)
@@ -125,7 +130,7 @@ def test_a_requeued_task_completes_without_duplicated_rows(tmp_path, sql):
     # Slurm holds a requeued job for 120 s (BeginTime); once it is pending again, release it now.
     _wait_for(lambda: _slurm_state(job) == "PENDING", f"job {job} to be pending again")
     subprocess.run(["scontrol", "update", f"jobid={job}", "starttime=now"], check=True)
-    stdout, stderr = running.communicate(timeout=240)
+    stdout, stderr = running.communicate(timeout=2 * _WAIT_S)
     assert running.returncode == 0, stdout + stderr
     assert sql(out, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [(0, "completed", 1),
                                                                                           (1, "completed", 2)]
@@ -177,7 +182,7 @@ def test_code_edited_after_submission_does_not_change_what_queued_jobs_run(tmp_p
     _wait_for(lambda: (markers / "slept-0").exists(), "process 0 to start")
     worker = copy / "stateaware" / "launch" / "worker.py"  # what every queued process runs first
     worker.write_text(worker.read_text() + "\nraise RuntimeError('edited after submission')\n")
-    stdout, stderr = running.communicate(timeout=180)
+    stdout, stderr = running.communicate(timeout=2 * _WAIT_S)
     assert running.returncode == 0, stdout + stderr
     hashes = sql(out, "SELECT DISTINCT source_hash FROM processes")
     assert len(hashes) == 1

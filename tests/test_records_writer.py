@@ -68,8 +68,11 @@ writer.write("timings", {"step": range(n), "step_ms": [0.5] * n}, part="big")
 def test_a_process_killed_mid_write_leaves_no_readable_part(tmp_path, sql):
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(tmp_path)])
     folder = tmp_path / "timings" / "cohort=c" / "run_id=r1"
-    deadline = time.time() + 120
-    while time.time() < deadline and not any(p.stat().st_size > 0 for p in folder.glob(".*.tmp-*")):
+    # Wait for the event, not for a time: on a loaded machine building the 40-million-row
+    # table can take minutes before the temporary file appears (a 120 s deadline once
+    # expired first, and the kill then found no file). The loop ends when the file has
+    # bytes, or fails when the writer finished first.
+    while not any(p.stat().st_size > 0 for p in folder.glob(".*.tmp-*")):
         assert proc.poll() is None, "the writer finished before it could be killed; make it slower"
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+import math
+import re
 from collections import Counter
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -102,3 +107,59 @@ def test_table2_sql_and_render(results):
     assert "| Torch transactional nonreentrant | 16 | 4 | 0 | 20 | 2 | 400 | 100 | 0 |" in text
     assert "paper M" in text and f"Records: {118 * SEEDS} ({70 * SEEDS} Torch, {48 * SEEDS} JAX)" in text
     assert "Rows whose counts differ from the paper's" in text  # 2 keys, not the paper's 50
+
+
+GOLDEN = Path(__file__).parent / "data" / "semantic-records-420000.json.gz"
+#: The columns a records row carries that describe the run, not the outcome.
+_IDENTITY = {"run_id", "cohort", "process_index", "source_hash", "schema_version", "hardware", "scale"}
+
+
+def _golden() -> list[dict]:
+    """Seed key 420000's 118 records as the code wrote them before the cohort shared JAX's
+    compilation cache and ran as two processes (written by that code, not by this test)."""
+    with gzip.open(GOLDEN, "rt") as handle:
+        return json.load(handle)
+
+
+def _located(value):
+    """JAX's leaked-tracer messages name the file the code ran from (a checkout, or the run's
+    snapshot): where the code was, not what it recorded — so the path up to the package is
+    replaced by a placeholder on both sides."""
+    return re.sub(r"\S*/stateaware/", "<package>/", value) if isinstance(value, str) else value
+
+
+def _same_records(got: list[dict], want: list[dict]) -> None:
+    """Column by column, every column but identity; floats exactly (NaN equal to NaN)."""
+    key = lambda r: (r["backend"], r["family"], r["precision"], r["method"])  # noqa: E731
+    got = [{k: _located(v) for k, v in r.items()} for r in got]
+    want = [{k: _located(v) for k, v in r.items()} for r in want]
+    got, want = sorted(got, key=key), sorted(want, key=key)
+    assert [key(r) for r in got] == [key(r) for r in want]
+    columns = set(want[0])
+    assert {c for c in got[0] if got[0][c] is not None} - _IDENTITY <= columns
+    for column in sorted(columns):
+        a, b = [r.get(column) for r in got], [r[column] for r in want]
+        same = [x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+                for x, y in zip(a, b)]
+        assert all(same), f"column {column!r} differs: {[(key(r), x, y) for r, x, y, s in zip(got, a, b, same) if not s][:3]}"
+
+
+def test_records_are_those_the_code_wrote_before_it_was_made_cheaper(table):
+    _same_records([r for r in table if r["seed"] == BASE], _golden())
+
+
+@pytest.mark.slow
+def test_fresh_processes_sharing_the_jax_cache_write_the_same_records(compose, tmp_path, sql):
+    """Two runs of one key in fresh processes: the first fills the run folder's JAX
+    compilation cache, the second loads from it; both write the golden records."""
+    from stateaware.cli import run
+
+    for run_id in ("cold", "warm"):
+        cfg = compose("cohort=semantic", "processes=1", "launcher=local", f"out={tmp_path}", f"run_id={run_id}",
+                      "cohort.params.seed_keys=1")
+        assert run(cfg, progress=False) == 0
+        if run_id == "cold":
+            assert any((tmp_path / ".cache" / "jax").iterdir())  # the cache was written
+    for run_id in ("cold", "warm"):
+        table = pq.read_table(tmp_path / "records" / "cohort=semantic" / f"run_id={run_id}", partitioning=None)
+        _same_records(table.to_pylist(), _golden())

@@ -43,8 +43,14 @@ submitit = pytest.importorskip("submitit")
 
 pytestmark = pytest.mark.slurm
 
-# Upper bound for any one wait below; each test finishes in seconds when the node is free.
-_WAIT_S = 90.0
+# Upper bound for any one wait below. Every wait polls for its event and returns as soon as
+# it happens (seconds on a free node), so the bound costs nothing there; it is generous
+# because CI nodes are shared, and a loaded node can take minutes to schedule, start a
+# Python worker and let sacct catch up — a tight bound there fails for speed, not behaviour.
+_WAIT_S = 300.0
+# How long a task that must be killed (scancel, requeue) sleeps: past every wait above,
+# so it can only end by being killed; the executor's time limit (3 x _WAIT_S) still bounds it.
+_BLOCK_S = 2 * _WAIT_S
 # Small enough that two tasks fit the 2-core test node side by side (DefMemPerCPU=512M).
 _MEM_GB = 0.25
 
@@ -83,7 +89,7 @@ def block_first_attempt(marker: str, block: bool) -> dict:
     attempts = int(path.read_text()) + 1 if path.exists() else 1
     path.write_text(str(attempts))
     if block and attempts == 1:
-        time.sleep(_WAIT_S * 2)
+        time.sleep(_BLOCK_S)
     return {"attempts": attempts, **slurm_env(0)}
 
 
@@ -116,7 +122,7 @@ def read_module_value(module: str) -> tuple[str, str]:
 
 
 def _run(*cmd: str) -> str:
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=30).stdout
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=_WAIT_S).stdout
 
 
 @functools.lru_cache(maxsize=1)
@@ -163,7 +169,7 @@ def executor(cluster, tmp_path):
     ex.update_parameters(
         name=name,
         slurm_partition=cluster["partition"],
-        timeout_min=5,
+        timeout_min=int(3 * _WAIT_S / 60),  # past every wait: only a hung task reaches it
         cpus_per_task=1,
         mem_gb=_MEM_GB,
         # srun stays on (submitit's default): see the module docstring.
@@ -187,7 +193,7 @@ def _wait_until(what: str, predicate, timeout: float = _WAIT_S):
 def _squeue_state(job_id: str) -> str:
     """State of one job or array task in the controller ('' once it has left the queue)."""
     out = subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30
+        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=_WAIT_S
     )
     return out.stdout.strip()
 
@@ -214,7 +220,7 @@ def _wait_sacct(array_id: str, expected: dict[str, list[str]], duplicates: bool 
 
     _matches.last = None
     try:
-        _wait_until(f"sacct -j {array_id} to show {expected}", _matches, timeout=30)
+        _wait_until(f"sacct -j {array_id} to show {expected}", _matches)
     except AssertionError as error:
         raise AssertionError(f"{error}; last seen {_matches.last}") from None
 
@@ -262,7 +268,7 @@ def test_failing_task_returns_its_traceback_and_the_others_complete(executor):
 
 
 def test_scancel_of_one_task_is_reported_cancelled(executor):
-    jobs = executor.map_array(sleep_then_return, [_WAIT_S * 2, 0.1])
+    jobs = executor.map_array(sleep_then_return, [_BLOCK_S, 0.1])
     _wait_until(f"{jobs[0].job_id} to run", lambda: _squeue_state(jobs[0].job_id) == "RUNNING")
 
     _run("scancel", jobs[0].job_id)

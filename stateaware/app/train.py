@@ -182,7 +182,7 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
         raise ValueError(f"Protocol.peaks={proto.peaks!r}; valid values are: step, epoch")
     epochs, step, enqueued = [], 0, 0
     for epoch in range(proto.encoder_epochs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         gen = _epoch_gen(seed, epoch, 1)
         first = len(observer.rows) if observer is not None else 0
 
@@ -206,7 +206,7 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
         losses = observer.window(one_epoch) if use_epoch_window else one_epoch()
         val = _validate(m, val_images, proto, device, _epoch_gen(seed, epoch, 2))
         row = {"phase": "encoder", "epoch": epoch, "loss": float(np.mean(losses)) if losses else float("nan"),
-               "accuracy": val, "seconds": time.perf_counter() - t0}
+               "accuracy": val, "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
         seen = observer.rows[first:] if observer is not None else []
         if seen:
             reserved = [r["peak_reserved_bytes"] for r in seen if r["peak_reserved_bytes"] is not None]
@@ -280,7 +280,7 @@ def probe(encoder_path: Path, encoder_sha256: str, data: dict[str, torch.Tensor]
     opt = torch.optim.SGD(linear.parameters(), lr=proto.probe_lr, momentum=0.9)
     epochs = []
     for epoch in range(proto.probe_epochs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         gen = _epoch_gen(seed, epoch, 3)
         losses = []
         order = torch.randperm(len(feats["fit"]), generator=gen)
@@ -295,7 +295,7 @@ def probe(encoder_path: Path, encoder_sha256: str, data: dict[str, torch.Tensor]
             val = (float((linear(feats["val"]).argmax(1) == labels["val"]).float().mean())
                    if len(feats["val"]) else None)
         epochs.append({"phase": "probe", "epoch": epoch, "loss": float(np.mean(losses)), "accuracy": val,
-                       "seconds": time.perf_counter() - t0})
+                       "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0})
     with torch.no_grad():
         logits = linear(feats["test"])
         losses = -torch.log_softmax(logits, 1).gather(1, labels["test"][:, None])[:, 0]

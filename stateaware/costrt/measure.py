@@ -33,11 +33,12 @@ import contextlib
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
+
+from stateaware.clocks import StepTime, time_step
 
 __all__ = ["PEAK_SOURCES", "Peak", "live_bytes", "synchronize", "timed_steps", "peak_step", "window_peak"]
 
@@ -74,21 +75,19 @@ def live_bytes(tensors: Iterable[torch.Tensor]) -> int:
 
 
 def timed_steps(step: Callable[[int], None], *, warmup: int, steps: int,
-                device: torch.device | str) -> list[tuple[bool, int, float]]:
-    """Run ``warmup`` then ``steps`` calls of ``step(index)``; ``(warmup, step, ms)`` each.
+                device: torch.device | str) -> list[StepTime]:
+    """Run ``warmup`` then ``steps`` calls of ``step(index)``; a :class:`StepTime` each.
 
-    The device is synchronized before the clock starts and before it is read, so a step's
-    time covers its queued device work. ``index`` counts all calls from 0 (it selects the
-    step's rows); the returned step numbers count warm-ups and measured steps from 0 each.
+    The device is synchronized before the clocks start and before they are read, so a
+    step's wall time covers its queued device work; its CPU time is the calling thread's
+    (NOTE [ Two clocks ] in ``stateaware.clocks``). ``index`` counts all calls from 0 (it
+    selects the step's rows); the returned step numbers count warm-ups and measured steps
+    from 0 each.
     """
     out = []
     for call in range(warmup + steps):
-        synchronize(device)
-        start = time.perf_counter()
-        step(call)
-        synchronize(device)
-        ms = (time.perf_counter() - start) * 1e3
-        out.append((call < warmup, call if call < warmup else call - warmup, ms))
+        wall_ms, cpu_ms = time_step(lambda: step(call), lambda: synchronize(device))
+        out.append(StepTime(call < warmup, call if call < warmup else call - warmup, wall_ms, cpu_ms))
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from stateaware.clocks import StepTime
 from stateaware.costrt.measure import Peak, live_bytes, peak_step, timed_steps
 from stateaware.costrt.methods import forward
 from stateaware.costrt.workloads import Shape, Workload, build, loss_of, seed_step, segment_forward, step_rows
@@ -143,11 +144,11 @@ def semantic_checks(shape: Shape, policies: Mapping[str, Sequence[str] | str], *
 
 
 def measure(shape: Shape, policy: Sequence[str] | str, *, seed: int, warmup: int, steps: int,
-            device: str | torch.device = "cpu") -> tuple[list[tuple[bool, int, float]], Peak]:
+            device: str | torch.device = "cpu") -> tuple[list[StepTime], Peak]:
     """Time ``warmup + steps`` FP32 training steps of ``policy``, then measure its peak.
 
     A step: the step's rows, the forward of every segment, the loss, the backward, and
-    the gradients released. Returns ``timed_steps``'s ``(warmup, step, ms)`` triples and the
+    the gradients released. Returns ``timed_steps``'s :class:`~stateaware.clocks.StepTime` list and the
     :class:`~stateaware.costrt.measure.Peak` of one extra, untimed step.
     """
     device = torch.device(device)

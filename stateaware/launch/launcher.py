@@ -191,11 +191,14 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
     if len(per_process) != processes:
         raise ConfigError(f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets for processes={processes}")
     out = Path(cfg.out).resolve()
+    from stateaware.config import launcher_cpus
+
+    cpus = launcher_cpus(cfg)
     specs = tuple(
         ProcessSpec(
             run_id=run_id, cohort=cohort["name"], kind=cohort["kind"], process_index=i, processes=processes,
             seed=int(cohort["seed"]) + i, source_hash=source_hash, out=str(out), launcher=cfg.launcher.name,
-            timing=bool(cohort["timing"]), hardware=hardware, params={**cohort["params"], **extra},
+            timing=bool(cohort["timing"]), hardware=hardware, params={**cohort["params"], **extra}, cpus=cpus,
         )
         for i, extra in enumerate(per_process)
     )

@@ -30,6 +30,8 @@ class ProcessSpec:
     timing: bool  # a timing cohort: one process per node unless told otherwise
     hardware: dict[str, Any] = field(default_factory=dict)  # the resolved hardware profile
     params: dict[str, Any] = field(default_factory=dict)
+    # CPUs the worker pins itself to before the kind runs (launcher.cpus); None: not pinned
+    cpus: tuple[int, ...] | None = None
 
     @property
     def hardware_name(self) -> str:

@@ -5,8 +5,12 @@ The lifecycle of one attempt is a small state machine whose every terminal state
 
     start ──source hash differs──▶ source_drift
       │
-      └─▶ run kind ──returns──▶ completed
-                   └─raises───▶ failed (exception type, message, traceback)
+      └─▶ pin to launcher.cpus ─▶ context ─▶ run kind ──returns──▶ context ─▶ completed
+                                                     └─raises───▶ context ─▶ failed (exception
+                                                                  type, message, traceback)
+
+The context readings at both ends of the kind (load, CPUs, other processes' CPU share, GPU
+clocks; :mod:`stateaware.launch.context`) land in the same row.
 
 Each status row claims its attempt number: the part ``a<attempt>`` is created, never
 replaced, so two writers that counted the same attempts (a launcher recording ``lost``
@@ -22,9 +26,11 @@ read from the row.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -129,16 +135,27 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
         return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
 
     from stateaware.cohorts import load_kind
+    from stateaware.launch import context
 
     status, error = "completed", None
+    gpu = context.nvml_index(str(spec.hardware.get("device", "cpu")), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    before = after = None
     try:
-        load_kind(spec.kind).run(spec, writer)
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded outcome
+        with pinned(spec):
+            before = context.snapshot(gpu_index=gpu)
+            try:
+                load_kind(spec.kind).run(spec, writer)
+            finally:
+                after = context.snapshot(gpu_index=gpu)
+    except Exception as exc:  # noqa: BLE001 - every failure (a refused pinning too) becomes a recorded outcome
         status, error = "failed", exc
         if disk_full(exc) and not isinstance(exc, DiskFullError):  # a kind's own file write ran out of space
             error = as_disk_full(exc)
             error.__cause__ = exc
-    return _finish(spec, writer, status_row(spec, status, attempt, started, exc=error))
+    row = status_row(spec, status, attempt, started, exc=error)
+    if before is not None and after is not None:
+        row.update(context.context_columns(before, after))
+    return _finish(spec, writer, row)
 
 
 def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult:
@@ -149,6 +166,27 @@ def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult
         return ProcessResult(spec.process_index, "failed", row["attempt"], os.getpid(), str(exc), disk_full=str(exc))
     return ProcessResult(spec.process_index, row["status"], attempt, os.getpid(), row["exception_message"] or "",
                          disk_full=full or "")
+
+
+@contextlib.contextmanager
+def pinned(spec: ProcessSpec) -> Iterator[None]:
+    """Pin this process to ``spec.cpus`` (``launcher.cpus``) for the body, before anything is timed.
+
+    A fresh process stays pinned until it exits; an inline run (the launcher's own
+    interpreter) gets its earlier affinity back afterwards. The launcher validated the
+    set against its own affinity at plan time; a worker that finds the OS refusing it
+    (another machine, a cgroup changed since) raises, and the attempt is recorded failed.
+    """
+    if not spec.cpus:
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, spec.cpus)
+    try:
+        yield
+    finally:
+        if spec.launcher == "inline":
+            os.sched_setaffinity(0, previous)
 
 
 def _remove_stale_temporaries(spec: ProcessSpec) -> None:

@@ -38,8 +38,11 @@ __all__ = [
 
 #: Bumped whenever a column is added, renamed or retyped. Rows and file metadata carry it.
 #: 2: records.observed, records.card_source, policies.seed (the CIFAR application);
-#: 3: records.outcome may be ``error`` (an unexpected exception; before, it read ``reject``).
-SCHEMA_VERSION = 3
+#: 3: records.outcome may be ``error`` (an unexpected exception; before, it read ``reject``);
+#: 4: timings.cpu_ms, epochs.cpu_seconds; processes: the system context (load, CPUs,
+#:    affinity, governor, other processes' CPU share, torch threads, GPU clocks and
+#:    temperature) — issue 17.
+SCHEMA_VERSION = 4
 
 #: Semantic outcomes (paper Table 2): ``match`` preserved execution, ``reject`` the
 #: framework refused explicitly, ``diverge`` an observed mismatch, ``unsupported`` refused
@@ -114,6 +117,26 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("exception_message", pa.string()),
         ("traceback", pa.string()),
         ("spec_json", pa.string()),  # the process spec's seeds and parameters
+        # The system context of the attempt (stateaware.launch.context; null where unreadable,
+        # and on rows the launcher writes for a process that died).
+        ("load_before", pa.float64()),  # 1-minute load average when the process started
+        ("load_after", pa.float64()),  # ... and when it ended
+        ("cpu_model", pa.string()),  # /proc/cpuinfo "model name" (or the platform's processor)
+        ("logical_cpus", pa.int32()),  # logical CPUs of the machine
+        ("affinity", pa.string()),  # CPUs the process may run on, as a list "0-3,6"
+        ("cpu_governor", pa.string()),  # the frequency governor(s) of those CPUs, "," joined
+        # Share of the CPU time of the affinity CPUs that other processes took while this one
+        # ran: (busy time on those CPUs - this process's CPU time) / their total time.
+        ("other_cpu_share", pa.float64()),
+        ("process_cpu_s", pa.float64()),  # user + system CPU seconds of the process while the kind ran
+        ("torch_threads", pa.int32()),  # torch.get_num_threads() at the end, where torch was loaded
+        ("gpu_name", pa.string()),
+        ("gpu_sm_clock_mhz_start", pa.int32()),
+        ("gpu_sm_clock_mhz_end", pa.int32()),
+        ("gpu_mem_clock_mhz_start", pa.int32()),
+        ("gpu_mem_clock_mhz_end", pa.int32()),
+        ("gpu_temperature_c_start", pa.int32()),
+        ("gpu_temperature_c_end", pa.int32()),
     ],
     "records": [
         ("backend", pa.string()),  # torch | jax | finite
@@ -160,7 +183,10 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("precision", pa.string()),
         ("step", pa.int32()),  # 0-based; warm-ups and measured steps each count from 0
         ("warmup", pa.bool_()),
-        ("step_ms", pa.float64()),
+        ("step_ms", pa.float64()),  # wall time (synchronized on a GPU)
+        # The timed thread's CPU time over the same step (stateaware.clocks, NOTE [ Two
+        # clocks ]); on a GPU the host thread's, not device time.
+        ("cpu_ms", pa.float64()),
         ("peak_allocated_bytes", pa.int64()),
         ("peak_reserved_bytes", pa.int64()),
         # Where the peak came from: cuda_allocator | torch_profiler | memtracker — never a
@@ -208,7 +234,10 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("epoch", pa.int32()),
         ("loss", pa.float64()),
         ("accuracy", pa.float64()),
-        ("seconds", pa.float64()),
+        ("seconds", pa.float64()),  # wall seconds of the epoch
+        # the process's CPU seconds over the epoch, every thread (time.process_time): the
+        # application trains with several intra-op threads, so one thread's clock would not do
+        ("cpu_seconds", pa.float64()),
         ("peak_allocated_bytes", pa.int64()),
         ("peak_reserved_bytes", pa.int64()),
         ("peak_source", pa.string()),
