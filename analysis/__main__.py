@@ -21,7 +21,10 @@ Commands::
         per method, the ratio of run B to run A with a bootstrap interval (compare --help)
 
 ``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
-``out``. This command never imports torch or jax.
+``out``; it must be a directory holding at least one record table folder. A part file
+that is damaged or of another schema is left out of every view with one warning line
+naming it (``report`` refuses instead: verification fails naming it). Invalid input ends
+in one error line and exit status 2. This command never imports torch or jax.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["main", "default_results"]
+from stateaware.exits import INVALID, OneLineParser, fail, run_main
+
+__all__ = ["main", "default_results", "results_dir"]
 
 
 def default_results() -> Path:
@@ -39,45 +44,94 @@ def default_results() -> Path:
     return Path(os.environ.get("STATEAWARE_RESULTS", "results"))
 
 
+def results_dir(results: Path | None) -> Path:
+    """``results`` (default :func:`default_results`) if it is a results directory; else exit 2 naming it.
+
+    A results directory is a directory with at least one record table folder (``runs``,
+    ``processes``, ...): a missing path, a plain file or an empty directory is refused
+    rather than answered with empty views.
+    """
+    from stateaware.records.schema import TABLES
+
+    path = default_results() if results is None else Path(results)
+    tip = "pass --results DIR with the out= of a launched cohort (python -m stateaware cohort=NAME out=DIR)"
+    if not path.exists():
+        fail(f"error: --results {path}: no such directory; {tip}")
+    if not path.is_dir():
+        fail(f"error: --results {path}: a file, not a results directory; {tip}")
+    if not any((path / table).is_dir() for table in TABLES):
+        fail(f"error: --results {path}: no record tables in it ({', '.join(TABLES)}); {tip}")
+    return path
+
+
 def _results_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help="results directory (default: $STATEAWARE_RESULTS or ./results)")
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message as one line (DuckDB adds the query and a caret on later lines)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _query_text(args: argparse.Namespace) -> str:
+    try:
+        if args.file is not None:
+            return Path(args.file).read_text(encoding="utf-8")
+        if args.query in (None, "-"):  # bytes, decoded strictly: a C locale would smuggle them in escaped
+            return sys.stdin.buffer.read().decode("utf-8")
+    except FileNotFoundError:
+        fail(f"error: --file {args.file}: no such file; pass a file holding the SQL, or the SQL itself")
+    except IsADirectoryError:
+        fail(f"error: --file {args.file}: a directory, not a file of SQL")
+    except UnicodeDecodeError as exc:
+        source = f"--file {args.file}" if args.file is not None else "standard input"
+        fail(f"error: {source}: not UTF-8 text (byte {exc.start}); SQL must be UTF-8")
+    except OSError as exc:
+        fail(f"error: --file {args.file}: {exc.strerror or exc}")
+    return args.query
+
+
 def _sql(args: argparse.Namespace) -> int:
+    import duckdb
+
     from stateaware.analysis.sql import ReadOnlyError, format_result, query
 
-    if args.file is not None:
-        text = Path(args.file).read_text()
-    elif args.query in (None, "-"):
-        text = sys.stdin.read()
-    else:
-        text = args.query
+    results = results_dir(args.results)
+    text = _query_text(args)
     try:
-        answers = query(args.results, text, run_ids=args.run_id)
+        answers = query(results, text, args.run_id, warn=lambda line: print(line, file=sys.stderr))
     except ReadOnlyError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # duckdb's own errors (syntax, unknown column) name the problem
-        import duckdb
-
-        if isinstance(exc, (duckdb.Error, ValueError)):
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        raise
+        return INVALID
+    except duckdb.PermissionException as exc:
+        print(f"error: refused: {one_line(exc)}; results are read-only: a query reads the views only "
+              f"(no files, no extensions). To keep a result, use --format csv and redirect the output.",
+              file=sys.stderr)
+        return INVALID
+    except (duckdb.Error, ValueError) as exc:  # syntax, unknown column: duckdb names the problem
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return INVALID
     print("\n\n".join(format_result(names, rows, args.format) for names, rows in answers))
     return 0
 
 
 def _views(args: argparse.Namespace) -> int:
-    from stateaware.analysis.views import connect, views_sql
+    from stateaware.analysis.views import PARTS_PREFIX, connect, damaged_parts, views_sql
 
+    results = results_dir(args.results)
     if args.sql:
-        print("\n".join(views_sql(args.results)))
+        for part in damaged_parts(results):
+            print(f"warning: skipped {part}", file=sys.stderr)
+        print("\n".join(views_sql(results)))
         return 0
 
-    con = connect(args.results)
-    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall():
+    con = connect(results)
+    for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
+        print(f"warning: skipped {path}: {problem}", file=sys.stderr)
+    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT starts_with(view_name, ?) "
+                               "ORDER BY view_name", [PARTS_PREFIX]).fetchall():
         columns = con.execute(f"DESCRIBE {name}").fetchall()
         print(f"{name}: " + ", ".join(c[0] for c in columns))
     return 0
@@ -101,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.compare import main as compare_main
 
         return compare_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sql = commands.add_parser("sql", help="run a read-only SQL query over the results")
@@ -125,10 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("compare", help="run B against run A, per method, with intervals (compare --help)")
 
     args = parser.parse_args(argv)
-    if args.results is None:
-        args.results = default_results()
     return args.func(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -162,10 +162,11 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
 
 def main(argv: Optional[list[str]] = None) -> int:
     """``compare RUN_A RUN_B [--results DIR] [--metric M] [--draws N] [--format table|json]``."""
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.__main__ import results_dir
+    from stateaware.exits import OneLineParser
 
-    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis compare",
-                                     description="per method, the ratio of run B to run A with a bootstrap interval")
+    parser = OneLineParser(prog="python -m stateaware.analysis compare",
+                           description="per method, the ratio of run B to run A with a bootstrap interval")
     parser.add_argument("run_a", metavar="RUN_A", help="the baseline run id")
     parser.add_argument("run_b", metavar="RUN_B", help="the run compared with it")
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
@@ -176,7 +177,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     args = parser.parse_args(argv)
     try:
-        rows = compare_runs(args.results or default_results(), args.run_a, args.run_b, metric=args.metric,
+        rows = compare_runs(results_dir(args.results), args.run_a, args.run_b, metric=args.metric,
                             alpha=args.alpha, draws=args.draws)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -152,37 +152,54 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     return report
 
 
+def _draws(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N] [--strict]``."""
     import sys
 
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.__main__ import one_line, results_dir
     from stateaware.analysis.verify import VerificationError
+    from stateaware.exits import INVALID, OneLineParser
     from stateaware.records.writer import as_disk_full, disk_full
 
-    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis report", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m stateaware.analysis report", description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help="results directory (default: $STATEAWARE_RESULTS or ./results)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
     parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable); default: latest per cohort")
     parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
-    parser.add_argument("--draws", type=int, default=None, help="bootstrap draws (default 20,000)")
+    parser.add_argument("--draws", type=_draws, default=None, help="bootstrap draws (default 20,000)")
     parser.add_argument("--strict", action="store_true",
                         help="refuse (exit 1) when a selected run has an unstable method or a loaded process")
     args = parser.parse_args(argv)
+    results = results_dir(args.results)
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"error: --out {args.out}: a file, not a directory; pass --out DIR", file=sys.stderr)
+        return INVALID
     try:
-        path = build_report(args.results or default_results(), args.out, run_ids=args.run_id,
-                            allow_partial=args.partial, draws=args.draws, strict=args.strict)
+        path = build_report(results, args.out, run_ids=args.run_id, allow_partial=args.partial, draws=args.draws,
+                            strict=args.strict)
     except UnstableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except (VerificationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return INVALID
     except OSError as exc:
-        if not disk_full(exc):
-            raise
-        print(f"error: {as_disk_full(exc)}", file=sys.stderr)  # every file is written whole or not at all
+        if disk_full(exc):  # every file is written whole or not at all
+            print(f"error: {as_disk_full(exc)}", file=sys.stderr)
+        else:  # --out not creatable or not writable: name the path
+            print(f"error: {exc.filename or args.out}: {exc.strerror or one_line(exc)}; pass --out DIR with a "
+                  f"writable DIR", file=sys.stderr)
         return 1
     print(path)
     return 0

@@ -1,9 +1,15 @@
 """Read-only SQL over a results directory, printed as a table, CSV or JSON.
 
-Only statements that read are run: ``SELECT`` (including ``WITH``, ``DESCRIBE``,
-``SHOW``, ``SUMMARIZE``, ``FROM``-first queries) and ``EXPLAIN``. Anything else — an
-``INSERT``, ``CREATE``, ``COPY ... TO``, ``ATTACH``, ``SET``, ``PRAGMA`` — is refused
-before execution, so a query can never change results or write files.
+Read-only by construction: the statements run on the locked connection of
+:func:`stateaware.analysis.views.connect` (NOTE [ Read-only by construction ] there), which
+can read the views and nothing else — no file written or read, no extension installed or
+loaded, no setting changed — whatever a statement's spelling (``EXPLAIN ANALYZE COPY …
+TO``, ``read_text('/etc/passwd')``, ``SET lock_configuration = false``, ...).
+
+Before that, a friendly first filter: only statements that read are run — ``SELECT``
+(including ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``, ``FROM``-first queries) and
+``EXPLAIN`` — and anything else (``INSERT``, ``CREATE``, ``COPY ... TO``, ``ATTACH``,
+``SET``, ``PRAGMA``, ``INSTALL``) is refused by name before anything runs.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import math
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import duckdb
 
@@ -32,13 +38,19 @@ class ReadOnlyError(ValueError):
     """A statement would write; results are read-only."""
 
 
-def query(results: Path | str, sql: str, run_ids: Sequence[str] | None = None) -> list[tuple[list[str], list[tuple]]]:
+def query(results: Path | str, sql: str, run_ids: Sequence[str] | None = None, *,
+          warn: Callable[[str], None] | None = None) -> list[tuple[list[str], list[tuple]]]:
     """Run every statement of ``sql`` over ``results``; ``(column names, rows)`` per statement.
 
     ``run_ids`` restricts every view to those runs. Raises :class:`ReadOnlyError` (naming
-    the statement) before running anything if any statement is not a read.
+    the statement) before running anything if any statement is not a read, and
+    ``duckdb.Error`` for what the locked connection refuses. ``warn`` is called with one
+    line per damaged part file the views left out.
     """
-    con = connect(results, run_ids)
+    con = connect(results, run_ids, read_only=True)
+    if warn is not None:
+        for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
+            warn(f"warning: skipped {path}: {problem}")
     statements = con.extract_statements(sql)
     if not statements:
         raise ValueError("no SQL statement given")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["status_rows", "main"]
@@ -17,12 +18,20 @@ __all__ = ["status_rows", "main"]
 COLUMNS = ["cohort", "run_id", "process_index", "status", "attempt", "slurm_job_id", "slurm_state"]
 
 
-def status_rows(results: Path | str, run_ids: list[str] | None = None) -> list[tuple]:
-    """Rows of :data:`COLUMNS`, one per expected process of each selected run."""
+def status_rows(results: Path | str, run_ids: list[str] | None = None,
+                warn: Callable[[str], None] | None = None) -> list[tuple]:
+    """Rows of :data:`COLUMNS`, one per expected process of each selected run.
+
+    ``warn`` is called with one line per damaged part file left out of the views (a
+    process whose status part is damaged shows ``-``, as one with no status yet).
+    """
     from stateaware.analysis.views import connect
     from stateaware.launch.slurm import read_submissions, slurm_states
 
     con = connect(results, run_ids=run_ids)
+    if warn is not None:
+        for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
+            warn(f"warning: skipped {path}: {problem}")
     runs = con.execute("SELECT cohort, run_id, processes FROM runs ORDER BY cohort, started_at").fetchall()
     recorded = {(r, i): (s, a) for r, i, s, a in
                 con.execute("SELECT run_id, process_index, status, attempt FROM processes").fetchall()}
@@ -38,19 +47,22 @@ def status_rows(results: Path | str, run_ids: list[str] | None = None) -> list[t
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.__main__ import results_dir
     from stateaware.analysis.sql import format_result
+    from stateaware.exits import OneLineParser
 
-    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help="results directory (default: $STATEAWARE_RESULTS or ./results)")
     parser.add_argument("--run-id", action="append", default=None, help="only this run (repeatable)")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
     args = parser.parse_args(argv)
-    rows = status_rows(args.results or default_results(), args.run_id)
+    rows = status_rows(results_dir(args.results), args.run_id, warn=lambda line: print(line, file=sys.stderr))
     print(format_result(COLUMNS, rows, args.format))
     return 0 if all(r[3] == "completed" for r in rows) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from stateaware.exits import run_main
+
+    run_main(main)

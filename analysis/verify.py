@@ -26,11 +26,15 @@ Checks, per run (rule numbers are cited in the code):
    expected methods come from the stored config, never from the timings that exist — a
    method whose check failed (``error``, ``reject``, ``diverge``) was not timed, and the
    message says why.
+8. No damaged part: a part file the views left out (truncated, zero bytes, not Parquet, or
+   another schema — the connection's ``damaged_parts`` table, see
+   :mod:`stateaware.analysis.views`) in the run's partition, or outside any run, is named
+   with what is wrong with it.
 
 ``allow_partial=True`` tolerates rule 2 only (missing or unfinished processes): the other
 rules are then checked over the completed processes, and the result says
 ``partial (k of n processes)``. Integrity problems — mixed hashes, digests, row counts,
-duplicates — always stop the analysis.
+duplicates, damaged parts — always stop the analysis.
 """
 
 from __future__ import annotations
@@ -162,7 +166,7 @@ def verify(
     if missing:
         raise VerificationError([f"view(s) {missing} missing; verification needs runs and processes"])
 
-    problems: list[str] = []
+    problems: list[str] = _damaged(con, run_id)  # rule 8
     run_rows = con.execute(
         "SELECT run_id, list(DISTINCT cohort), list(DISTINCT processes) FROM runs "
         + ("WHERE run_id = ? " if run_id is not None else "")
@@ -515,10 +519,37 @@ def _part_files(
     return {tuple(row[: len(group)]): [_short_path(n, table) for n in row[len(group)]] for row in rows}
 
 
+def _damaged(con: Any, run_id: str | None) -> list[str]:
+    """Rule 8: one problem per damaged part of ``run_id`` (or of any run), when the connection lists them."""
+    import duckdb
+
+    try:
+        rows = con.execute(
+            "SELECT folder, path, run_id, problem FROM damaged_parts "
+            + ("WHERE run_id = ? OR run_id IS NULL " if run_id is not None else "") + "ORDER BY path",
+            [run_id] if run_id is not None else [],
+        ).fetchall()
+    except duckdb.CatalogException:  # a connection built without the views module has no such table
+        return []
+    problems = [
+        f"{'run ' + repr(rid) + ': ' if rid else ''}damaged part {_short_path(path, folder)}: {problem}; "
+        f"no view includes it — move it out of the results directory and re-run its process"
+        for folder, path, rid, problem in rows[:_LIST_AT_MOST]
+    ]
+    if len(rows) > _LIST_AT_MOST:
+        problems.append(f"{len(rows) - _LIST_AT_MOST} more damaged part(s)")
+    return problems
+
+
 def _source_with_filename(con: Any, table: str) -> str | None:
     columns = _views(con).get(table, set())
     if "filename" in columns:
         return table
+    from stateaware.analysis.views import PARTS_PREFIX
+
+    parts = PARTS_PREFIX + ("processes" if table == "attempts" else table)
+    if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [parts]).fetchone()[0]:
+        return parts  # the read-only views keep each row's file here
     sql = con.execute(
         "SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]
     ).fetchone()

@@ -1,28 +1,48 @@
 """DuckDB views over one results directory: the SQL face of the record store.
 
-Every table of ``stateaware.records.schema`` becomes a view of the same name, read with
-``read_parquet('<DIR>/<table>/**/*.parquet', union_by_name = true, hive_partitioning =
-true)``; a table with no parts yet is an empty view with the full schema, so a query
-written today runs on any results directory. Two views are derived:
+Every table of ``stateaware.records.schema`` becomes a view of the same name with exactly
+that table's columns; a table with no parts yet is an empty view with the full schema, so
+a query written today runs on any results directory. Two views are derived:
 
 - ``attempts``: every ``processes`` row, one per attempt of a process;
 - ``processes``: the latest attempt of each process (what "the status of process i" means).
 
 Folders written by the analysis itself (e.g. ``comparisons``) become views too.
-Temporary files of interrupted writes (``.name.tmp-PID``) never match ``*.parquet``.
+
+NOTE [ Only parts that pass the check enter a view ]
+Each ``*.parquet`` file under a table folder is checked first
+(:func:`stateaware.records.check.part_problem`, footer only): a truncated, zero-byte or
+random-bytes file, or a Parquet file of another schema, never enters a view — it is
+listed in the ``damaged_parts`` table of the connection (``folder, path, run_id,
+problem``), verification fails naming it, and the ``sql``/``status`` commands print one
+warning line per file. Temporary files of interrupted writes (``.name.tmp-PID``) never
+match ``*.parquet``. The views are a snapshot of the parts present at :func:`connect`;
+parts that land later are seen by the next ``connect``.
+
+NOTE [ Read-only by construction ]
+:func:`connect` reads the parts through Arrow datasets handed to DuckDB, so DuckDB itself
+needs no file access; with ``read_only=True`` (the default) it gets none: external access
+off (no ``COPY … TO``, ``ATTACH``/``EXPORT`` of files, ``read_text``/``read_csv``/``glob``
+of any path), no extension install, load or autoload, no Python replacement scans, and
+the configuration locked so that no ``SET``/``PRAGMA``/``RESET`` can undo it. The views
+(and in-memory scratch tables) are all a statement can reach. DuckDB's
+``allowed_directories`` is deliberately not used: it admits writes as well as reads
+under the directory it names (a ``COPY … TO`` a part file would pass).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
+from stateaware.records.check import part_problem
 from stateaware.records.schema import TABLES
 
-__all__ = ["VIEWS", "connect", "view_sql", "views_sql"]
+__all__ = ["VIEWS", "DamagedPart", "connect", "damaged_parts", "scan_parts", "view_sql", "views_sql"]
 
 #: Views every connection has, beyond any extra result folders.
 VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")))
@@ -30,16 +50,117 @@ VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs
 # The hive keys stay strings: a run id like "2026" must not become an integer.
 _HIVE_TYPES = "{'cohort': 'VARCHAR', 'run_id': 'VARCHAR'}"
 
+#: The connection's relation holding the parts of ``folder``, with a ``filename`` column
+#: (verification names the part files of duplicated rows from it).
+PARTS_PREFIX = "_parts_"
 
-def view_sql(results: Path, folder: str) -> str:
-    """The ``SELECT`` that reads every part under ``results/folder``."""
-    pattern = (Path(results) / folder / "**" / "*.parquet").as_posix().replace("'", "''")
-    return (f"SELECT * FROM read_parquet('{pattern}', union_by_name = true, hive_partitioning = true, "
+#: DuckDB settings that make a connection read-only (NOTE [ Read-only by construction ]);
+#: ``lock_configuration`` comes last, after which none of them can change.
+_LOCKDOWN = (
+    ("python_enable_replacements", "false"),
+    ("enable_external_access", "false"),
+    ("autoinstall_known_extensions", "false"),
+    ("autoload_known_extensions", "false"),
+    ("allow_community_extensions", "false"),
+    ("lock_configuration", "true"),
+)
+
+
+@dataclass(frozen=True)
+class DamagedPart:
+    """A ``*.parquet`` file under a results folder that no view includes, and why."""
+
+    folder: str
+    path: Path
+    problem: str
+
+    @property
+    def run_id(self) -> str | None:
+        """The run whose partition holds the file, when it sits in one."""
+        for part in self.path.parts:
+            if part.startswith("run_id="):
+                return part[len("run_id="):]
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+def scan_parts(results: Path | str, folder: str, schema: pa.Schema | None = None
+               ) -> tuple[list[Path], list[DamagedPart]]:
+    """The part files of ``results/folder`` that fit ``schema``, and those that do not.
+
+    ``schema`` defaults to the record table's of that name; for another folder (an
+    analysis result such as ``comparisons``) the first readable part's schema is the
+    folder's, and a part that does not fit it is damaged. A file whose real path leaves
+    ``results`` (a symbolic link out) is damaged too: nothing outside is ever read.
+    """
+    results = Path(results)
+    root = results.resolve()
+    base = results / folder
+    if not base.is_dir():
+        return [], []
+    schema = schema if schema is not None else TABLES.get(folder)
+    good: list[Path] = []
+    damaged: list[DamagedPart] = []
+    for path in sorted(base.rglob("*.parquet")):
+        if not path.resolve().is_relative_to(root):
+            damaged.append(DamagedPart(folder, path, "a link to a file outside the results directory"))
+            continue
+        if schema is None:
+            schema = _first_schema(path)
+        problem = part_problem(path, schema) if schema is not None else None
+        if problem is None and schema is None:
+            problem = "not a Parquet file (no footer): truncated, damaged or foreign"
+        if problem is None:
+            good.append(path)
+        else:
+            damaged.append(DamagedPart(folder, path, problem))
+    return good, damaged
+
+
+def _first_schema(path: Path) -> pa.Schema | None:
+    import pyarrow.parquet as pq
+
+    try:
+        with pq.ParquetFile(path) as part:
+            return part.schema_arrow
+    except (OSError, pa.ArrowException, ValueError):
+        return None
+
+
+def _folders(results: Path) -> list[tuple[str, pa.Schema | None]]:
+    """``(folder, schema)`` of every folder a view is made of: the tables, then extra results."""
+    folders: list[tuple[str, pa.Schema | None]] = list(TABLES.items())
+    if results.is_dir():
+        for folder in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if folder.name not in TABLES and folder.name.isidentifier():
+                folders.append((folder.name, None))
+    return folders
+
+
+def _view_name(folder: str) -> str:
+    return "attempts" if folder == "processes" else folder
+
+
+def _scope(run_ids: Sequence[str] | None) -> str:
+    if run_ids is None:
+        return ""
+    quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids) or "NULL"
+    return f" WHERE run_id IN ({quoted})"
+
+
+_LATEST_ATTEMPT = (
+    "CREATE VIEW processes AS SELECT * FROM attempts "
+    "QUALIFY row_number() OVER (PARTITION BY run_id, cohort, process_index ORDER BY attempt DESC, finished_at DESC) = 1;"
+)
+
+
+def view_sql(files: Sequence[Path]) -> str:
+    """The plain-SQL ``SELECT`` of ``files`` (a bare DuckDB reads them itself)."""
+    listed = ", ".join("'" + Path(f).resolve().as_posix().replace("'", "''") + "'" for f in files)
+    return (f"SELECT * FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = true, "
             f"hive_types = {_HIVE_TYPES})")
-
-
-def _has_parts(folder: Path) -> bool:
-    return folder.is_dir() and next(folder.rglob("*.parquet"), None) is not None
 
 
 _DUCKDB_TYPES = {"string": "VARCHAR", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
@@ -57,38 +178,73 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None) -> list
 
     Plain SQL, so the same views work in the ``duckdb`` CLI
     (``python -m stateaware.analysis views --sql > views.sql; duckdb -init views.sql``).
-    ``run_ids`` restricts every view to those runs (a report of chosen runs).
+    Each view lists its checked part files (damaged ones left out, see :func:`damaged_parts`),
+    so it is a snapshot: re-generate it after new parts land. ``run_ids`` restricts every
+    view to those runs (a report of chosen runs). These statements need file access; the
+    read-only connection of :func:`connect` does not use them.
     """
-    results = Path(results).resolve()
-    scope = ""
-    if run_ids is not None:
-        quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids) or "NULL"
-        scope = f" WHERE run_id IN ({quoted})"
+    results = Path(results)
+    scope = _scope(run_ids)
     statements = []
-    for table, schema in TABLES.items():
-        name = "attempts" if table == "processes" else table
-        body = view_sql(results, table) + scope if _has_parts(results / table) else _empty_sql(schema)
-        statements.append(f"CREATE VIEW {name} AS {body};")
-    statements.append(
-        "CREATE VIEW processes AS SELECT * FROM attempts "
-        "QUALIFY row_number() OVER (PARTITION BY run_id, cohort, process_index ORDER BY attempt DESC, finished_at DESC) = 1;"
-    )
-    if results.is_dir():
-        for folder in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if folder.name not in TABLES and folder.name.isidentifier() and _has_parts(folder):
-                statements.append(f"CREATE VIEW {folder.name} AS {view_sql(results, folder.name)}{scope};")
+    for folder, schema in _folders(results):
+        good, _ = scan_parts(results, folder, schema)
+        if good:
+            statements.append(f"CREATE VIEW {_view_name(folder)} AS {view_sql(good)}{scope};")
+        elif folder in TABLES:
+            statements.append(f"CREATE VIEW {_view_name(folder)} AS {_empty_sql(TABLES[folder])};")
+        if folder == "processes":
+            statements.append(_LATEST_ATTEMPT)
     return statements
 
 
-def connect(results: Path | str, run_ids: Sequence[str] | None = None) -> duckdb.DuckDBPyConnection:
+def damaged_parts(results: Path | str, run_ids: Sequence[str] | None = None) -> list[DamagedPart]:
+    """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run)."""
+    results = Path(results)
+    found = [d for folder, schema in _folders(results) for d in scan_parts(results, folder, schema)[1]]
+    return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
+
+
+def connect(results: Path | str, run_ids: Sequence[str] | None = None, *,
+            read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
-    The connection itself can write; :mod:`stateaware.analysis.sql` is the read-only
-    front end for users. Views read the files at query time, so parts that land after
-    ``connect`` are seen by the next query (a table that had no parts at ``connect``
-    stays empty until the next ``connect``).
+    Only parts that pass :func:`stateaware.records.check.part_problem` enter a view; the
+    others are rows of the connection's ``damaged_parts`` table (NOTE [ Only parts that
+    pass the check enter a view ]). With ``read_only=True`` (the default) the connection
+    can neither write nor read any file, nor install or load an extension, whatever the
+    statement (NOTE [ Read-only by construction ]); ``read_only=False`` leaves DuckDB's
+    defaults, for a caller who wants to ``COPY`` a result out. The views are a snapshot
+    of the parts present now.
     """
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    results = Path(results)
     con = duckdb.connect(":memory:")
-    for statement in views_sql(results, run_ids):
-        con.execute(statement)
+    scope = _scope(run_ids)
+    damaged: list[DamagedPart] = []
+    for folder, schema in _folders(results):
+        good, bad = scan_parts(results, folder, schema)
+        damaged += bad
+        if not good and folder not in TABLES:
+            continue
+        schema = schema if schema is not None else _first_schema(good[0])
+        files = [p.resolve().as_posix() for p in good]
+        # Each file's path becomes its rows' `filename`, the way hive keys become columns.
+        dataset = ds.FileSystemDataset.from_paths(
+            files, schema=schema.append(pa.field("filename", pa.string())), format=ds.ParquetFileFormat(),
+            filesystem=pafs.LocalFileSystem(), partitions=[ds.field("filename") == f for f in files])
+        con.register(PARTS_PREFIX + folder, dataset)
+        con.execute(f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) "
+                    f"FROM {PARTS_PREFIX}{folder}{scope}")
+        if folder == "processes":
+            con.execute(_LATEST_ATTEMPT)
+    con.execute("CREATE TEMP TABLE damaged_parts (folder VARCHAR, path VARCHAR, run_id VARCHAR, problem VARCHAR)")
+    rows = [(d.folder, d.path.as_posix(), d.run_id, d.problem) for d in damaged
+            if run_ids is None or d.run_id is None or d.run_id in run_ids]
+    if rows:
+        con.executemany("INSERT INTO damaged_parts VALUES (?, ?, ?, ?)", rows)
+    if read_only:
+        for name, value in _LOCKDOWN:
+            con.execute(f"SET {name} = {value}")
     return con

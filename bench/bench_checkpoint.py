@@ -12,6 +12,17 @@ writing a fraction ``f`` of its rows (contiguous, ring-buffer style); a segment'
 ``Region`` is the union of its own and every later segment's rows. Reported: median
 step time and measured peak, and their region/whole ratios, for f = 0.001 and 1.
 
+Part 3 — per-layer checkpointing of a deep model through a bound method
+(``checkpoint(model.layer, i, h)``) at 48 and 96 layers, ours vs torch (target: at most
+1.1x). Part 4 — the fixed cost per segment on tiny segments (64 layers, 32x64
+activations), over eager: torch and ours undeclared, ours with a declared whole buffer
+and with a one-row region (target: declared at most 1.2x torch's undeclared). Parts 3
+and 4 time the CPU time of the calling thread (``time.thread_time``), the methods
+interleaved in every repetition, the median over repetitions and the fastest repetition
+(the least disturbed on a shared machine). Part 5 — one buffer
+declared whole by four consecutive segments that do not write it: the number and bytes
+of the copies kept (target: one), and the measured peak.
+
 Peaks are measured, never predicted: on CUDA ``torch.cuda.max_memory_allocated`` above
 the memory allocated before the steps; on CPU the Linux resident-set high-water mark
 (``VmHWM``, reset through ``/proc/self/clear_refs``) above the resident set before the
@@ -33,6 +44,7 @@ import torch
 from torch import nn
 
 from stateaware.torch_replay import Region, checkpoint
+from stateaware.torch_replay import preserve as _preserve
 
 #: Per-step ratio target for part 1 (the issue's acceptance bound).
 OVERHEAD_TARGET = 1.05
@@ -172,6 +184,110 @@ def bench_state(device: torch.device, steps: int, warmup: int, buffer_mib: int, 
     return Measurement(preserve, times, peak.stop(), peak.source)
 
 
+# --------------------------------------------------------------------------- parts 3-5
+
+class _Deep(nn.Module):
+    """``layers`` Linear+Tanh blocks, each with a small running buffer; checkpointed per layer."""
+
+    def __init__(self, layers: int, width: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(layers))
+        self.stats = [torch.zeros(4, width) for _ in range(layers)]
+
+    def layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
+        return self.blocks[i](h)
+
+    def layer_with_state(self, i: int, h: torch.Tensor) -> torch.Tensor:
+        out = self.blocks[i](h + self.stats[i][0])
+        with torch.no_grad():
+            self.stats[i][0].mul_(0.9).add_(out.mean(0), alpha=0.1)
+        return out
+
+
+def _interleaved(runs: dict, reps: int, warmup: int, stat=statistics.median) -> dict[str, float]:
+    """CPU time (ms, ``stat`` over repetitions: median, or min for the least disturbed run) of
+    each callable; every repetition runs all of them, in rotating order."""
+    names = list(runs)
+    for _ in range(warmup):
+        for n in names:
+            runs[n]()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(reps):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            start = time.thread_time()
+            runs[n]()
+            times[n].append((time.thread_time() - start) * 1e3)
+    return {n: stat(t) for n, t in times.items()}, {n: min(t) for n, t in times.items()}
+
+
+def bench_deep(layers: int, width: int, batch: int, reps: int, warmup: int):
+    torch.manual_seed(0)
+    model = _Deep(layers, width)
+    x = torch.randn(batch, width, requires_grad=True)
+
+    def step(method: str) -> None:
+        h = x
+        for i in range(layers):
+            if method == "torch":
+                h = torch.utils.checkpoint.checkpoint(model.layer, i, h, use_reentrant=False)
+            else:
+                h = checkpoint(model.layer, i, h)
+        h.sum().backward()
+
+    return _interleaved({m: (lambda m=m: step(m)) for m in ("torch", "stateaware")}, reps, warmup)
+
+
+def bench_fixed(layers: int, width: int, batch: int, reps: int, warmup: int):
+    """Per-segment cost over eager (µs) of each method on tiny segments: from the medians,
+    and from the fastest repetitions."""
+    torch.manual_seed(0)
+    model = _Deep(layers, width)
+    x = torch.randn(batch, width, requires_grad=True)
+    row = torch.tensor([0])
+
+    def step(method: str) -> None:
+        h = x
+        for i in range(layers):
+            if method == "eager":
+                h = model.layer(i, h)
+            elif method == "eager+state":
+                h = model.layer_with_state(i, h)
+            elif method == "torch":
+                h = torch.utils.checkpoint.checkpoint(model.layer, i, h, use_reentrant=False)
+            elif method == "ours":
+                h = checkpoint(model.layer, i, h)
+            elif method == "ours whole":
+                h = checkpoint(model.layer_with_state, i, h, state=[model.stats[i]])
+            else:
+                h = checkpoint(model.layer_with_state, i, h, state=[Region(model.stats[i], row)], preserve="region")
+        h.sum().backward()
+
+    methods = ("eager", "eager+state", "torch", "ours", "ours whole", "ours region")
+    both = _interleaved({m: (lambda m=m: step(m)) for m in methods}, reps, warmup)
+    base = {"torch": "eager", "ours": "eager", "ours whole": "eager+state", "ours region": "eager+state"}
+    return [{m: (t[m] - t[b]) * 1e3 / layers for m, b in base.items()} for t in both]
+
+
+def bench_shared(buffer_mib: int, segments: int) -> tuple[int, int, int | None]:
+    """(copies kept, their bytes, measured peak above start) for one buffer declared by
+    ``segments`` consecutive segments that read it and do not write it."""
+    width = 256
+    buf = torch.randn(buffer_mib * 2**20 // (width * 4), width)
+    x = torch.randn(8, width, requires_grad=True)
+    before = set(_preserve._shared)
+    peak = _Peak(torch.device("cpu"))
+    peak.start()
+    h = x
+    for _ in range(segments):
+        h = checkpoint(lambda h: torch.tanh(h + buf[:8]), h, state=[buf])
+    kept = [r() for k, r in _preserve._shared.items() if k not in before]
+    copies = len(kept)
+    kept_bytes = sum(t.numel() * t.element_size() for t in kept if t is not None)
+    del kept
+    h.sum().backward()
+    return copies, kept_bytes, peak.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -184,12 +300,45 @@ def main() -> None:
     parser.add_argument("--row-width", type=int, default=256, help="part 2 buffer row width (float32)")
     parser.add_argument("--segments", type=int, default=4, help="part 2 live segments per step")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--reps", type=int, default=15, help="parts 3-4 interleaved repetitions")
+    parser.add_argument("--only", default="12345", help="which parts to run, e.g. 345")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}")
 
+    if "1" in args.only:
+        _part1(args, device)
+    if "2" in args.only:
+        _part2(args, device)
+    if "3" in args.only:
+        print("\n[3] per-layer checkpoint(model.layer, i, h), Linear 64 + Tanh, batch 32, CPU thread time, "
+              f"median of {args.reps} interleaved repetitions")
+        for layers in (48, 96):
+            t, fast = bench_deep(layers, 64, 32, args.reps, args.warmup)
+            print(f"    {layers} layers: torch {t['torch']:8.2f} ms, stateaware {t['stateaware']:8.2f} ms, "
+                  f"ratio {t['stateaware'] / t['torch']:.3f} (fastest runs: {fast['stateaware'] / fast['torch']:.3f}; "
+                  "target <= 1.1)")
+    if "4" in args.only:
+        print("\n[4] fixed cost per segment over eager: 64 tiny segments (Linear 64 + Tanh, 32x64), CPU thread "
+              f"time, median of {args.reps} interleaved repetitions")
+        t, fast = bench_fixed(64, 64, 32, args.reps, args.warmup)
+        for m, us in t.items():
+            print(f"    {m:>12}: {us:8.1f} us/segment ({us / t['torch']:.3f}x torch undeclared); fastest runs "
+                  f"{fast[m]:8.1f} us/segment ({fast[m] / fast['torch']:.3f}x)")
+        print(f"    declared whole / torch undeclared {t['ours whole'] / t['torch']:.3f} "
+              f"(fastest {fast['ours whole'] / fast['torch']:.3f}), region / torch undeclared "
+              f"{t['ours region'] / t['torch']:.3f} (fastest {fast['ours region'] / fast['torch']:.3f}) (target <= 1.2)")
+    if "5" in args.only:
+        copies, kept, peak = bench_shared(args.buffer_mib, 4)
+        peak_s = f"{peak / 2**20:.1f} MiB" if peak is not None else "n/a"
+        print(f"\n[5] one {args.buffer_mib} MiB buffer declared whole by 4 unchanged segments: {copies} cop"
+              f"{'y' if copies == 1 else 'ies'} kept ({kept / 2**20:.1f} MiB); peak above start {peak_s} "
+              "(linux_vmhwm; target: one copy)")
+
+
+def _part1(args, device) -> None:
     times, geo = bench_overhead(device, args.steps, args.warmup, args.width, args.batch, args.blocks)
     print(f"\n[1] no declared state: MLP {args.blocks} x (Linear {args.width} + GELU + Linear), batch {args.batch}; "
           f"{args.steps} paired steps")
@@ -202,6 +351,8 @@ def main() -> None:
     fastest = min(times["stateaware"]) / min(times["torch"])
     print(f"    stateaware / torch fastest step: {fastest:.4f}")
 
+
+def _part2(args, device) -> None:
     print(f"\n[2] declared {args.buffer_mib} MiB buffer, {args.segments} live segments, whole vs region; "
           f"{args.steps} steps each")
     for fraction in (0.001, 1.0):

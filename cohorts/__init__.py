@@ -15,6 +15,12 @@ provides
     into ``spec.params``). Without it every process gets ``{}``; the process index and
     ``spec.seed`` tell processes apart.
 
+``PARAMS: dict[str, stateaware.launch.params.Param]`` (optional)
+    The cohort ``params`` the kind takes, with their types, ranges and allowed values.
+    The launcher checks ``cohort.params`` against it when the run is planned, before any
+    process starts (one line naming ``params.KEY`` and what is allowed); an unknown key
+    is an error. Without it, nothing is checked before launch.
+
 ``summary(out: str, cohort: str) -> str`` (optional)
     What ``python -m stateaware cohort=NAME`` prints after every process completed (the
     timing cohorts print their per-method table and prespecified ratios).

@@ -22,7 +22,15 @@ from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
 from stateaware.finite.replay import region_undo, snapshot_replay, wrong_rng_replay
 from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
+
+#: Checked when the run is planned (stateaware.launch.params).
+PARAMS = {
+    "programs": Param(int, minimum=1),  # generated programs, split across the processes
+    "dimensions": Param(list, item=int, minimum=1),
+    "operations": Param(list, item=int, minimum=1),
+}
 
 __all__ = ["PROGRAMS", "check_program", "expand", "program_for", "run"]
 

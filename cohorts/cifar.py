@@ -51,7 +51,17 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
+
+#: Checked when the run is planned (stateaware.launch.params); the protocol block of the
+#: hardware profile and the archive file are checked by expand().
+PARAMS = {
+    "archive": Param(str, required=True),
+    "seeds": Param(list, item=int, minimum=0, required=True),
+    "protocols": Param(dict, required=True),
+    "verify_checksum": Param(bool),
+}
 
 __all__ = ["expand", "run", "summary", "protocol_of", "split_sizes"]
 

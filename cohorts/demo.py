@@ -12,7 +12,16 @@ import tracemalloc
 
 from stateaware.clocks import StepTime, time_step, timing_rows
 from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
+
+#: Checked when the run is planned (stateaware.launch.params). The size bound keeps the
+#: three float64 matrices of a process under 0.5 GiB: a demo, not a stress test.
+PARAMS = {
+    "size": Param(int, minimum=1, maximum=4096, required=True),  # matrix side
+    "warmup": Param(int, minimum=0, maximum=100_000, required=True),
+    "steps": Param(int, minimum=1, maximum=100_000, required=True),
+}
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:

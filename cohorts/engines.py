@@ -27,7 +27,14 @@ from stateaware.finite.generate import PATTERNS, WRITES, workload_program
 from stateaware.finite.interpret import Trace, execute
 from stateaware.finite.program import Program
 from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
+
+#: Checked when the run is planned (stateaware.launch.params).
+PARAMS = {
+    "programs": Param(int, minimum=1),
+    "complex_step_programs": Param(int, minimum=0),  # the first ones also get a complex-step check
+}
 
 __all__ = ["PROGRAMS", "COMPLEX_STEP_PROGRAMS", "check_program", "engine_rows", "expand", "program_for", "run"]
 

@@ -26,7 +26,11 @@ from stateaware.finite.generate import PATTERNS, integer_write_variant, workload
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
 from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
+
+#: Checked when the run is planned (stateaware.launch.params).
+PARAMS = {"programs": Param(int, minimum=1)}
 
 __all__ = ["PROGRAMS", "OPERATIONS", "check_program", "expand", "program_for", "run"]
 

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from stateaware.launch.params import Param
+
+PARAMS: dict[str, Param] = {}  # it takes none
+
 
 def run(spec, writer) -> None:
     """Write nothing; the worker still records the terminal status."""

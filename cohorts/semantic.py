@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
+
+#: Checked when the run is planned (stateaware.launch.params).
+PARAMS = {
+    "seed_keys": Param(int, minimum=1),  # consecutive seed keys from the cohort's seed
+    "backends": Param(list, item=str, choices=("torch", "jax")),
+}
 
 __all__ = ["expand", "run"]
 

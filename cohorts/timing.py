@@ -31,9 +31,29 @@ from __future__ import annotations
 from typing import Any
 
 from stateaware.launch.spec import ProcessSpec
+from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
 
-__all__ = ["expand", "run", "summary", "cells_of", "effective_params"]
+#: The method names (``stateaware.costrt.methods.METHODS``, which imports torch: repeated
+#: here so planning stays light; tests/test_launch_params.py keeps the two equal).
+METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
+
+#: Checked when the run is planned (stateaware.launch.params); see the module docstring.
+PARAMS = {
+    "grid": Param(str, choices=("calibration", "three_workload")),
+    "cells": Param(list, item=str),
+    "methods": Param(list, item=str, choices=METHODS),
+    "budget_gib": Param(float, minimum=0, required=True),
+    "placement": Param(str, choices=("relative", "scaled")),
+    "anchor_cell": Param(str),
+    "anchor_gib": Param(dict),
+    "card": Param(str, choices=("frozen", "auto", "measure")),
+    "shuffle": Param(bool),
+    "warmup": Param(int, minimum=0, required=True),
+    "steps": Param(int, minimum=1, required=True),
+}
+
+__all__ = ["METHODS", "PARAMS", "expand", "run", "summary", "cells_of", "effective_params"]
 
 _GIB = 1 << 30
 

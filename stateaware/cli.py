@@ -12,17 +12,21 @@ Useful overrides::
     dry_run=true             print the process specs that would launch, and exit
 
 Exit status: 0 when every process completed, 1 when any did not (or the disk filled up:
-one line names the file and the space it needed), 2 for invalid input or a run that
-another launcher is running now (one launcher per run: see stateaware.launch.runlock).
+one line names the file and the space it needed), 2 for invalid input (one line on stderr
+naming the override and what is allowed — Hydra's own parse and composition errors
+included) or a run that another launcher is running now (one launcher per run: see
+stateaware.launch.runlock), 130 after Ctrl-C (re-running the same command resumes).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from stateaware.config import ConfigError, available_cohorts, register_configs, resolve_hardware, validate
 
@@ -72,6 +76,7 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
 
 def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
     """Launch ``plan`` while this process holds the run's lock: nothing else launches it now."""
+    from stateaware.launch.interrupt import workers_stop_with_launcher
     from stateaware.launch.launcher import Summary, describe, latest_statuses, launch, quarantine_damaged
     from stateaware.launch.manifest import collect_manifest, write_manifest
     from stateaware.records.writer import DiskFullError
@@ -91,7 +96,8 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
         if len(pending) < len(plan.specs):
             print(f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
                   f"{len(plan.specs)} processes already completed, launching {len(pending)}", file=sys.stderr)
-        summary = launch(cfg, plan, progress=progress)
+        with workers_stop_with_launcher():
+            summary = launch(cfg, plan, progress=progress)
     if summary.disk_full:
         _say(f"error: {summary.disk_full}")
     if not cfg.wait and not summary.disk_full:
@@ -140,13 +146,96 @@ def _dry_run_table(plan) -> str:
     return "\n".join(lines)
 
 
+#: Hydra's own variable: set, its run_and_report re-raises composition errors (instead of
+#: printing a trimmed traceback and exiting 1), so :func:`_compose_error` can say them in
+#: one line with exit 2. Restored before the run starts, so processes never inherit it;
+#: a user who set it gets Hydra's full trace, as Hydra documents.
+_FULL_ERROR = "HYDRA_FULL_ERROR"
+_HELP_TIP = "python -m stateaware --help lists the groups; --cfg job prints the composed config"
+
+
+class _Started:
+    """Whether Hydra got as far as calling our task: errors before that are bad input."""
+
+    value = False
+    full_error: str | None = None
+
+
 @hydra.main(version_base="1.3", config_path="pkg://stateaware.conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    code = run(cfg)
+    _Started.value = True
+    _restore_full_error()
+    try:
+        code = run(cfg)
+    except OmegaConfBaseException as exc:  # a key the config lacks (``~out``) or cannot hold
+        print(f"error: {_omegaconf_line(exc)}; {_HELP_TIP}", file=sys.stderr)
+        code = 2
     if code:
         sys.exit(code)
 
 
+def _restore_full_error() -> None:
+    if _Started.full_error is None:
+        os.environ.pop(_FULL_ERROR, None)
+    else:
+        os.environ[_FULL_ERROR] = _Started.full_error
+
+
+def _omegaconf_line(exc: BaseException) -> str:
+    key = getattr(exc, "full_key", None)
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"invalid {key}: {first}" if key else first
+
+
+def _compose_error(exc: BaseException) -> str:
+    """One line for an error Hydra raised while parsing or composing the overrides."""
+    from hydra.errors import MissingConfigException
+
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    if isinstance(exc, MissingConfigException) and exc.options is not None:
+        return f"error: {first.removeprefix('In ' + repr('config') + ': ')}; allowed values are: {', '.join(exc.options)}"
+    cause = exc.__cause__
+    if isinstance(cause, OmegaConfBaseException):
+        return f"error: {_omegaconf_line(cause)} ({first}); {_HELP_TIP}"
+    if isinstance(exc, OmegaConfBaseException):
+        return f"error: {_omegaconf_line(exc)}; {_HELP_TIP}"
+    given = " ".join(a for a in sys.argv[1:] if not a.startswith("-"))
+    return f"error: invalid overrides {given!r}: {first}; each override is key=value, group=option or +key=value; {_HELP_TIP}"
+
+
+def _check_flags(argv: list[str]) -> None:
+    """Hydra's own flags, parsed first by Hydra's parser, so an unknown ``--flag`` is one line too."""
+    from hydra._internal.utils import get_args_parser
+
+    from stateaware.exits import fail
+
+    parser = get_args_parser()
+    parser.error = lambda message: fail(f"error: {message}; {_HELP_TIP}")  # type: ignore[method-assign]
+    # Overrides are Hydra's positional arguments; --version prints and exits as Hydra would.
+    unknown = parser.parse_known_args(argv)[1]
+    if unknown:
+        fail(f"error: unrecognized arguments: {' '.join(unknown)}; {_HELP_TIP}")
+
+
+def _main() -> int:
+    _check_flags(sys.argv[1:])
+    _Started.value, _Started.full_error = False, os.environ.get(_FULL_ERROR)
+    os.environ[_FULL_ERROR] = "1"
+    try:
+        _hydra_main()
+    except Exception as exc:
+        if _Started.value or _Started.full_error:
+            raise  # our own code failed (a bug: its traceback says where), or the user asked for the trace
+        print(_compose_error(exc), file=sys.stderr)
+        return 2
+    finally:
+        _restore_full_error()
+    return 0
+
+
 def main() -> None:
     """Console entry point (``python -m stateaware`` and the ``stateaware`` script)."""
-    _hydra_main()
+    from stateaware.exits import run_main
+
+    run_main(_main)

@@ -29,6 +29,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "LAUNCHERS",
+    "MAX_PROCESSES",
     "HARDWARE_PROFILES",
     "register_configs",
     "available_cohorts",
@@ -38,6 +39,10 @@ __all__ = [
 ]
 
 LAUNCHERS = ("inline", "local", "slurm")
+#: The most processes one run may have. The paper's largest cohort has 150; a bound far
+#: above it is checked before any per-process list is built, so a typo
+#: (``processes=1000000000``) fails at once instead of exhausting memory in the planner.
+MAX_PROCESSES = 100_000
 HARDWARE_PROFILES = ("auto", "cpu", "h100")
 
 
@@ -178,14 +183,17 @@ class _writable:
 def validate(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` for any value the launch cannot honour.
 
-    Checked: ``processes`` >= 1; ``launcher.name`` and ``hardware.name`` among the known
+    Checked: ``1 <= processes <= MAX_PROCESSES``; ``out`` not empty; ``launcher.name`` and ``hardware.name`` among the known
     ones; ``launcher.max_parallel`` and ``launcher.array_parallelism`` >= 1 when set;
     ``launcher.timeout_min`` > 0; ``wait=false`` only with ``launcher=slurm``; every
     config value whose key ends in ``budget``/``budget_bytes``/``budget_gib`` non-negative;
-    the cohort kind importable; ``out`` creatable, writable and with at least
-    ``min_free_mib`` MiB free.
+    the cohort kind importable, and the cohort's ``params`` as its kind declares them
+    (``PARAMS``, :mod:`stateaware.launch.params`); ``out`` creatable, writable and with at
+    least ``min_free_mib`` MiB free.
     """
-    _check(cfg.processes >= 1, "processes", cfg.processes, "an integer >= 1")
+    _check(1 <= cfg.processes <= MAX_PROCESSES, "processes", cfg.processes,
+           f"an integer >= 1 and <= {MAX_PROCESSES:,} (MAX_PROCESSES)")
+    _check(bool(str(cfg.out).strip()), "out", cfg.out, "a directory path (default: $STATEAWARE_RESULTS or results)")
     _check(cfg.launcher.name in LAUNCHERS, "launcher.name", cfg.launcher.name, f"one of {', '.join(LAUNCHERS)}")
     _check(cfg.hardware.name in HARDWARE_PROFILES, "hardware.name", cfg.hardware.name, f"one of {', '.join(HARDWARE_PROFILES)}")
     for key in ("max_parallel", "array_parallelism"):
@@ -210,9 +218,17 @@ def validate(cfg: DictConfig) -> None:
     from stateaware.cohorts import load_kind
 
     try:
-        load_kind(cfg.cohort.kind)
+        kind = load_kind(cfg.cohort.kind)
     except ValueError as exc:
         raise ConfigError(f"cohort.kind={cfg.cohort.kind!r} (cohort {cfg.cohort.name!r}): {exc}") from None
+    declared = getattr(kind, "PARAMS", None)
+    if declared is not None:
+        from stateaware.launch.params import check_params
+
+        try:
+            check_params(OmegaConf.to_container(cfg.cohort.params, resolve=True), declared, cfg.cohort.name)
+        except ValueError as exc:
+            raise ConfigError(f"{exc}; set it with cohort.params.KEY=VALUE") from None
     _check(cfg.min_free_mib >= 0, "min_free_mib", cfg.min_free_mib, "MiB >= 0 (0 turns the free-space check off)")
     _check_writable(Path(cfg.out), cfg.min_free_mib)
 

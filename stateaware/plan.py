@@ -12,15 +12,17 @@ against predicted time) with the budget line, and the text then gives the number
 points it plotted. ``--budget P%`` places the budget P percent of the way from the least
 achievable peak to the all-eager peak (``stateaware.planner.budget``). Exit status 0
 whether or not the plan is feasible (infeasible is an outcome, not an error); 2 for a bad
-argument or a malformed card.
+argument or a malformed card (one line naming it); 130 after Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
+from stateaware.exits import OneLineParser, run_main
 from stateaware.planner import (
     OPTIONS,
     PLANNERS,
@@ -40,6 +42,10 @@ __all__ = ["main", "plot_frontier"]
 #: fitting policy's frontier can grow to millions of points on large irregular cards,
 #: and a plot needs far fewer; a plot that was thinned says so in its title.
 PLOT_FRONTIER_CAP = 4096
+
+#: Image formats ``--plot`` writes (matplotlib's, named by the file's suffix); checked
+#: before planning so a typo costs nothing.
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "webp", "tif", "tiff", "eps", "ps")
 
 
 def _budget(text: str) -> str:
@@ -64,8 +70,20 @@ def _cap(text: str) -> int:
     return value
 
 
+def _plot_path(text: str) -> str:
+    path = Path(text)
+    if path.suffix.lstrip(".").lower() not in PLOT_FORMATS:
+        raise argparse.ArgumentTypeError(f"{text!r}: name the image format by its suffix, one of "
+                                         f"{', '.join('.' + f for f in PLOT_FORMATS)}")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; name the image file to write")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: no directory {str(path.parent)!r} to write it in")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m stateaware.plan",
         description="Choose a per-segment policy (eager | whole | region | offload) for a profile card under a "
         "memory budget.",
@@ -83,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument(
-        "--plot", metavar="FILE.png",
+        "--plot", metavar="FILE.png", type=_plot_path,
         help=f"write the predicted peak/time frontier of the policies that fit, with the budget line "
         f"(at most --frontier-cap or {PLOT_FRONTIER_CAP} points per segment)",
     )
@@ -173,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         card = load_card(args.card)
-    except (OSError, CardError) as error:
+    except CardError as error:
         parser.error(f"cannot load card: {error}")
     try:
         budget = budget_on_card(args.budget, card)
@@ -187,7 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and the text reports the size of that plotted frontier.
         cap = args.frontier_cap or PLOT_FRONTIER_CAP
         curve = plan(card, budget, args.planner, cap, full_frontier=True)
-        plot_frontier(curve, args.plot)
+        try:
+            plot_frontier(curve, args.plot)
+        except OSError as error:  # a read-only directory, a full disk
+            parser.error(f"argument --plot: cannot write {args.plot!r} ({error.strerror or error})")
     print(result.to_json() if args.json else _report(card, result, args.budget, curve))
     if args.plot and not args.json:
         print(f"plot      {args.plot} ({curve.frontier.shape[0]} points)")
@@ -195,4 +216,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

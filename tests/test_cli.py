@@ -30,9 +30,9 @@ def test_launch_then_query(tmp_path):
 
 def test_unknown_cohort_and_launcher_list_the_choices(tmp_path):
     bad = _run("-m", "stateaware", "cohort=nope", f"out={tmp_path / 'o'}", cwd=tmp_path)
-    assert bad.returncode == 1 and "Could not find 'cohort/nope'" in bad.stderr and "demo" in bad.stderr
+    assert bad.returncode == 2 and "Could not find 'cohort/nope'" in bad.stderr and "demo" in bad.stderr
     bad = _run("-m", "stateaware", "cohort=demo", "launcher=foo", f"out={tmp_path / 'o'}", cwd=tmp_path)
-    assert bad.returncode == 1 and "Could not find 'launcher/foo'" in bad.stderr
+    assert bad.returncode == 2 and "Could not find 'launcher/foo'" in bad.stderr
     for option in ("inline", "local", "slurm"):
         assert option in bad.stderr
     assert not (tmp_path / "o").exists()
@@ -45,11 +45,13 @@ def test_cfg_job_prints_the_composed_config(tmp_path):
 
 
 def test_refused_sql_exits_2_with_the_reason(tmp_path):
+    (tmp_path / "runs").mkdir()
     refused = _run("-m", "stateaware.analysis", "sql", "--results", str(tmp_path), "DELETE FROM runs", cwd=tmp_path)
     assert refused.returncode == 2 and "refused: DELETE statement" in refused.stderr
 
 
 def test_analysis_never_imports_torch_or_jax(tmp_path):
+    (tmp_path / "runs").mkdir()
     probe = "import sys, runpy; sys.argv=['x','sql','--results','.','SELECT 1']; \n" \
             "from stateaware.analysis.__main__ import main; main(sys.argv[1:]); \n" \
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch','jax','jaxlib','torchvision')))"

@@ -375,3 +375,126 @@ def test_one_snapshot_per_version_not_per_segment(preserve):
     assert run("ours", write_between=True)[1] == 2  # a new version gets its own copy
     gc.collect()
     assert len(preserve_module._shared) == before  # entries die with the graphs
+
+
+def test_a_write_without_a_version_bump_inside_a_segment_is_not_shared_over():
+    # seg1 writes buf through `.data` (no version bump); seg2 reads buf. A snapshot keyed by
+    # version alone would hand seg2's replay seg1's pre-write copy.
+    def run(how):
+        buf = torch.linspace(-1, 1, 6, dtype=D)
+        x = _x()
+
+        def seg1(h):
+            r = torch.tanh(h + buf)
+            buf.data.add_(1.0)
+            return r
+
+        def seg2(h):
+            return torch.tanh(h * buf)
+
+        if how == "eager":
+            out = seg2(seg1(x))
+        else:
+            out = checkpoint(seg2, checkpoint(seg1, x, state=[buf]), state=[buf])
+        out.sum().backward()
+        return x.grad, buf.clone()
+
+    for a, b in zip(run("ours"), run("eager")):
+        assert torch.equal(a, b)
+
+
+def test_declared_module_replays_in_the_training_mode_of_its_forward():
+    # `training` is one of the module's Python numbers: eval() before backward must not
+    # turn the replay's dropout off.
+    def run(how):
+        torch.manual_seed(4)
+        m = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Dropout(0.5)).double()
+        x = torch.randn(3, 6, dtype=D, requires_grad=True)
+        out = m(x) if how == "eager" else checkpoint(m, x, state=[m])
+        m.eval()
+        out.sum().backward()
+        return x.grad, m[0].weight.grad, m.training
+
+    ref, ours = run("eager"), run("ours")
+    assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1]) and ours[2] is ref[2] is False
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_declared_cuda_generator_replays_its_draws():
+    def run(how):
+        g = torch.Generator(device="cuda").manual_seed(9)
+        x = torch.randn(64, device="cuda", requires_grad=True)
+
+        def seg(x):
+            return torch.tanh(x * torch.rand(64, device="cuda", generator=g))
+
+        out = seg(x) if how == "eager" else checkpoint(seg, x, state=[g])
+        out.square().sum().backward()
+        return x.grad, g.get_state()
+
+    for a, b in zip(run("ours"), run("eager")):
+        assert torch.equal(a, b)
+
+
+def test_recomputed_shape_differs_from_the_forward_raises_replay_error():
+    from stateaware.torch_replay import ReplayError
+
+    n = [4]
+    x = _x()
+    out = checkpoint(lambda x: torch.tanh(x[: n[0]]).sum(), x)  # tanh saves its (n,) output
+    n[0] = 3  # a Python value the segment reads changes before the replay
+    with pytest.raises(ReplayError, match=r"(?s)different metadata.*position 0:\nsaved metadata: \{'shape': "
+                       r"torch.Size\(\[4\]\).*recomputed metadata: \{'shape': torch.Size\(\[3\]\)"):
+        out.backward()
+
+
+# --------------------------------------------------------------------------- documented limits, pinned
+
+def test_limit_an_undeclared_modules_python_pointer_is_not_watched():
+    # Docstring, Limits: an undeclared module's Python attributes are not watched. The
+    # forward moves only a Python int (no tensor write), so nothing is reported, and the
+    # replay reads the moved pointer: a wrong gradient. Declaring the module fixes it.
+    class Pointer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.linspace(1, 2, 4, dtype=D))
+            self.ptr = 0
+
+        def forward(self, x):
+            r = torch.tanh(x * self.table[self.ptr])
+            self.ptr += 1
+            return r
+
+    def run(how):
+        m, x = Pointer(), _x()
+        out = m(x) if how == "eager" else checkpoint(m, x, state=[m] if how == "declared" else [])
+        out.sum().backward()
+        return x.grad, m.ptr
+
+    eager, undeclared, declared = run("eager"), run("undeclared"), run("declared")
+    assert not torch.allclose(undeclared[0], eager[0]) and undeclared[1] == eager[1] == 1
+    assert torch.equal(declared[0], eager[0]) and declared[1] == 1
+
+
+def test_limit_a_data_write_outside_any_segment_is_not_seen_by_snapshot_sharing():
+    # Docstring, Limits / NOTE [ Shared snapshots ]: sharing trusts version counters. A
+    # `.data` write between two segments that declare the same tensor, outside both, does
+    # not bump the version, so the second segment's replay reuses the first's copy.
+    def run(how, bump):
+        buf = torch.linspace(-1, 1, 6, dtype=D)
+        x = _x()
+
+        def seg(h):
+            return torch.tanh(h + buf)  # add saves nothing; tanh saves its output
+
+        h = seg(x) if how == "eager" else checkpoint(seg, x, state=[buf])
+        if bump:
+            buf.add_(1.0)  # an in-place write bumps the version: a new copy
+        else:
+            buf.data.add_(1.0)  # invisible to version counters
+        out = seg(h) if how == "eager" else checkpoint(seg, h, state=[buf])
+        out.sum().backward()
+        return x.grad
+
+    assert torch.equal(run("ours", bump=True), run("eager", bump=True))
+    assert not torch.allclose(run("ours", bump=False), run("eager", bump=False))

@@ -239,12 +239,22 @@ def card_from_dict(doc: Any) -> ProfileCard:
 
 
 def load_card(path: str | os.PathLike[str]) -> ProfileCard:
-    """Read and validate a card from a JSON file; ``CardError`` names the file on bad JSON."""
-    with open(path, encoding="utf-8") as handle:
-        try:
-            doc = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise CardError(f"{os.fspath(path)}: not valid JSON ({error})") from None
+    """Read and validate a card from a JSON file; ``CardError`` names the file on bad JSON.
+
+    Bad JSON, text that is not UTF-8, or a file that cannot be read (missing, a directory)
+    is a ``CardError`` too, so every reader of cards says what is wrong in one line.
+    """
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise CardError(f"{os.fspath(path)}: cannot read the card ({error.strerror or error})") from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise CardError(f"{os.fspath(path)}: not UTF-8 text (byte {error.start}); a card is UTF-8 JSON") from None
+    except json.JSONDecodeError as error:
+        raise CardError(f"{os.fspath(path)}: not valid JSON ({error})") from None
     try:
         return card_from_dict(doc)
     except CardError as error:

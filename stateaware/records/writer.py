@@ -175,6 +175,19 @@ def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False) -> Pat
                                 exclusive=exclusive)
 
 
+def _link_exclusive(tmp: Path, path: Path) -> None:
+    """Give ``tmp``'s file the name ``path`` unless ``path`` exists (``FileExistsError``)."""
+    try:
+        os.link(tmp, path)  # atomic: fails if path exists, so never replaces another writer's file
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+        # A filesystem without hard links: check, then rename (a narrow race, not atomic).
+        if path.exists():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from None
+        os.replace(tmp, path)
+
+
 def _open_temporary(tmp: Path):
     """The file a write fills (a seam: tests make it run out of space)."""
     return open(tmp, "wb")
@@ -189,7 +202,7 @@ def _write_via_temporary(path: Path, fill, needed, *, exclusive: bool) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         if exclusive:
-            os.link(tmp, path)  # fails if path exists: never replaces another writer's file
+            _link_exclusive(tmp, path)
         else:
             os.replace(tmp, path)
     except OSError as exc:

@@ -27,22 +27,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["reachable", "describe", "names", "module_devices"]
+__all__ = ["describe", "names", "module_devices"]
 
 _MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
-
-
-def reachable(fn: Any, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]]:
-    """``(name, tensor)`` for every tensor the segment reaches, each tensor once."""
-    found: dict[int, tuple[str, torch.Tensor]] = {}
-
-    def add(name: str, t: torch.Tensor) -> None:
-        found.setdefault(id(t), (name, t))
-
-    for name, obj in _roots(fn, args, kwargs):
-        for sub, t in _tensors_of(name, obj):
-            add(sub, t)
-    return list(found.values())
 
 
 def names(fn: Any, args: tuple, kwargs: dict) -> dict[int, str]:

@@ -45,6 +45,11 @@ _METADATA = frozenset(
        if n in _T.__dict__]
 )
 _DATA_GET = _T.__dict__["data"].__get__
+# Calls that touch no tensor data: run without recording.
+_PASS = frozenset([torch._C._set_grad_enabled, torch.is_grad_enabled, torch._C._get_tracing_state,
+                   torch.is_autocast_enabled, torch.get_autocast_dtype])
+_SKIP = _METADATA | _PASS
+_NO_KWARGS: dict = {}
 # Calls that write their running-statistics arguments in training mode without a version bump.
 _STATS = {torch.nn.functional.batch_norm: (1, 2, "training", 5), torch.batch_norm: (3, 4, None, 5),
           torch.nn.functional.instance_norm: (1, 2, "use_input_stats", 5),
@@ -89,14 +94,18 @@ class Touched(TorchFunctionMode):
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in _METADATA:
-            return func(*args, **(kwargs or {}))
+        if kwargs is None:
+            kwargs = _NO_KWARGS
+        if func in _SKIP:
+            return func(*args, **kwargs)
         tensors, made = self.tensors, self.made
         for a in args:
+            i = id(a)
+            if i in tensors or i in made:
+                continue
             if isinstance(a, torch.Tensor):
-                if id(a) not in made and id(a) not in tensors:
-                    tensors[id(a)] = (a, a._version)
-            elif type(a) in (list, tuple):
+                tensors[i] = (a, a._version)
+            elif type(a) is list or type(a) is tuple:
                 for b in a:
                     if isinstance(b, torch.Tensor) and id(b) not in made and id(b) not in tensors:
                         tensors[id(b)] = (b, b._version)
@@ -105,21 +114,18 @@ class Touched(TorchFunctionMode):
                 if isinstance(v, torch.Tensor):
                     if id(v) not in made and id(v) not in tensors:
                         tensors[id(v)] = (v, v._version)
-                elif isinstance(v, torch.Generator) and id(v) not in self.generators:
+                elif type(v) is torch.Generator and id(v) not in self.generators:
                     self.generators[id(v)] = (v, v.get_state())
-            stats = _STATS.get(func)
-        else:
-            kwargs = {}
-            stats = _STATS.get(func)
-        if stats is not None:
-            self._stats(func, stats, args, kwargs)
+        if func in _STATS:
+            self._stats(func, _STATS[func], args, kwargs)
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor):
-            if id(out) not in tensors:
-                made.add(id(out))
+            i = id(out)
+            if i not in tensors:
+                made.add(i)
                 if func == _DATA_GET and id(args[0]) in tensors:
                     self.data_aliases.append((out, out._version, args[0]))
-        elif type(out) in (list, tuple):
+        elif type(out) is tuple or type(out) is list:
             for o in out:
                 if isinstance(o, torch.Tensor) and id(o) not in tensors:
                     made.add(id(o))

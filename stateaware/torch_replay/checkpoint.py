@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -198,8 +199,10 @@ def checkpoint(
     segments, the next step, an optimizer), for any number of backward passes over the
     same graph (``retain_graph=True``, ``torch.autograd.grad``), nested checkpoints, and
     under autocast; the declared tensors' bytes after backward are those they would have
-    without checkpointing (a segment's writes happen once). Works on CPU and CUDA; the
-    hot path issues no host synchronisation.
+    without checkpointing (a segment's writes happen once), and so are a declared
+    generator's state and a declared module's buffer identities and numbers; a declared
+    non-leaf tensor keeps eager's ``grad_fn`` and version. Works on CPU and CUDA; the hot
+    path issues no host synchronisation.
 
     Errors instead of wrong gradients: :class:`UndeclaredStateError` when the segment
     writes a pre-existing tensor or generator it did not declare (a module's buffer or
@@ -248,6 +251,8 @@ def checkpoint(
       preserved whole through its inner tensors, also under ``preserve="region"``.
     * A declared non-leaf tensor that requires grad is preserved whole, also under
       ``preserve="region"``.
+    * A ``.data`` write to a declared tensor after the segment saved it (eager then
+      differentiates the written value) is reproduced only with ``early_stop=False``.
     * Snapshot sharing trusts version counters (NOTE [ Shared snapshots ] in ``preserve``):
       a ``.data`` or fused-norm write outside any segment between two segments declaring
       the same tensor is not seen.
@@ -387,6 +392,11 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
 class _Frame:
     """Everything one checkpointed call keeps between its forward and its replays."""
 
+    __slots__ = ("fn", "kwargs", "declared", "engines", "rng", "autocast", "check_metadata", "early_stop",
+                 "contexts", "args", "tensor_slots", "input_saver", "holders", "metadata", "watch",
+                 "recomputed", "replayed", "counts", "replay_saved", "region_storages", "lives", "live_ids",
+                 "torch_contexts", "device_context", "forward_completed", "partial_replays")
+
     def __init__(self, fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop):
         self.fn, self.kwargs = fn, kwargs
         self.declared, self.engines = declared, engines
@@ -398,7 +408,7 @@ class _Frame:
         self.input_saver: torch.Tensor | None = None
         self.holders: list[weakref.ref] = []
         self.metadata: list[tuple] = []
-        self.watch: list[tuple[weakref.ref, int, str | None]] = []
+        self.watch: list[tuple[weakref.ref, int, int | None]] = []  # (tensor, version, argument index)
         self.recomputed: defaultdict[int, weakref.WeakKeyDictionary] = defaultdict(weakref.WeakKeyDictionary)
         self.replayed: set[int] = set()
         self.counts: defaultdict[int, int] = defaultdict(int)
@@ -413,8 +423,7 @@ class _Frame:
 
     def save_inputs(self, args: tuple, declared_ids: set[int]) -> None:
         self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
-        anchor = torch.empty(0, requires_grad=True)
-        self.input_saver = _SaveInputs.apply(anchor, *tensors)
+        self.input_saver = _SaveInputs.apply(_anchor(), *tensors)
 
     def inputs(self) -> list[Any]:
         args = list(self.args)
@@ -422,6 +431,18 @@ class _Frame:
         for slot, t in zip(self.tensor_slots, saved):
             args[slot] = t
         return args
+
+
+_anchors = threading.local()
+
+
+def _anchor() -> torch.Tensor:
+    # One leaf per thread that makes _SaveInputs record its node; no gradient ever reaches
+    # it (the node's output is never used), so sharing it across calls is safe.
+    anchor = getattr(_anchors, "anchor", None)
+    if anchor is None:
+        anchor = _anchors.anchor = torch.empty(0, requires_grad=True)
+    return anchor
 
 
 def _split_inputs(args: tuple, declared_ids: set[int]):
@@ -527,8 +548,11 @@ def _forward_unpack(frame: _Frame):
 # --------------------------------------------------------------------------- replay
 
 def _replay(frame: _Frame, gid: int) -> None:
-    changed = [(ref(), version, at) for ref, version, at in frame.watch  # Rule 6b
-               if ref() is not None and ref()._version != version]
+    changed = []
+    for ref, version, at in frame.watch:  # Rule 6b
+        t = ref()
+        if t is not None and t._version != version:
+            changed.append((t, version, at))
     if changed:
         raise UndeclaredStateError(_changed_message(frame, changed))
     args = frame.inputs()
@@ -553,8 +577,9 @@ def _replay(frame: _Frame, gid: int) -> None:
                     stopped = True
             _check_saved_unchanged(frame)  # Rule 3
         finally:
-            for engine in reversed(entered):  # Rule 5
-                engine.exit()
+            with torch.no_grad():  # the engines' exits, like their enters, are not autograd-visible
+                for engine in reversed(entered):  # Rule 5
+                    engine.exit()
             frame.replay_saved = []
             if lives:  # Rule 4
                 torch._C._autograd._unsafe_set_version_counter(tuple(lives), tuple(versions))
@@ -565,7 +590,7 @@ def _replay(frame: _Frame, gid: int) -> None:
 def _replay_pack(frame: _Frame, gid: int):
     def pack(x: torch.Tensor) -> torch.Tensor:
         index = frame.counts[gid]
-        frame.counts[gid] += 1
+        frame.counts[gid] = index + 1
         if index >= len(frame.holders):
             if not frame.forward_completed:
                 # A backward inside the segment's own forward replays the part run so far
@@ -597,7 +622,7 @@ def _replay_pack(frame: _Frame, gid: int):
             handle = _Handle()
             holder.handles[gid] = handle
             frame.recomputed[gid][handle] = kept
-        if frame.early_stop and frame.counts[gid] == len(frame.holders):
+        if frame.early_stop and index + 1 == len(frame.holders):
             raise _StopReplay
         return alias
 
@@ -648,7 +673,17 @@ def _check_counts(frame: _Frame, gid: Any, stopped: bool) -> None:
 
 # --------------------------------------------------------------------------- RNG, autocast
 
+_accelerator: list[str | None] = []  # the machine's accelerator type, looked up once
+
+
 def _devices(fn, args, kwargs, declared) -> tuple[str, list[int]]:
+    if not _accelerator:
+        found_type = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+        _accelerator.append(found_type.type if found_type is not None else None)
+    kind = _accelerator[0]
+    if kind is None or (kind == "cuda" and not torch.cuda.is_initialized()):
+        # No tensor can live on an accelerator that was never initialised: CPU only.
+        return "cpu", []
     device_type, indices = "cpu", set()
     found = [a.device for a in args if isinstance(a, torch.Tensor)]
     found += [v.device for v in kwargs.values() if isinstance(v, torch.Tensor)]
@@ -682,33 +717,49 @@ def _stash_rng(device_type: str, devices: list[int]):
 
 @contextlib.contextmanager
 def _rng_restored(rng):
+    """The stashed RNG states inside, the outside states back afterwards (Rule 8); what
+    ``torch.random.fork_rng`` does, without its per-call argument handling."""
     if rng is None:
         yield
         return
     cpu, device_type, devices, states = rng
-    with torch.random.fork_rng(devices=devices, enabled=True, device_type=device_type):
-        torch.set_rng_state(cpu)
-        if devices:
-            module = torch.get_device_module(device_type)
-            for d, s in zip(devices, states):
-                module.set_rng_state(s, d)
+    module = torch.get_device_module(device_type) if devices else None
+    outside_cpu = torch.get_rng_state()
+    outside = [module.get_rng_state(d) for d in devices] if devices else []
+    torch.set_rng_state(cpu)
+    for d, state in zip(devices, states):
+        module.set_rng_state(state, d)
+    try:
         yield
+    finally:
+        torch.set_rng_state(outside_cpu)
+        for d, state in zip(devices, outside):
+            module.set_rng_state(state, d)
+
+
+_autocast_types: dict[str, tuple[str, ...]] = {}
 
 
 def _autocast_state(device_type: str):
-    types = ["cpu"] + ([device_type] if device_type != "cpu" else [])
-    return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types
-            if torch.amp.is_autocast_available(t)], torch.is_autocast_cache_enabled()
+    types = _autocast_types.get(device_type)
+    if types is None:
+        types = _autocast_types[device_type] = tuple(
+            t for t in dict.fromkeys(("cpu", device_type)) if torch.amp.is_autocast_available(t))
+    return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types], \
+        torch.is_autocast_cache_enabled()
 
 
-@contextlib.contextmanager
 def _autocast_restored(state):
     settings, cache = state
-    with contextlib.ExitStack() as stack:
-        for device_type, enabled, dtype in settings:
-            stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled,
-                                               cache_enabled=cache))
-        yield
+    if cache == torch.is_autocast_cache_enabled() and all(
+            (enabled, dtype) == (torch.is_autocast_enabled(t), torch.get_autocast_dtype(t))
+            for t, enabled, dtype in settings):
+        return contextlib.nullcontext()  # the backward already runs under the forward's settings
+    stack = contextlib.ExitStack()
+    for device_type, enabled, dtype in settings:
+        stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled,
+                                           cache_enabled=cache))
+    return stack
 
 
 # --------------------------------------------------------------------------- helpers

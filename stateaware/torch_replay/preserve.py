@@ -114,22 +114,42 @@ class Region:
 _shared: "dict[tuple, weakref.ref]" = {}
 
 
+_silent_writes = None  # WeakIdKeyDictionary tensor -> count, made on first use (torch import)
+
+
 def note_silent_write(t: "torch.Tensor") -> None:
-    """A segment wrote ``t`` without bumping its version: no later snapshot may reuse an old copy."""
-    t._stateaware_silent_writes = getattr(t, "_stateaware_silent_writes", 0) + 1
+    """A segment wrote ``t`` without bumping its version: no later snapshot may reuse an old copy.
+    Kept beside the tensor, not on it (an attribute would travel with ``torch.save``)."""
+    global _silent_writes
+    if _silent_writes is None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        _silent_writes = WeakIdKeyDictionary()
+    _silent_writes[t] = _silent_writes.get(t, 0) + 1
 
 
-def _key(live: "torch.Tensor", *extra) -> tuple:
-    return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
-            live.stride(), live.dtype, live._version, getattr(live, "_stateaware_silent_writes", 0), *extra)
+def _key(live: "torch.Tensor", *extra) -> "tuple | None":
+    try:
+        silent = _silent_writes.get(live, 0) if _silent_writes is not None else 0
+        return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
+                live.stride(), live.dtype, live._version, silent, *extra)
+    except (RuntimeError, NotImplementedError):  # no strided storage (sparse, nested): never shared
+        return None
 
 
-def _shared_copy(key: tuple, make):
+def _shared_copy(key: "tuple | None", make):
+    if key is None:
+        return make()
     ref = _shared.get(key)
     copy = ref() if ref is not None else None
     if copy is None:
         copy = make()
-        _shared[key] = weakref.ref(copy, lambda _, key=key: _shared.pop(key, None))
+
+        def forget(dead: weakref.ref, key: tuple = key) -> None:
+            if _shared.get(key) is dead:  # not a newer entry made under the same key
+                del _shared[key]
+
+        _shared[key] = weakref.ref(copy, forget)
     return copy
 
 
@@ -169,7 +189,8 @@ class _Whole:
                 # clone keeps the strides of a dense tensor, so `.data` can be swapped back
                 # and forth without changing the layout the segment sees.
                 copy = live.detach().clone(memory_format=torch.preserve_format)
-            copy._stateaware_keeps = live.untyped_storage()  # NOTE [ Shared snapshots ]
+            if live.layout == torch.strided:
+                copy._stateaware_keeps = live.untyped_storage()  # NOTE [ Shared snapshots ]
             return copy
 
         self.snapshot = _shared_copy(_key(live), make)
@@ -227,16 +248,19 @@ class _Journal:
     def __init__(self, live: "torch.Tensor", name: str, rows: "torch.Tensor"):
         import torch
 
-        self.live, self.name, self.rows = live, name, rows.to(torch.int64)
+        self.live, self.name = live, name
+        self.rows = rows if rows.dtype is torch.int64 else rows.to(torch.int64)
 
         def make() -> "torch.Tensor":
             with torch.no_grad():
                 old = live.detach().index_select(0, self.rows)
-            old._stateaware_keeps = (live.untyped_storage(), self.rows)  # NOTE [ Shared snapshots ]
+            if live.layout == torch.strided:
+                old._stateaware_keeps = (live.untyped_storage(), self.rows)  # NOTE [ Shared snapshots ]
             return old
 
         self.old = _shared_copy(_key(live, id(self.rows), self.rows._version), make)
         self._current: "torch.Tensor | None" = None
+        self._raw: "torch.Tensor | None" = None
         self.retained_bytes = (self.old.numel() * self.old.element_size()
                                + self.rows.numel() * self.rows.element_size())
 
@@ -245,21 +269,15 @@ class _Journal:
 
     def enter(self) -> None:
         # `.data` is an alias with its own version counter: the undo is not an autograd-
-        # visible write (Rule 4).
-        import torch
-
-        with torch.no_grad():
-            raw = self.live.data
-            self._current = raw.index_select(0, self.rows)
-            raw.index_copy_(0, self.rows, self.old)
+        # visible write (Rule 4). Called under no_grad, as is exit.
+        self._raw = raw = self.live.data
+        self._current = raw.index_select(0, self.rows)
+        raw.index_copy_(0, self.rows, self.old)
 
     def exit(self) -> None:
-        import torch
-
         if self._current is not None:
-            with torch.no_grad():
-                self.live.data.index_copy_(0, self.rows, self._current)
-            self._current = None
+            self._raw.index_copy_(0, self.rows, self._current)
+            self._current = self._raw = None
 
     def owns_storage(self, ptr: int) -> bool:
         # Rule 2: the replay reads the live storage, so anything it saves for backward that

@@ -1,0 +1,147 @@
+"""Read-only SQL by construction: no statement writes, installs, loads or reads outside the views.
+
+Every statement below is run through the CLI (``main(["sql", ...])``) and must end in one
+error line and exit 2, leaving every file of the results directory byte-identical; the
+lock itself (``connect(read_only=True)``) is tested without the keyword filter in front.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from stateaware.analysis.__main__ import main
+from stateaware.analysis.views import connect
+from stateaware.records.writer import Identity, RecordWriter
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("results")
+    for index in range(2):
+        writer = RecordWriter(out, Identity("r1", "demo", index, "h" * 64, "cpu", 1.0))
+        writer.write("runs", [{"processes": 2, "launcher": "inline"}], part="manifest")
+        writer.write("processes", [{"status": "completed", "attempt": 1}], part="a001")
+        writer.write("timings", {"method": ["joint"] * 3, "step": [0, 1, 2], "step_ms": [1.0, 2.0, 3.0]})
+    # a Parquet file beside (not inside) the results directory, reachable by "../"
+    pq.write_table(pa.table({"secret": [42]}), out.parent / "outside.parquet")
+    return out
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with the SHA-256 of its bytes (and every directory, as '')."""
+    tree = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            tree[os.path.relpath(os.path.join(dirpath, name), root)] = ""
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            tree[os.path.relpath(path, root)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return tree
+
+
+def _part(results: Path) -> str:
+    return str(next((results / "timings").rglob("*.parquet")))
+
+
+# {R} is the results directory, {P} one of its part files.
+STATEMENTS = [
+    "COPY (SELECT 1) TO '{P}'",
+    "COPY (SELECT * FROM timings) TO '{R}/forged.parquet' (FORMAT parquet)",
+    "EXPLAIN ANALYZE COPY (SELECT * FROM timings) TO '{P}' (FORMAT parquet)",
+    "EXPLAIN ANALYZE COPY (SELECT 1) TO '{R}/x.csv'",
+    "explain   analyze\n copy (select 1) to '{R}/../escaped.csv'",
+    "EXPLAIN ANALYZE COPY (SELECT 1) TO '/dev/stdout'",
+    "CREATE TABLE t AS SELECT * FROM timings; COPY t TO '{R}/t.csv'",
+    "SELECT 1; COPY (SELECT 1) TO '{R}/second.csv'",
+    "EXPORT DATABASE '{R}/export'",
+    "EXPLAIN ANALYZE EXPORT DATABASE '{R}/export'",
+    "ATTACH '{R}/new.db' AS n",
+    "EXPLAIN ANALYZE ATTACH '{R}/new.db' AS n",
+    "SET enable_external_access = true",
+    "SET lock_configuration = false",
+    "RESET lock_configuration",
+    "SET allowed_directories = ['/']",
+    "PRAGMA enable_profiling",
+    "EXPLAIN ANALYZE SET enable_external_access = true",
+    "INSTALL httpfs",
+    "FORCE INSTALL httpfs",
+    "LOAD httpfs",
+    "EXPLAIN ANALYZE INSTALL httpfs",
+    "EXPLAIN ANALYZE LOAD httpfs",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_csv_auto('/etc/passwd')",
+    "SELECT * FROM read_blob('/etc/passwd')",
+    "SELECT * FROM read_json('/etc/passwd')",
+    "SELECT * FROM sniff_csv('/etc/passwd')",
+    "SELECT * FROM glob('/etc/*')",
+    "SELECT * FROM glob('{R}/**')",
+    "SELECT * FROM '/etc/passwd'",
+    "SELECT * FROM read_parquet('{R}/../outside.parquet')",
+    "SELECT * FROM read_parquet('{O}')",
+    "SELECT * FROM '{O}'",
+    "SELECT * FROM read_parquet('{P}')",
+    "WITH x AS (SELECT * FROM read_text('/etc/hostname')) SELECT * FROM x",
+    "EXPLAIN ANALYZE SELECT * FROM read_text('/etc/passwd')",
+    "CALL pragma_version(); SELECT * FROM read_text('/etc/passwd')",
+    "SELECT * FROM os",  # a Python replacement scan of a module in scope
+]
+
+
+@pytest.mark.parametrize("statement", STATEMENTS)
+def test_no_statement_writes_installs_or_reads_outside(results, statement, capsys, monkeypatch):
+    monkeypatch.chdir(results)
+    sql = statement.format(R=results, P=_part(results), O=results.parent / "outside.parquet")
+    before = _tree(results)
+    assert main(["sql", "--results", str(results), sql]) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert _tree(results) == before
+    assert not (results.parent / "escaped.csv").exists()
+
+
+LOCK_BYPASSES = [  # what the keyword filter would pass, or a statement run without it
+    "EXPLAIN ANALYZE COPY (SELECT * FROM timings) TO '{P}' (FORMAT parquet)",
+    "COPY (SELECT 1) TO '{R}/x.csv'",
+    "EXPORT DATABASE '{R}/export'",
+    "ATTACH '{R}/new.db' AS n",
+    "SET enable_external_access = true",
+    "SET lock_configuration = false",
+    "SET python_enable_replacements = true",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "SELECT * FROM read_parquet('{R}/../outside.parquet')",
+]
+
+
+@pytest.mark.parametrize("statement", LOCK_BYPASSES)
+def test_the_locked_connection_refuses_without_the_filter(results, statement):
+    sql = statement.format(R=results, P=_part(results))
+    before = _tree(results)
+    con = connect(results, read_only=True)
+    with pytest.raises(duckdb.Error):
+        con.execute(sql)
+    assert _tree(results) == before
+    assert con.execute("SELECT count(*) FROM timings").fetchone() == (6,)  # the views still read
+
+
+def test_reads_through_the_views_still_work_when_locked(results, capsys):
+    assert main(["sql", "--results", str(results), "--format", "csv",
+                 "SELECT process_index, sum(step_ms) FROM timings GROUP BY ALL ORDER BY 1"]) == 0
+    assert capsys.readouterr().out == "process_index,sum(step_ms)\n0,6.0\n1,6.0\n"
+
+
+def test_a_writable_connection_is_only_given_when_asked(results, tmp_path):
+    con = connect(results, read_only=False)
+    con.execute(f"COPY (SELECT count(*) AS n FROM timings) TO '{tmp_path / 'n.csv'}'")
+    assert (tmp_path / "n.csv").read_text() == "n\n6\n"
