@@ -161,11 +161,17 @@ def test_comparisons_use_the_declared_clock_and_show_the_other(tmp_path):
 
 def test_records_without_cpu_times_fall_back_to_wall(tmp_path):
     write_run(tmp_path)
-    for part in (tmp_path / "timings").rglob("*.parquet"):
-        import pyarrow.parquet as pq
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-        table = pq.read_table(part)
-        pq.write_table(table.drop_columns(["cpu_ms"]), part)
+    # Parts as schema 3's writer left them: no cpu_ms column, and version 3 stamped on the
+    # rows and the file (a part with no version stamp that lacks a column is foreign).
+    for part in (tmp_path / "timings").rglob("*.parquet"):
+        table = pq.read_table(part).drop_columns(["cpu_ms"])
+        table = table.set_column(table.schema.get_field_index("schema_version"), "schema_version",
+                                 pa.array([3] * table.num_rows, table.schema.field("schema_version").type))
+        metadata = {**(table.schema.metadata or {}), b"stateaware.schema_version": b"3"}
+        pq.write_table(table.replace_schema_metadata(metadata), part)
     spec = [("joint", "eager_whole", "step_ms")]
     _, (result,) = compute_comparisons(connect(tmp_path), "r1", spec, clock="cpu", draws=200)
     assert result.clock == "wall" and result.other is None
