@@ -12,7 +12,7 @@ three_workload}.yaml``):
 
 ``cells``        cell names from the hardware profile's ``costrt.cells`` (one per process,
                  cycled), or ``grid: calibration`` / ``grid: three_workload``.
-``methods``      method names (``stateaware.costrt.methods.METHODS``).
+``methods``      method names (``stateaware.costrt.METHODS``).
 ``budget_gib``   the paper's budget; ``placement`` says how a profile turns it into bytes:
                  ``relative`` (at ``hardware.costrt.budget_rule: relative``, the budget's
                  position between the paper anchors ``anchor_gib`` is applied to the
@@ -30,13 +30,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from stateaware.costrt import METHODS
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
 
-#: The method names (``stateaware.costrt.methods.METHODS``, which imports torch: repeated
-#: here so planning stays light; tests/test_launch_params.py keeps the two equal).
-METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
 
 #: Checked when the run is planned (stateaware.launch.params); see the module docstring.
 PARAMS = {
@@ -214,7 +212,6 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     import torch
 
     from stateaware.clocks import timing_rows
-    from stateaware.costrt.methods import METHODS
     from stateaware.costrt.plans import plan_methods
     from stateaware.costrt.runner import semantic_checks
     from stateaware.costrt.runner import measure as measure_method

@@ -22,10 +22,16 @@ def test_every_kind_declares_its_params_and_every_shipped_cohort_passes():
         check_params(cohort.get("params") or {}, load_kind(cohort["kind"]).PARAMS, cohort["name"])
 
 
-def test_timing_methods_are_the_cost_runtimes():
+def test_planning_a_timing_cohort_checks_its_methods_without_importing_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from stateaware.cohorts import load_kind; kind = load_kind('timing'); "
+            "print(kind.PARAMS['methods'].choices, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     from stateaware.costrt.methods import METHODS
 
-    assert load_kind("timing").METHODS == METHODS
+    assert out.strip() == f"{METHODS} False"
 
 
 DECLARED = {

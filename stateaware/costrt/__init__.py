@@ -8,4 +8,9 @@ named by digest), ``plans`` (per-method policies and budget placement). Import t
 you need; this package imports nothing heavy.
 """
 
-__all__: list[str] = []
+__all__ = ["METHODS"]
+
+#: The seven methods of the timing cohorts (``methods.forward`` runs them). Defined here,
+#: in the package that imports nothing heavy, so planning a run checks method names
+#: without importing torch.
+METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")

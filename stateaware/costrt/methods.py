@@ -21,13 +21,13 @@ from collections.abc import Sequence
 
 import torch
 
+from stateaware.costrt import METHODS
 from stateaware.costrt.workloads import StepRows, Workload, loss_of, segment_forward
 from stateaware.torch_replay import Region, checkpoint
 
 __all__ = ["METHODS", "UNIFORM", "PLANNED", "OPTIONS", "FUNCTIONAL", "uniform_policy", "forward"]
 
 #: Every method, in the order the records and tables list them.
-METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
 
 #: Methods that apply one option to every segment, and that option.
 UNIFORM = {"eager": "eager", "whole": "whole", "regions": "region"}
