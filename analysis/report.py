@@ -30,7 +30,7 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("Replay semantics in PyTorch and JAX (§5, Table 2)", "semantic", ("semantic",)),
+    Section("Replay semantics in PyTorch and JAX (§5, Table 2)", "replay_semantics", ("semantic",)),
     Section("Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)", "finite",
             ("derivative", "bytes", "engines", "joint_alias")),
     Section("Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)", "timing",

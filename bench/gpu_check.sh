@@ -27,7 +27,7 @@ BUDGET=$(python -c "print(44 * int('$BATCH') / 65536)")
 mkdir -p "$OUT"
 python -m stateaware cohort=fair44 hardware=h100 out="$OUT" \
   cohort.params.steps="$STEPS" cohort.params.warmup="$WARMUP" cohort.params.budget_gib="$BUDGET" \
-  hardware.params.costrt.cells.large_sparse.batch="$BATCH" 2>&1 | tee "$OUT/run.log"
+  hardware.params.cost_runtime.cells.large_sparse.batch="$BATCH" 2>&1 | tee "$OUT/run.log"
 {
   echo "# fair44 on $(python -c 'import torch; print(torch.cuda.get_device_name(0))'), batch $BATCH (paper: 65536), budget $BUDGET GiB (paper: 44 GiB at batch 65536), $WARMUP + $STEPS steps"
   echo

@@ -51,7 +51,7 @@ OVERRIDES=()
 if [ "$HARDWARE" != cpu ]; then
   # Freeze this device's card (conf/cards/cifar-<hardware>-<digest12>.json; the launch then
   # snapshots it with the code) and keep a copy beside the records.
-  CARD_LINE="$(python -m stateaware.app.card --hardware "$HARDWARE")"
+  CARD_LINE="$(python -m stateaware.app.encoder_card --hardware "$HARDWARE")"
   echo "$CARD_LINE"
   CARD="$(echo "$CARD_LINE" | sed -E 's/^[^:]+: ([0-9a-f]+).*/\1/')"
   cp "$(echo "$CARD_LINE" | sed -E 's/.*\((.*)\)$/\1/')" "$OUT/"

@@ -3,7 +3,7 @@
 One process is one (training seed, method) pair — the paper's unit of observation is a
 complete encoder process per method — so process ``i`` runs seed ``seeds[i // 7]`` with
 method ``METHODS[i % 7]`` (``expand``). It loads the archive, fixes the split, profiles
-the encoder's segments into a card (``stateaware.app.card``), plans the ``agnostic`` and
+the encoder's segments into a card (``stateaware.app.encoder_card``), plans the ``agnostic`` and
 ``joint`` policies under the selection budget, trains the encoder (observed: peaks,
 complete-encoder time), writes the canonical encoder file, runs the probe bound to that
 file's hash and writes the canonical test-score file.
@@ -19,11 +19,11 @@ Cohort ``params`` (``conf/cohort/cifar.yaml``):
                      ``test`` image counts (null: all), ``split_seed``, the
                      ``stateaware.app.train.Protocol`` fields, ``budget_mib`` (absolute) or
                      ``budget_position`` (relative between the card's anchors,
-                     ``stateaware.costrt.plans.budget_at``), ``threads``, ``peaks``
+                     ``stateaware.cost_runtime.plans.budget_at``), ``threads``, ``peaks``
                      (``step`` or ``epoch`` resets), ``quality_only_seeds`` (seeds that
                      run unobserved: no allocator reads, quality evidence only — the
                      paper's 2701) and ``card``: the digest of a card frozen with
-                     ``python -m stateaware.app.card --hardware NAME`` at the protocol's
+                     ``python -m stateaware.app.encoder_card --hardware NAME`` at the protocol's
                      shapes (checked). Without one each process profiles its own card
                      before its clock starts, so planned policies may differ between
                      processes by measured time (``records.card_source`` says which).
@@ -134,7 +134,7 @@ _CARD_SHAPE = ("image", "width", "dim", "queue_size", "batch")
 def _frozen_card(digest: str, proto: Any, hardware: str) -> Any:
     """The frozen card ``digest``, refused when it was profiled at other shapes than
     ``proto``'s: its costs would describe another program."""
-    from stateaware.costrt.cards import load_frozen
+    from stateaware.cost_runtime.frozen_cards import load_frozen
 
     card = load_frozen(digest)
     profiled = dict(card.provenance).get("protocol") or {}
@@ -143,7 +143,7 @@ def _frozen_card(digest: str, proto: Any, hardware: str) -> Any:
         raise ValueError(f"frozen card {card.digest[:12]} (params.protocols.{hardware}.card) was profiled at "
                          + ", ".join(f"{k}={a}" for k, (a, _) in wrong.items()) + "; the protocol has "
                          + ", ".join(f"{k}={b}" for k, (_, b) in wrong.items())
-                         + f": freeze a card for it with `python -m stateaware.app.card --hardware {hardware}`")
+                         + f": freeze a card for it with `python -m stateaware.app.encoder_card --hardware {hardware}`")
     return card
 
 
@@ -158,9 +158,9 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     import torch
 
-    from stateaware.app import card as app_card
+    from stateaware.app import encoder_card as app_card
     from stateaware.app import data, moco, train
-    from stateaware.costrt.plans import budget_at
+    from stateaware.cost_runtime.plans import budget_at
 
     params = spec.params
     method, seed = str(params["method"]), int(params["train_seed"])
@@ -218,7 +218,7 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
             return
         policy = tuple(plan["policy"])
     else:
-        from stateaware.costrt.plans import predict
+        from stateaware.cost_runtime.plans import predict
 
         policy = moco.fixed_policy(method)
         # functional keeps queue versions out of place: not a card option, so no prediction.

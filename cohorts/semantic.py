@@ -43,7 +43,7 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     """Write every record of this process's seed keys, one part per key."""
-    from stateaware.semantic import run_seed
+    from stateaware.semantic_programs import run_seed
 
     seeds = spec.params.get("seeds") or [spec.seed]
     backends = tuple(spec.params.get("backends", ("torch", "jax")))

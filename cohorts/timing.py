@@ -10,19 +10,19 @@ peak of one extra step (``timings``).
 Cohort ``params`` (see ``conf/cohort/{calibration,pressure,fair44,confirm44,confirm32,
 three_workload}.yaml``):
 
-``cells``        cell names from the hardware profile's ``costrt.cells`` (one per process,
+``cells``        cell names from the hardware profile's ``cost_runtime.cells`` (one per process,
                  cycled), or ``grid: calibration`` / ``grid: three_workload``.
-``methods``      method names (``stateaware.costrt.METHODS``).
+``methods``      method names (``stateaware.cost_runtime.METHODS``).
 ``budget_gib``   the paper's budget; ``placement`` says how a profile turns it into bytes:
-                 ``relative`` (at ``hardware.costrt.budget_rule: relative``, the budget's
+                 ``relative`` (at ``hardware.cost_runtime.budget_rule: relative``, the budget's
                  position between the paper anchors ``anchor_gib`` is applied to the
-                 ``anchor_cell``'s card; NOTE [ Budget positions ] in ``costrt.plans``)
-                 or ``scaled`` (``budget_gib`` times ``costrt.byte_scale``). At
+                 ``anchor_cell``'s card; NOTE [ Budget positions ] in ``cost_runtime.plans``)
+                 or ``scaled`` (``budget_gib`` times ``cost_runtime.byte_scale``). At
                  ``budget_rule: absolute`` (h100) the budget is ``budget_gib`` GiB.
 ``card``         ``frozen`` (refuse to run without the frozen card the profile names),
                  ``auto`` (frozen if named, else measure) or ``measure``.
 ``shuffle``      run the methods in an order drawn from the process seed (default true).
-``warmup``, ``steps``  per method; ``hardware.costrt.overrides.<cohort>`` may reduce them
+``warmup``, ``steps``  per method; ``hardware.cost_runtime.overrides.<cohort>`` may reduce them
                  on a profile (recorded in the policies rows' detail and by the report).
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateaware.costrt import METHODS
+from stateaware.cost_runtime import METHODS
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.params import Param
 from stateaware.records.writer import RecordWriter
@@ -56,21 +56,21 @@ __all__ = ["METHODS", "PARAMS", "expand", "run", "summary", "cells_of", "effecti
 _GIB = 1 << 30
 
 
-def _costrt(hardware: dict[str, Any]) -> dict[str, Any]:
-    costrt = (hardware.get("params") or {}).get("costrt")
-    if not costrt:
-        raise ValueError(f"hardware profile {hardware.get('name')!r} has no params.costrt section "
+def _cost_runtime(hardware: dict[str, Any]) -> dict[str, Any]:
+    cost_runtime = (hardware.get("params") or {}).get("cost_runtime")
+    if not cost_runtime:
+        raise ValueError(f"hardware profile {hardware.get('name')!r} has no params.cost_runtime section "
                          "(cells, granularity, budget rule); valid profiles with one: cpu, h100")
-    return costrt
+    return cost_runtime
 
 
 def cells_of(cohort_params: dict[str, Any], hardware: dict[str, Any]) -> list[dict[str, Any]]:
     """Every cell of the cohort on ``hardware``: dicts with ``cell`` and the shape fields."""
-    costrt = _costrt(hardware)
+    cost_runtime = _cost_runtime(hardware)
     grid = cohort_params.get("grid")
-    granularity = int(costrt["granularity_bytes"])
+    granularity = int(cost_runtime["granularity_bytes"])
     if grid == "calibration":
-        cal = costrt["calibration"]
+        cal = cost_runtime["calibration"]
         out = []
         for workload in ("feature_queue", "prototype_memory", "unrolled_recurrence"):
             for mib, buffer_bytes in sorted(((int(k), int(v)) for k, v in cal["buffers"].items())):
@@ -82,7 +82,7 @@ def cells_of(cohort_params: dict[str, Any], hardware: dict[str, Any]) -> list[di
                                     "batch": int(cal["batch"]), "rank": int(cal["rank"])})
         return out
     if grid == "three_workload":
-        tw = costrt["three_workload"]
+        tw = cost_runtime["three_workload"]
         return [{"cell": workload, "workload": workload, "buffer_bytes": int(tw["buffer_bytes"]),
                  "write_fraction": float(tw["write_fraction"]), "live_segments": int(tw["live_segments"]),
                  "granularity_bytes": granularity, "width": int(tw["width"]), "batch": int(tw["batch"]),
@@ -92,19 +92,19 @@ def cells_of(cohort_params: dict[str, Any], hardware: dict[str, Any]) -> list[di
         raise ValueError(f"params.grid={grid!r}; valid grids are: calibration, three_workload (or give params.cells)")
     out = []
     for name in cohort_params.get("cells") or []:
-        if name not in costrt["cells"]:
-            raise ValueError(f"cell {name!r} is not in hardware.params.costrt.cells; valid cells are: "
-                             f"{', '.join(costrt['cells'])}")
-        out.append({"cell": name, "granularity_bytes": granularity, **costrt["cells"][name]})
+        if name not in cost_runtime["cells"]:
+            raise ValueError(f"cell {name!r} is not in hardware.params.cost_runtime.cells; valid cells are: "
+                             f"{', '.join(cost_runtime['cells'])}")
+        out.append({"cell": name, "granularity_bytes": granularity, **cost_runtime["cells"][name]})
     if not out:
         raise ValueError("a timing cohort needs params.cells or params.grid")
     return out
 
 
 def effective_params(cohort: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
-    """The cohort's params with the profile's reductions applied (``costrt.overrides``)."""
+    """The cohort's params with the profile's reductions applied (``cost_runtime.overrides``)."""
     params = dict(cohort.get("params") or {})
-    reduced = (_costrt(hardware).get("overrides") or {}).get(cohort["name"]) or {}
+    reduced = (_cost_runtime(hardware).get("overrides") or {}).get(cohort["name"]) or {}
     if reduced:
         params["reduced_from"] = {k: params.get(k) for k in reduced}
         params.update(reduced)
@@ -124,7 +124,7 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 
 
 def _shape(cell: dict[str, Any]):
-    from stateaware.costrt.workloads import Shape
+    from stateaware.cost_runtime.workloads import Shape
 
     return Shape(workload=cell["workload"], buffer_bytes=int(cell["buffer_bytes"]),
                  write_fraction=float(cell["write_fraction"]), live_segments=int(cell["live_segments"]),
@@ -132,16 +132,16 @@ def _shape(cell: dict[str, Any]):
                  batch=int(cell["batch"]), rank=int(cell["rank"]))
 
 
-def _card(name: str, cell: dict[str, Any], mode: str, costrt: dict[str, Any], spec: ProcessSpec, device: str):
+def _card(name: str, cell: dict[str, Any], mode: str, cost_runtime: dict[str, Any], spec: ProcessSpec, device: str):
     """``(card, measured_here)``: the frozen card for ``name``, or a fresh profiling pass."""
-    from stateaware.costrt.cards import FrozenCardError, load_frozen
-    from stateaware.planner.card import card_from_dict
+    from stateaware.cost_runtime.frozen_cards import FrozenCardError, load_frozen
+    from stateaware.planner.profile_card import card_from_dict
 
-    digest = (costrt.get("frozen_cards") or {}).get(name)
+    digest = (cost_runtime.get("frozen_cards") or {}).get(name)
     if mode not in ("frozen", "auto", "measure"):
         raise ValueError(f"params.card={mode!r}; valid values are: frozen, auto, measure")
     if digest and mode != "measure":
-        card = load_frozen(str(digest), costrt.get("cards_dir"))
+        card = load_frozen(str(digest), cost_runtime.get("cards_dir"))
         frozen_shape = dict(card.provenance.get("shape") or {})
         want = _shape(cell).to_dict()
         if frozen_shape != want:
@@ -151,25 +151,25 @@ def _card(name: str, cell: dict[str, Any], mode: str, costrt: dict[str, Any], sp
     if mode == "frozen":
         raise FrozenCardError(f"cohort {spec.cohort!r} runs on a frozen card, and hardware profile "
                               f"{spec.hardware_name!r} names none for cell {name!r} "
-                              f"(hardware.params.costrt.frozen_cards.{name}); freeze one first: "
-                              f"python -m stateaware.costrt.freeze --cell {name} --hardware {spec.hardware_name}")
-    from stateaware.costrt.profile import profile_card
+                              f"(hardware.params.cost_runtime.frozen_cards.{name}); freeze one first: "
+                              f"python -m stateaware.cost_runtime.freeze --cell {name} --hardware {spec.hardware_name}")
+    from stateaware.cost_runtime.profile import profile_card
 
-    doc = profile_card(_shape(cell), seed=spec.seed, device=device, repeats=int(costrt.get("profile_repeats", 5)),
+    doc = profile_card(_shape(cell), seed=spec.seed, device=device, repeats=int(cost_runtime.get("profile_repeats", 5)),
                        provenance={"cell": name, "cohort": spec.cohort, "hardware": spec.hardware_name,
                                    "scale": spec.scale})
     return card_from_dict(doc), True
 
 
-def _budget(params: dict[str, Any], costrt: dict[str, Any], anchor_card: Any) -> int:
-    from stateaware.costrt.plans import budget_at, position_of
+def _budget(params: dict[str, Any], cost_runtime: dict[str, Any], anchor_card: Any) -> int:
+    from stateaware.cost_runtime.plans import budget_at, position_of
 
     gib = float(params["budget_gib"])
-    if costrt.get("budget_rule", "absolute") == "absolute":
+    if cost_runtime.get("budget_rule", "absolute") == "absolute":
         return int(gib * _GIB)
     placement = params.get("placement", "relative")
     if placement == "scaled":
-        return int(gib * _GIB * float(costrt["byte_scale"]))
+        return int(gib * _GIB * float(cost_runtime["byte_scale"]))
     if placement != "relative":
         raise ValueError(f"params.placement={placement!r}; valid placements are: relative, scaled")
     anchor = params["anchor_gib"]
@@ -212,14 +212,14 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     import torch
 
     from stateaware.clocks import timing_rows
-    from stateaware.costrt.plans import plan_methods
-    from stateaware.costrt.runner import semantic_checks
-    from stateaware.costrt.runner import measure as measure_method
+    from stateaware.cost_runtime.plans import plan_methods
+    from stateaware.cost_runtime.runner import semantic_checks
+    from stateaware.cost_runtime.runner import measure as measure_method
 
     params = spec.params
-    costrt = _costrt(spec.hardware)
-    if costrt.get("threads"):
-        torch.set_num_threads(int(costrt["threads"]))
+    cost_runtime = _cost_runtime(spec.hardware)
+    if cost_runtime.get("threads"):
+        torch.set_num_threads(int(cost_runtime["threads"]))
     device = str(spec.hardware.get("device", "cpu"))
     cell = params["cell"]
     name = cell["cell"]
@@ -230,22 +230,22 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     shape = _shape(cell)
     mode = str(params.get("card", "auto"))
 
-    card, measured_here = _card(name, cell, mode, costrt, spec, device)
+    card, measured_here = _card(name, cell, mode, cost_runtime, spec, device)
     anchor_name = params.get("anchor_cell")
     if anchor_name and anchor_name != name and params.get("placement", "relative") == "relative" \
-            and costrt.get("budget_rule") == "relative":
-        anchor_cell = {"cell": anchor_name, "granularity_bytes": int(costrt["granularity_bytes"]),
-                       **costrt["cells"][anchor_name]}
-        anchor_card, _ = _card(anchor_name, anchor_cell, "auto", costrt, spec, device)
+            and cost_runtime.get("budget_rule") == "relative":
+        anchor_cell = {"cell": anchor_name, "granularity_bytes": int(cost_runtime["granularity_bytes"]),
+                       **cost_runtime["cells"][anchor_name]}
+        anchor_card, _ = _card(anchor_name, anchor_cell, "auto", cost_runtime, spec, device)
     else:
         anchor_card = card
-    budget = _budget(params, costrt, anchor_card)
+    budget = _budget(params, cost_runtime, anchor_card)
     columns = {**shape.columns(), "cell": name, "budget_bytes": int(budget)}
     plans = plan_methods(card, budget, methods)
 
     warmup, steps = int(params["warmup"]), int(params["steps"])
     note = {"warmup": warmup, "steps": steps, "shuffle": bool(params.get("shuffle", True)), "reduced_from": params.get("reduced_from"),
-            "card_source": "measured_in_process" if measured_here else "frozen", "byte_scale": costrt.get("byte_scale")}
+            "card_source": "measured_in_process" if measured_here else "frozen", "byte_scale": cost_runtime.get("byte_scale")}
     writer.write("policies", [{"method": m, **{k: v for k, v in row.items()}, **columns} for m, row in plans.items()],
                  part=f"cell={name}")
     if measured_here:
@@ -254,14 +254,14 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     executable = {m: (row["policy"] if row["policy"] is not None else "functional")
                   for m, row in plans.items() if row["feasible"]}
     # The checks compare every code path of every policy; their batch may be reduced on a
-    # profile (costrt.semantic_batch) because correctness does not depend on it and FP64
+    # profile (cost_runtime.semantic_batch) because correctness does not depend on it and FP64
     # checks at full batch would cost a CPU cohort more than its timed steps.
-    semantic_batch = costrt.get("semantic_batch")
+    semantic_batch = cost_runtime.get("semantic_batch")
     checked = dataclasses.replace(shape, batch=min(shape.batch, int(semantic_batch))) if semantic_batch else shape
     note["semantic_batch"] = checked.batch
     checks = semantic_checks(checked, executable, seed=spec.seed, device=device)
     writer.write("records", [{"backend": "torch", "check": "semantic" if c.method in executable else "semantic_control",
-                              "family": "costrt", "seed": spec.seed, "workload": shape.workload,
+                              "family": "cost_runtime", "seed": spec.seed, "workload": shape.workload,
                               "detail": json.dumps({"cell": name, **note}, sort_keys=True, default=str), **c.row()}
                              for c in checks], part=f"semantic-cell={name}")
     passed = {m for m in executable

@@ -20,7 +20,7 @@ NOTE [ Two clocks ]
 NOTE [ The declared clock ]
     A cohort declares which clock its prespecified comparisons use:
     ``comparisons_clock: cpu | wall`` in its YAML. Unset (``null`` or ``auto``) means
-    ``cpu`` on a CPU device with one thread (``hardware.params.costrt.threads: 1``, the CPU
+    ``cpu`` on a CPU device with one thread (``hardware.params.cost_runtime.threads: 1``, the CPU
     profile) and ``wall`` otherwise (GPU profiles, several threads). The analysis computes
     every prespecified *time* ratio on the declared clock and reports the other beside it.
 """
@@ -81,7 +81,9 @@ def declared_clock(cohort: Mapping[str, Any], hardware: Mapping[str, Any]) -> st
         raise ValueError(f"cohort {cohort.get('name')!r}: comparisons_clock={chosen!r}; allowed values are "
                          f"{', '.join(CLOCKS)} or auto (cpu on a one-thread CPU profile, else wall)")
     device = str(hardware.get("device", "cpu"))
-    threads = ((hardware.get("params") or {}).get("costrt") or {}).get("threads")
+    params = hardware.get("params") or {}
+    # "costrt": the section's name in runs recorded before it was renamed cost_runtime
+    threads = (params.get("cost_runtime") or params.get("costrt") or {}).get("threads")
     return "cpu" if device == "cpu" and threads is not None and int(threads) == 1 else "wall"
 
 

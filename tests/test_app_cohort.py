@@ -28,8 +28,8 @@ def _freeze_tiny_card(directory: Path, **shape) -> str:
     """Freeze the card of ``TINY`` (with ``shape`` overrides) under ``directory``; its digest."""
     import dataclasses
 
-    from stateaware.app import card, train
-    from stateaware.costrt.cards import freeze
+    from stateaware.app import encoder_card as card, train
+    from stateaware.cost_runtime.frozen_cards import freeze
 
     fields = {f.name for f in dataclasses.fields(train.Protocol)}
     proto = train.Protocol(**{k: v for k, v in {**TINY, **shape}.items() if k in fields})
@@ -56,7 +56,7 @@ def cohort_run(tmp_path_factory):
     cohort = yaml.safe_load((REPO / "conf/cohort/cifar.yaml").read_text())
     cohort["params"]["archive"] = str(archive)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("stateaware.costrt.cards.CARDS_DIR", tmp / "cards")
+        mp.setattr("stateaware.cost_runtime.frozen_cards.CARDS_DIR", tmp / "cards")
         cohort["params"]["protocols"]["cpu"] = {**TINY, "card": _freeze_tiny_card(tmp / "cards")}
         out = tmp / "results"
         for i, extra in enumerate(cifar.expand(cohort, HARDWARE, 14)):
@@ -190,7 +190,7 @@ def test_every_process_uses_the_one_frozen_card(cohort_run):
 
 
 def test_a_frozen_card_of_other_shapes_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr("stateaware.costrt.cards.CARDS_DIR", tmp_path / "cards")
+    monkeypatch.setattr("stateaware.cost_runtime.frozen_cards.CARDS_DIR", tmp_path / "cards")
     digest = _freeze_tiny_card(tmp_path / "cards", width=6)
     with pytest.raises(ValueError, match=r"profiled at width=6; the protocol has width=4: freeze a card"):
         _run_process(tmp_path / "results", _params(tmp_path, "eager", card=digest), 0)

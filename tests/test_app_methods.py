@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
-from stateaware.app import card, moco, train
+from stateaware.app import encoder_card as card, moco, train
 from stateaware.app.model import l2_normalize
 from stateaware.torch_replay import UndeclaredStateError
 
@@ -132,7 +132,7 @@ def test_undeclared_queue_is_refused_not_differentiated():
 
 
 def test_card_has_a_region_option_only_for_the_queue_and_plans_under_a_budget():
-    from stateaware.costrt.plans import anchors, budget_at
+    from stateaware.cost_runtime.plans import anchors, budget_at
 
     m = moco.build(5, **SMALL)
     opt = torch.optim.SGD(m.query.parameters(), lr=0.05, momentum=0.9)
@@ -156,7 +156,7 @@ def test_replayed_steps_free_what_they_allocate():
     """Built-ins that save their outputs (in-place ReLU, log_softmax, normalize) once leaked
     every replay graph (MBs per step); the net allocation of 12 (or 20) steps is that of 4
     (or 12)."""
-    from stateaware.costrt.measure import window_peak
+    from stateaware.cost_runtime.measure import window_peak
 
     ends = {}
     warm = 2  # one-time allocations (optimizer state, lazily built caches) before the window
@@ -202,7 +202,7 @@ def test_step_peaks_one_observation_per_reset_and_one_at_exit(tmp_path):
 
 
 def test_protocol_card_bytes_are_deterministic_and_freeze_round_trips(tmp_path):
-    from stateaware.costrt.cards import freeze, load_frozen
+    from stateaware.cost_runtime.frozen_cards import freeze, load_frozen
 
     proto = train.Protocol(image=8, width=2, dim=8, queue_size=32, batch=8)
     a = card.profile_protocol(proto, seed=0, repeats=1)

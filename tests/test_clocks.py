@@ -34,13 +34,13 @@ def test_timing_rows_put_both_clocks_and_the_shared_columns_on_every_row():
 
 
 @pytest.mark.parametrize("cohort, hardware, clock", [
-    ({}, {"device": "cpu", "params": {"costrt": {"threads": 1}}}, "cpu"),
-    ({"comparisons_clock": "auto"}, {"device": "cpu", "params": {"costrt": {"threads": 1}}}, "cpu"),
-    ({}, {"device": "cpu", "params": {"costrt": {"threads": 4}}}, "wall"),
+    ({}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "cpu"),
+    ({"comparisons_clock": "auto"}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "cpu"),
+    ({}, {"device": "cpu", "params": {"cost_runtime": {"threads": 4}}}, "wall"),
     ({}, {"device": "cpu"}, "wall"),  # threads unknown: the thread clock may under-count
-    ({}, {"device": "cuda", "params": {"costrt": {"threads": 1}}}, "wall"),
+    ({}, {"device": "cuda", "params": {"cost_runtime": {"threads": 1}}}, "wall"),
     ({"comparisons_clock": "cpu"}, {"device": "cuda"}, "cpu"),
-    ({"comparisons_clock": "wall"}, {"device": "cpu", "params": {"costrt": {"threads": 1}}}, "wall"),
+    ({"comparisons_clock": "wall"}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "wall"),
 ])
 def test_declared_clock_defaults_to_cpu_only_on_one_cpu_thread(cohort, hardware, clock):
     assert declared_clock(cohort, hardware) == clock

@@ -29,7 +29,7 @@ def test_planning_a_timing_cohort_checks_its_methods_without_importing_torch():
     code = ("import sys; from stateaware.cohorts import load_kind; kind = load_kind('timing'); "
             "print(kind.PARAMS['methods'].choices, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    from stateaware.costrt.methods import METHODS
+    from stateaware.cost_runtime.methods import METHODS
 
     assert out.strip() == f"{METHODS} False"
 

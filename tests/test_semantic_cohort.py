@@ -15,7 +15,7 @@ import pytest
 from stateaware.cohorts import semantic as kind
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
-from stateaware.semantic import records_per_seed
+from stateaware.semantic_programs import records_per_seed
 
 SEEDS = 2
 BASE = 420000
@@ -96,7 +96,7 @@ def test_hidden_families_decide_native_divergence(table):
 
 
 def test_table2_sql_and_render(results):
-    from stateaware.analysis.semantic import render, rows
+    from stateaware.analysis.replay_semantics import render, rows
     from stateaware.analysis.views import connect
 
     con = connect(results)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stateaware.semantic.families import FAMILIES, N, condition_inputs, condition_seed, program
-from stateaware.semantic.oracle import _NumpyOps, oracle
+from stateaware.semantic_programs.families import FAMILIES, N, condition_inputs, condition_seed, program
+from stateaware.semantic_programs.oracle import _NumpyOps, oracle
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 
 import stateaware.conf
 from stateaware.cohorts import timing
-from stateaware.costrt.cards import FrozenCardError, freeze
-from stateaware.costrt.measure import PEAK_SOURCES
-from stateaware.costrt.profile import profile_card
+from stateaware.cost_runtime.frozen_cards import FrozenCardError, freeze
+from stateaware.cost_runtime.measure import PEAK_SOURCES
+from stateaware.cost_runtime.profile import profile_card
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
 
@@ -28,7 +28,7 @@ SMALL = {**LARGE, "width": 4, "batch": 2, "rank": 1}
 
 
 def tiny_hardware(cards_dir: Path, frozen: dict | None = None) -> dict:
-    return {"name": "cpu", "device": "cpu", "scale": 1 / 2048, "params": {"costrt": {
+    return {"name": "cpu", "device": "cpu", "scale": 1 / 2048, "params": {"cost_runtime": {
         "byte_scale": 1 / 2048, "granularity_bytes": 256, "threads": None, "budget_rule": "relative",
         "profile_repeats": 1, "cards_dir": str(cards_dir),
         "cells": {"large_sparse": {**LARGE, "write_fraction": 0.001}, "large_dense": {**LARGE, "write_fraction": 1.0},
@@ -228,7 +228,7 @@ def test_an_inline_timing_process_leaves_the_callers_thread_count(tmp_path, card
     torch.set_num_threads(2)
     try:
         hardware = tiny_hardware(folder, frozen)
-        hardware["params"]["costrt"]["threads"] = 1  # as the CPU profile declares
+        hardware["params"]["cost_runtime"]["threads"] = 1  # as the CPU profile declares
         run_processes(tmp_path, cohort("fair44"), hardware, 1, [0])
         assert torch.get_num_threads() == 2  # the profile's one thread applied inside the process only
     finally:
@@ -245,7 +245,7 @@ def test_a_method_whose_check_errors_is_recorded_as_error_not_timed_and_fails_ve
 
     from stateaware.analysis.verify import VerificationError, verify
     from stateaware.analysis.views import connect
-    from stateaware.costrt import runner
+    from stateaware.cost_runtime import runner
 
     real = runner.semantic_checks
 

@@ -10,7 +10,7 @@ crops and flips, batch order), so every method sees the same data in the same or
 Observation (``Observer``): on CUDA the allocator's allocated and reserved peaks are read
 before every ``reset_peak_memory_stats`` (one per encoder epoch) and once at exit; on the
 CPU the profiler's window peak of each epoch plus the bytes live when it opens
-(``stateaware.costrt.measure.window_peak``), source ``torch_profiler``.
+(``stateaware.cost_runtime.measure.window_peak``), source ``torch_profiler``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class Observer:
                          torch.cuda.max_memory_reserved(self.device), "cuda_allocator")
             torch.cuda.reset_peak_memory_stats(self.device)
             return out
-        from stateaware.costrt.measure import window_peak
+        from stateaware.cost_runtime.measure import window_peak
 
         start = self.live()
         box: list[Any] = []
@@ -175,7 +175,7 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
                    temperature=proto.temperature, momentum=proto.momentum, device=device)
     opt = torch.optim.SGD(m.query.parameters(), lr=proto.lr, momentum=0.9, weight_decay=proto.weight_decay)
     if observer is not None:
-        from stateaware.app.card import persistent_bytes
+        from stateaware.app.encoder_card import persistent_bytes
 
         observer.live = lambda: persistent_bytes(m, opt)
     if proto.peaks not in ("step", "epoch"):

@@ -3,7 +3,7 @@
 Per segment and option (``eager``, ``whole``, ``region`` where some state is written in
 rows, ``offload`` where the segment has state tensors), the segment runs in isolation on
 the input the model's own forward gave it and on the state it had at the step's start,
-and the pass measures, exactly as ``stateaware.costrt.profile`` defines them:
+and the pass measures, exactly as ``stateaware.cost_runtime.profile`` defines them:
 
 ``retained_bytes`` (r)  bytes still allocated after the segment's forward (its output, what
                         it saved for backward, its preserved state);
@@ -14,7 +14,7 @@ and the pass measures, exactly as ``stateaware.costrt.profile`` defines them:
 ``state_*`` parts are each replay option's excess over a replay that preserves nothing
 (``torch.utils.checkpoint``), which is what the state-agnostic planner omits. Bytes come
 from the CUDA allocator or the CPU profiler's raw memory records
-(``costrt.measure.allocated_window``), never from shapes. The backward of a segment's
+(``cost_runtime.measure.allocated_window``), never from shapes. The backward of a segment's
 output is driven by a constant gradient ``1/numel`` (the loss is the user's, not ours).
 
 ``persistent_bytes`` (P) counts the model's parameters, buffers and tensor attributes,
@@ -35,8 +35,8 @@ from stateaware.auto.wrapper import original_forward
 from stateaware.auto.discover import StateEntry, explicit_names, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
-from stateaware.costrt.measure import allocated_window, live_bytes, synchronize
-from stateaware.costrt.profile import add_state_parts, measurement_provenance
+from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchronize
+from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
 from stateaware.torch_replay import UndeclaredStateError
 
 __all__ = ["profile", "persistent_bytes", "step_peak_bytes", "backward_of"]
@@ -152,7 +152,7 @@ def _measure(run: Callable[[], Any], reset: Callable[[], None], *, repeats: int,
     peak_f, retained = _least_window(forward, clear, device)
     box.pop("y", None)
     # Forward and backward in one window: the CPU profiler drops frees of blocks allocated
-    # before its window (costrt.measure NOTE), so the backward is never measured alone.
+    # before its window (cost_runtime.measure NOTE), so the backward is never measured alone.
     peak_fb, _ = _least_window(lambda: backward_of(run()), reset, device)
     times = []
     for _ in range(repeats):

@@ -52,7 +52,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .card import OPTIONS, OptionCost
+from .profile_card import OPTIONS, OptionCost
 
 __all__: list[str] = []  # private helpers of frontier.py
 

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .card import OPTIONS, OptionCost
+from .profile_card import OPTIONS, OptionCost
 
 __all__ = ["MAX_POLICIES", "Enumeration", "enumerate_policies"]
 

@@ -52,7 +52,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .bounds import Bounds
-from .card import OPTIONS, OptionCost
+from .profile_card import OPTIONS, OptionCost
 
 __all__ = ["Frontier", "pareto_frontier", "min_peak_bytes", "tradeoff_curve"]
 

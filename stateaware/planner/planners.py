@@ -39,7 +39,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .card import OPTIONS, OptionCost, ProfileCard
+from .profile_card import OPTIONS, OptionCost, ProfileCard
 from .frontier import Frontier, min_peak_bytes, pareto_frontier, tradeoff_curve
 
 __all__ = ["PLANNERS", "Plan", "plan", "evaluate_policy"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
-from .card import OPTIONS, ProfileCard, card_from_dict
+from .profile_card import OPTIONS, ProfileCard, card_from_dict
 from .planners import Plan
 
 __all__ = ["WORKLOAD_COLUMNS", "profile_rows", "policy_row", "card_from_profile_rows"]

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .card import OPTIONS, OptionCost, ProfileCard, card_from_dict
+from .profile_card import OPTIONS, OptionCost, ProfileCard, card_from_dict
 
 __all__ = ["KINDS", "random_card"]
 

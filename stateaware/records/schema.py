@@ -221,7 +221,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("persistent_bytes", pa.int64()),
         ("provenance_json", pa.string()),
         *_WORKLOAD,
-        # The preservation share of retained_bytes / temp_bytes / ms (planner/card.py, NOTE
+        # The preservation share of retained_bytes / temp_bytes / ms (planner/profile_card.py, NOTE
         # [ The state_* fields ]): what the state-agnostic control omits. 0 for eager.
         ("state_retained_bytes", pa.int64()),
         ("state_temp_bytes", pa.int64()),

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import torch
 
-from stateaware.costrt import METHODS
-from stateaware.costrt.workloads import StepRows, Workload, loss_of, segment_forward
+from stateaware.cost_runtime import METHODS
+from stateaware.cost_runtime.workloads import StepRows, Workload, loss_of, segment_forward
 from stateaware.torch_replay import Region, checkpoint
 
 __all__ = ["METHODS", "UNIFORM", "PLANNED", "OPTIONS", "FUNCTIONAL", "uniform_policy", "forward"]

@@ -26,7 +26,7 @@ import torch
 
 from stateaware.app.model import l2_normalize
 from stateaware.app.moco import Moco, contrast, n_segments, queue_rows
-from stateaware.costrt.measure import synchronize
+from stateaware.cost_runtime.measure import synchronize
 
 __all__ = ["profile_card", "profile_protocol", "persistent_bytes", "plan_policies", "main"]
 
@@ -73,7 +73,7 @@ def _median_ms(fn, repeats: int, device: torch.device) -> float:
 def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k: torch.Tensor, *,
                  repeats: int = 3, provenance: dict[str, Any] | None = None) -> Any:
     """The card of ``m``'s segments for a batch like ``x_q`` (``m`` is left as it was)."""
-    from stateaware.planner.card import card_from_dict
+    from stateaware.planner.profile_card import card_from_dict
 
     device = x_q.device
     params = {p.untyped_storage().data_ptr() for p in m.query.parameters()}
@@ -127,7 +127,7 @@ def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x
 def plan_policies(card: Any, budget_bytes: int) -> dict[str, dict[str, Any]]:
     """Per planned method (``agnostic``, ``joint``), the ``policies`` row under ``budget_bytes``."""
     from stateaware.app.moco import PLANNED
-    from stateaware.costrt.plans import plan
+    from stateaware.cost_runtime.plans import plan
 
     return {method: plan(card, int(budget_bytes), planner) for method, planner in PLANNED.items()}
 
@@ -149,8 +149,8 @@ def profile_protocol(proto: Any, *, seed: int, device: str | torch.device = "cpu
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m stateaware.app.card --hardware cpu``: profile the cifar cohort's protocol
-    for that hardware profile and freeze the card (``stateaware.costrt.cards.freeze``);
+    """``python -m stateaware.app.encoder_card --hardware cpu``: profile the cifar cohort's protocol
+    for that hardware profile and freeze the card (``stateaware.cost_runtime.frozen_cards.freeze``);
     prints the digest to put under ``params.protocols.<hardware>.card``."""
     import argparse
     import dataclasses
@@ -160,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import stateaware.conf
     from stateaware.app.train import Protocol, deterministic
-    from stateaware.costrt.cards import freeze
+    from stateaware.cost_runtime.frozen_cards import freeze
 
-    parser = argparse.ArgumentParser(prog="python -m stateaware.app.card", description=main.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m stateaware.app.encoder_card", description=main.__doc__.split("\n")[0])
     parser.add_argument("--hardware", default="cpu", help="hardware profile (a key of the cohort's protocols)")
     parser.add_argument("--device", default=None, help="device (default: the hardware profile's)")
     parser.add_argument("--repeats", type=int, default=5)

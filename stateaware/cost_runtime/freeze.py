@@ -1,12 +1,12 @@
-"""``python -m stateaware.costrt.freeze``: profile a cell on this machine and freeze its card.
+"""``python -m stateaware.cost_runtime.freeze``: profile a cell on this machine and freeze its card.
 
-    python -m stateaware.costrt.freeze --hardware cpu --cell large_sparse
-    python -m stateaware.costrt.freeze --hardware cpu --cohort three_workload
+    python -m stateaware.cost_runtime.freeze --hardware cpu --cell large_sparse
+    python -m stateaware.cost_runtime.freeze --hardware cpu --cohort three_workload
 
-Runs the profiling pass (``stateaware.costrt.profile``) for each named cell (or every
+Runs the profiling pass (``stateaware.cost_runtime.profile``) for each named cell (or every
 cell of a cohort's grid) on the hardware profile's device, writes
 ``conf/cards/<cell>-<digest12>.json`` and prints the digest to put under
-``hardware.params.costrt.frozen_cards.<cell>``. Freezing is deliberate: a card is
+``hardware.params.cost_runtime.frozen_cards.<cell>``. Freezing is deliberate: a card is
 measured once, reviewed, committed, and then named by digest.
 """
 
@@ -26,14 +26,14 @@ def freeze_cells(hardware_name: str, cells: list[str] | None = None, cohort: str
 
     import stateaware.conf
     from stateaware.cohorts.timing import _shape, cells_of
-    from stateaware.costrt.cards import freeze
-    from stateaware.costrt.profile import profile_card
+    from stateaware.cost_runtime.frozen_cards import freeze
+    from stateaware.cost_runtime.profile import profile_card
 
     conf = Path(stateaware.conf.__file__).parent
     hardware = OmegaConf.to_container(OmegaConf.load(conf / "hardware" / f"{hardware_name}.yaml"), resolve=True)
     params = {"cells": cells} if cells else dict(OmegaConf.to_container(
         OmegaConf.load(conf / "cohort" / f"{cohort}.yaml"), resolve=True)["params"])
-    threads = hardware["params"]["costrt"].get("threads")
+    threads = hardware["params"]["cost_runtime"].get("threads")
     if threads:
         import torch
 
@@ -50,10 +50,10 @@ def freeze_cells(hardware_name: str, cells: list[str] | None = None, cohort: str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stateaware.costrt.freeze", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m stateaware.cost_runtime.freeze", description=__doc__.split("\n")[0])
     parser.add_argument("--hardware", required=True, help="hardware profile: cpu | h100")
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--cell", action="append", help="a cell of hardware.params.costrt.cells (repeatable)")
+    group.add_argument("--cell", action="append", help="a cell of hardware.params.cost_runtime.cells (repeatable)")
     group.add_argument("--cohort", help="freeze every cell of this cohort's grid (e.g. three_workload)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed of the profiling pass (default 0)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per option; the least is kept (default 5)")

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from stateaware.clocks import StepTime
-from stateaware.costrt.measure import Peak, live_bytes, peak_step, timed_steps
-from stateaware.costrt.methods import forward
-from stateaware.costrt.workloads import Shape, Workload, build, loss_of, seed_step, segment_forward, step_rows
+from stateaware.cost_runtime.measure import Peak, live_bytes, peak_step, timed_steps
+from stateaware.cost_runtime.methods import forward
+from stateaware.cost_runtime.workloads import Shape, Workload, build, loss_of, seed_step, segment_forward, step_rows
 
 __all__ = ["PRECISIONS", "TOLERANCE", "CONTROL", "Check", "refusals", "semantic_checks", "measure"]
 
@@ -149,7 +149,7 @@ def measure(shape: Shape, policy: Sequence[str] | str, *, seed: int, warmup: int
 
     A step: the step's rows, the forward of every segment, the loss, the backward, and
     the gradients released. Returns ``timed_steps``'s :class:`~stateaware.clocks.StepTime` list and the
-    :class:`~stateaware.costrt.measure.Peak` of one extra, untimed step.
+    :class:`~stateaware.cost_runtime.measure.Peak` of one extra, untimed step.
     """
     device = torch.device(device)
     workload = build(shape, seed=seed, device=device)

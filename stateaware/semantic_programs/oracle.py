@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stateaware.semantic.families import program
+from stateaware.semantic_programs.families import program
 
 __all__ = ["Oracle", "oracle"]
 

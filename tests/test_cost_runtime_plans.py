@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from stateaware.costrt.cards import FrozenCardError, freeze, load_frozen
-from stateaware.costrt.plans import anchors, budget_at, plan_methods, position_of, predict
+from stateaware.cost_runtime.frozen_cards import FrozenCardError, freeze, load_frozen
+from stateaware.cost_runtime.plans import anchors, budget_at, plan_methods, position_of, predict
 from stateaware.planner import card_from_dict
 
 MIB = 1 << 20

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from stateaware.semantic.families import (
+from stateaware.semantic_programs.families import (
     FAMILIES,
     HIDDEN_FAMILIES,
     JAX_HOLDER_METHODS,
@@ -24,8 +24,8 @@ from stateaware.semantic.families import (
     condition_inputs,
     condition_seed,
 )
-from stateaware.semantic.observe import TOLERANCE, Observation, Verdict, judge
-from stateaware.semantic.oracle import oracle
+from stateaware.semantic_programs.observe import TOLERANCE, Observation, Verdict, judge
+from stateaware.semantic_programs.oracle import oracle
 
 __all__ = ["CHECK", "records_per_seed", "run_seed"]
 
@@ -61,7 +61,7 @@ def run_seed(seed: int, backends: tuple[str, ...] = ("torch", "jax")) -> list[di
 def _torch_condition(seed, family, precision, inputs, rng_seed):
     import torch
 
-    from stateaware.semantic.torch_programs import run_torch, torch_keep
+    from stateaware.semantic_programs.torch_programs import run_torch, torch_keep
 
     ref = run_torch(family, precision, "functional", inputs, rng_seed)
     generator = torch.Generator().manual_seed(rng_seed)
@@ -77,7 +77,7 @@ def _torch_condition(seed, family, precision, inputs, rng_seed):
 def _jax_condition(seed, family, precision, inputs, rng_seed):
     import jax
 
-    from stateaware.semantic.jax_programs import jax_keep, run_jax
+    from stateaware.semantic_programs.jax_programs import jax_keep, run_jax
 
     ref = run_jax(family, precision, "functional", inputs, rng_seed)
     with jax.enable_x64(precision == "fp64"):

@@ -5,14 +5,14 @@ Torch and JAX are imported only by the modules that run them (``torch_programs``
 ``jax_programs``), so ``families`` and ``oracle`` load with NumPy alone.
 """
 
-from stateaware.semantic.families import (
+from stateaware.semantic_programs.families import (
     FAMILIES,
     HIDDEN_FAMILIES,
     JAX_METHODS,
     PRECISIONS,
     TORCH_METHODS,
 )
-from stateaware.semantic.runner import CHECK, records_per_seed, run_seed
+from stateaware.semantic_programs.runner import CHECK, records_per_seed, run_seed
 
 __all__ = [
     "FAMILIES",

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from stateaware.costrt.measure import _stderr_without_usdt_lines, live_bytes, peak_step, timed_steps, window_peak
+from stateaware.cost_runtime.measure import _stderr_without_usdt_lines, live_bytes, peak_step, timed_steps, window_peak
 
 MIB = 1 << 20
 

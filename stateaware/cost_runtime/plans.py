@@ -100,7 +100,7 @@ def plan_methods(card: Any, budget_bytes: int, methods: Sequence[str]) -> dict[s
     versions are not a per-segment option), so its prediction is None. Uniform methods are
     always executed (``feasible`` is true): the budget evaluates them, it does not gate them.
     """
-    from stateaware.costrt.methods import PLANNED, UNIFORM
+    from stateaware.cost_runtime.methods import PLANNED, UNIFORM
 
     rows: dict[str, dict[str, Any]] = {}
     for method in methods:

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from stateaware.semantic.families import DROP_P, EVEN, HIDDEN_FAMILIES, N, ODD, TORCH_METHODS, program
-from stateaware.semantic.observe import Observation
+from stateaware.semantic_programs.families import DROP_P, EVEN, HIDDEN_FAMILIES, N, ODD, TORCH_METHODS, program
+from stateaware.semantic_programs.observe import Observation
 from stateaware.torch_replay import checkpoint as transactional_checkpoint
 
 __all__ = ["run_torch", "torch_keep"]

@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from stateaware.costrt.measure import allocated_window as _window
-from stateaware.costrt.measure import synchronize
-from stateaware.costrt.workloads import Shape, Workload, build, loss_of, segment_forward, step_rows
+from stateaware.cost_runtime.measure import allocated_window as _window
+from stateaware.cost_runtime.measure import synchronize
+from stateaware.cost_runtime.workloads import Shape, Workload, build, loss_of, segment_forward, step_rows
 from stateaware.torch_replay import Region, checkpoint
 
 __all__ = ["PROFILED_OPTIONS", "profile_card", "persistent_bytes", "add_state_parts", "measurement_provenance"]
@@ -75,7 +75,7 @@ def measurement_provenance(device: torch.device, repeats: int, eager_peak: int) 
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "peak_source": "cuda_allocator" if device.type == "cuda" else "torch_profiler",
         # The measured peak of one all-eager step: the upper anchor of budget placement
-        # (costrt.plans NOTE [ Budget positions ]), as the paper's eager anchor is measured.
+        # (cost_runtime.plans NOTE [ Budget positions ]), as the paper's eager anchor is measured.
         "eager_step_peak_bytes": int(eager_peak),
     }
 
@@ -140,7 +140,7 @@ def _measure(workload: Workload, rows: Any, i: int, option: str, x_in: torch.Ten
 
 
 def _eager_step_peak(shape: Shape, *, seed: int, device: torch.device) -> int:
-    from stateaware.costrt.runner import measure
+    from stateaware.cost_runtime.runner import measure
 
     _, peak = measure(shape, ("eager",) * shape.live_segments, seed=seed, warmup=1, steps=0, device=device)
     return peak.allocated_bytes
@@ -151,7 +151,7 @@ def profile_card(shape: Shape, *, seed: int, device: str | torch.device = "cpu",
     """Measure a profile card document for ``shape`` (FP32) on ``device``.
 
     Returns the JSON-ready document ``{"persistent_bytes", "segments", "provenance"}``
-    (see ``stateaware.planner.card``). Deterministic in what it runs (``seed``, step 0's
+    (see ``stateaware.planner.profile_card``). Deterministic in what it runs (``seed``, step 0's
     rows); the measured numbers are this machine's. ``repeats`` timed runs per option
     (the least is kept).
     """

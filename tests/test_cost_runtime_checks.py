@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stateaware.costrt import runner
-from stateaware.costrt.workloads import Shape
+from stateaware.cost_runtime import runner
+from stateaware.cost_runtime.workloads import Shape
 
 SHAPE = Shape("feature_queue", buffer_bytes=4096, write_fraction=0.001, live_segments=2, granularity_bytes=256,
               width=4, batch=2, rank=1)

@@ -35,7 +35,7 @@ def card_path(name: str, digest: str, directory: str | os.PathLike[str] | None =
 
 def freeze(doc: dict[str, Any], name: str, directory: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
     """Validate the card document, write it as ``<name>-<digest12>.json``; ``(path, digest)``."""
-    from stateaware.planner.card import card_from_dict, save_card
+    from stateaware.planner.profile_card import card_from_dict, save_card
 
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"card name {name!r} must be a plain file-name stem")
@@ -52,7 +52,7 @@ def load_frozen(digest: str, directory: str | os.PathLike[str] | None = None) ->
     Raises :class:`FrozenCardError` when no file ``*-<digest12>.json`` exists, when several
     do, or when the file's costs hash to a different digest (it was edited after freezing).
     """
-    from stateaware.planner.card import load_card
+    from stateaware.planner.profile_card import load_card
 
     if not isinstance(digest, str) or len(digest) < 12:
         raise FrozenCardError(f"card digest {digest!r}: give at least the first 12 hex digits of a frozen card's digest")
@@ -60,7 +60,7 @@ def load_frozen(digest: str, directory: str | os.PathLike[str] | None = None) ->
     matches = sorted(folder.glob(f"*-{digest[:12]}.json"))
     if not matches:
         raise FrozenCardError(f"no frozen card with digest {digest[:12]} under {folder}; freeze one with "
-                              "`python -m stateaware.costrt.freeze --help`")
+                              "`python -m stateaware.cost_runtime.freeze --help`")
     if len(matches) > 1:
         raise FrozenCardError(f"digest {digest[:12]} names several cards: {', '.join(p.name for p in matches)}")
     card = load_card(matches[0])

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from stateaware.costrt.methods import FUNCTIONAL, METHODS, forward, uniform_policy
-from stateaware.costrt.runner import CONTROL, semantic_checks
-from stateaware.costrt.workloads import WORKLOADS, Shape, build, seed_step, step_rows
+from stateaware.cost_runtime.methods import FUNCTIONAL, METHODS, forward, uniform_policy
+from stateaware.cost_runtime.runner import CONTROL, semantic_checks
+from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build, seed_step, step_rows
 
 
 def tiny(workload="feature_queue", fraction=0.05, live=4):
