@@ -41,7 +41,8 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
     from stateaware.launch.runlock import RunLocked, run_lock
     from stateaware.launch.snapshot import SnapshotError
     from stateaware.records.writer import as_disk_full, disk_full
-    from stateaware.source import source_hash
+    from stateaware.cohorts import user_code
+    from stateaware.source import UserCodeError, source_hash
 
     if OmegaConf.is_missing(cfg, "cohort"):
         print(f"error: no cohort chosen: pass cohort=NAME, one of {', '.join(available_cohorts())}", file=sys.stderr)
@@ -49,9 +50,9 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
     try:
         cfg = resolve_hardware(cfg)
         validate(cfg)
-        code = source_hash()
+        code = source_hash(user_code(cfg.cohort.kind))  # a user's own kind counts as code too
         plan = plan_run(cfg, code)
-    except ConfigError as exc:
+    except (ConfigError, UserCodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -8,21 +8,33 @@ and hidden files. Each file enters the hash as its package-relative name (e.g.
 so an editable checkout and a wheel install of the same code hash alike, and renaming a
 file changes the hash. Tests, benchmarks and README do not produce records and do not
 count.
+
+A user's own code counts too when a run executes it: ``user_code`` names top-level
+modules outside ``stateaware`` (a cohort kind ``mylab.kinds.fast`` gives ``mylab``). A
+plain module enters as its file name (``mykind.py``); a package as every source file
+under its folder (``mylab/kinds/fast.py``), by the same rules — so the code snapshot can
+copy it beside ``stateaware/`` and a worker that imports it from there hashes alike. A
+namespace package spread over several folders counts (and is copied) by the folder
+Python imports its modules from first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["SOURCE_SUFFIXES", "source_files", "source_hash", "hash_files"]
+__all__ = ["SOURCE_SUFFIXES", "UserCodeError", "source_files", "user_code_files", "source_hash", "hash_files"]
 
 SOURCE_SUFFIXES = (".py", ".yaml", ".sql", ".json")
 
 # Packages whose folders may live outside stateaware/ (pyproject's package-dir mapping).
 _ROOTS = ("stateaware", "stateaware.cohorts", "stateaware.analysis", "stateaware.conf")
+
+
+class UserCodeError(ValueError):
+    """A user's module that the source hash cannot cover: not importable, or not a source file."""
 
 
 def _package_dir(name: str) -> Path:
@@ -32,8 +44,12 @@ def _package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-def source_files() -> list[tuple[str, Path]]:
-    """``(package-relative name, path)`` of every file the source hash covers, sorted."""
+def source_files(user_code: Sequence[str] = ()) -> list[tuple[str, Path]]:
+    """``(package-relative name, path)`` of every file the source hash covers, sorted.
+
+    ``user_code``: top-level module names of the user's code the run executes (see the
+    module docstring); their files come after the same rules (:func:`user_code_files`).
+    """
     dirs = {name: _package_dir(name) for name in _ROOTS}
     nested = set(dirs.values()) - {dirs["stateaware"]}
     files: dict[str, Path] = {}
@@ -50,7 +66,43 @@ def source_files() -> list[tuple[str, Path]]:
             if name == "stateaware" and any(d in path.parents for d in nested):
                 continue
             files[f"{prefix}/{rel.as_posix()}"] = path
+    for name in user_code:
+        files.update(user_code_files(name))
     return sorted(files.items())
+
+
+def user_code_files(module: str) -> list[tuple[str, Path]]:
+    """``(name, path)`` of the source files of top-level module ``module``, as Python finds it now.
+
+    A plain module gives its one file (``mykind.py``), a package every ``*.py``,
+    ``*.yaml``, ``*.sql`` and ``*.json`` file under its folder (``mylab/...``), hidden
+    files and ``__pycache__`` excluded. Found through ``sys.path`` without importing it,
+    so a process whose path puts a snapshot first finds the snapshot's copy. Raises
+    :class:`UserCodeError` when ``module`` is dotted, is ``stateaware`` (already
+    counted), is not importable, or is not Python source (a built-in or compiled module).
+    """
+    if "." in module or module == "stateaware":
+        raise UserCodeError(f"user code {module!r}: expected a top-level module name other than 'stateaware'")
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise UserCodeError(f"module {module!r} is not importable from here (the current directory or PYTHONPATH)")
+    if spec.submodule_search_locations:  # a package (or a namespace package: its first folder)
+        root = Path(next(iter(spec.submodule_search_locations))).resolve()
+        found = []
+        for path in root.rglob("*"):
+            rel = path.relative_to(root)
+            if path.is_file() and path.suffix in SOURCE_SUFFIXES and \
+                    not any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+                found.append((f"{module}/{rel.as_posix()}", path))
+        return sorted(found)
+    origin = Path(spec.origin) if spec.origin and spec.has_location else None
+    if origin is None or origin.suffix != ".py":
+        raise UserCodeError(f"module {module!r} is not a Python source file ({spec.origin}); "
+                            "a cohort kind must be a .py module or a package of them")
+    return [(f"{module}.py", origin.resolve())]
 
 
 def hash_files(named: Iterable[tuple[str, Path]]) -> str:
@@ -64,6 +116,6 @@ def hash_files(named: Iterable[tuple[str, Path]]) -> str:
     return digest.hexdigest()
 
 
-def source_hash() -> str:
-    """SHA-256 (hex) over :func:`source_files`; see the module docstring for the rule."""
-    return hash_files(source_files())
+def source_hash(user_code: Sequence[str] = ()) -> str:
+    """SHA-256 (hex) over :func:`source_files` (with ``user_code``); see the module docstring for the rule."""
+    return hash_files(source_files(user_code))

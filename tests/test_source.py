@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from stateaware import source
 
 
@@ -28,11 +30,33 @@ def test_the_hash_is_the_documented_digest(monkeypatch):
 def test_editing_or_renaming_a_file_changes_the_hash(monkeypatch, tmp_path):
     a = tmp_path / "a.py"
     a.write_text("x = 1\n")
-    monkeypatch.setattr(source, "source_files", lambda: [("stateaware/a.py", a)])
+    monkeypatch.setattr(source, "source_files", lambda user_code=(): [("stateaware/a.py", a)])
     before = source.source_hash()
     a.write_text("x = 2\n")
     assert source.source_hash() != before
     a.write_text("x = 1\n")
     assert source.source_hash() == before
-    monkeypatch.setattr(source, "source_files", lambda: [("stateaware/b.py", a)])
+    monkeypatch.setattr(source, "source_files", lambda user_code=(): [("stateaware/b.py", a)])
     assert source.source_hash() != before
+
+
+def test_a_users_module_counts_by_its_file_and_a_package_by_its_folder(monkeypatch, tmp_path):
+    (tmp_path / "solo.py").write_text("def run(spec, writer): ...\n")
+    (tmp_path / "lab" / "kinds" / "__pycache__").mkdir(parents=True)
+    for name in ("lab/__init__.py", "lab/kinds/fast.py", "lab/kinds/grid.yaml", "lab/kinds/notes.txt",
+                 "lab/kinds/__pycache__/fast.cpython-311.pyc", "lab/.hidden.py"):
+        (tmp_path / name).write_text("x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert source.user_code_files("solo") == [("solo.py", tmp_path / "solo.py")]
+    assert [n for n, _ in source.user_code_files("lab")] == ["lab/__init__.py", "lab/kinds/fast.py", "lab/kinds/grid.yaml"]
+    library = source.source_files()
+    assert source.source_files(("solo", "lab")) == sorted(library + source.user_code_files("solo") +
+                                                        source.user_code_files("lab"))
+    before = source.source_hash(("lab",))
+    assert before != source.source_hash()
+    (tmp_path / "lab" / "kinds" / "fast.py").write_text("y\n")
+    assert source.source_hash(("lab",)) != before
+    for bad, why in (("lab.kinds", "expected a top-level module name"), ("stateaware", "other than 'stateaware'"),
+                     ("no_such_module_here", "is not importable from here"), ("sys", "not a Python source file")):
+        with pytest.raises(source.UserCodeError, match=why):
+            source.user_code_files(bad)

@@ -237,12 +237,14 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
     """Run every pending process of ``plan``; return how each ended. Never raises for a process.
 
     Unless ``launcher.snapshot=false`` (or ``launcher=inline``), processes import the code
-    from a snapshot taken now (:mod:`stateaware.launch.snapshot`), so edits made while
-    processes wait do not change what they run. Raises ``SnapshotError`` before launching
+    from a snapshot taken now (:mod:`stateaware.launch.snapshot`; a user's own kind module
+    included), so edits made while processes wait do not change what they run. Raises ``SnapshotError`` before launching
     anything if the code changes while the snapshot is taken. A full disk stops the queue:
     ``summary.disk_full`` says where, ``summary.not_started`` lists what did not start.
     The caller holds the run's lock (:mod:`stateaware.launch.runlock`).
     """
+    from stateaware.cohorts import user_code
+
     summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending))
     pending = plan.pending
     if not pending:
@@ -251,7 +253,7 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
     snapshot = None
     if cfg.launcher.snapshot and cfg.launcher.name != "inline":
         try:
-            snapshot = take_snapshot(plan.out, plan.source_hash, say=_say)
+            snapshot = take_snapshot(plan.out, plan.source_hash, user_code=user_code(pending[0].kind), say=_say)
         except DiskFullError as exc:
             summary.disk_full, summary.not_started = str(exc), [s.process_index for s in pending]
             return summary

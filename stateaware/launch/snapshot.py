@@ -3,11 +3,13 @@
 A process may start minutes (a timing cohort run one at a time) or hours (a Slurm queue)
 after its submission, while someone edits the files. The launcher therefore copies
 exactly the files the source hash covers (:func:`stateaware.source.source_files`, under
-their package-relative names — the layout of an installed wheel) into
+their package-relative names — the layout of an installed wheel — and a user's own kind
+module beside them: its file, or its top-level package folder) into
 ``OUT/.snapshots/<hash>/`` and starts processes with that folder first on
 ``PYTHONPATH`` (and ``PYTHONSAFEPATH=1``, so a working directory inside a checkout does
-not shadow it); each process then imports ``stateaware`` from the snapshot, and its
-source-hash check compares the snapshot with the hash taken at submission.
+not shadow it); each process then imports ``stateaware`` and the user's kind from the
+snapshot — never from the live directory the command ran in — and its source-hash check
+compares the snapshot with the hash taken at submission.
 
 Why not submitit's ``RsyncSnapshot``: it snapshots a git checkout's committed files and
 relies on the working directory, which neither covers uncommitted edits nor redirects
@@ -29,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from stateaware.records.writer import as_disk_full, disk_full
@@ -41,8 +43,13 @@ class SnapshotError(RuntimeError):
     """The code changed while it was being snapshotted."""
 
 
-def take_snapshot(out: Path | str, source_hash: str, *, say: Callable[[str], None] | None = None) -> Path:
+def take_snapshot(out: Path | str, source_hash: str, *, user_code: Sequence[str] = (),
+                  say: Callable[[str], None] | None = None) -> Path:
     """The snapshot folder of ``source_hash`` under ``out``, created if absent, rebuilt if tampered with.
+
+    ``user_code``: the top-level modules of the user's own code the run executes (a cohort
+    kind outside ``stateaware``), copied beside ``stateaware/`` under the names the source
+    hash gives them (:func:`stateaware.source.source_files`); ``source_hash`` covers them.
 
     Created under a temporary name, verified to hash to ``source_hash`` and renamed into
     place, so a folder that exists was complete and right; an existing folder is hashed
@@ -57,12 +64,12 @@ def take_snapshot(out: Path | str, source_hash: str, *, say: Callable[[str], Non
         if snapshot_hash(dest) == source_hash:
             return dest
         if say is not None:
-            changed = _differences(dest, source_files())
+            changed = _differences(dest, source_files(user_code))
             say(f"snapshot {dest} no longer matches source hash {source_hash[:12]} "
                 f"({', '.join(changed[:5]) + (', ...' if len(changed) > 5 else '') or 'contents differ'}); rebuilding it")
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
-        _copy(tmp, source_hash)
+        _copy(tmp, source_hash, user_code)
         if dest.is_dir():  # a tampered snapshot: move it aside, then the verified copy in
             stale = dest.with_name(f".{dest.name}.stale-{os.getpid()}")
             shutil.rmtree(stale, ignore_errors=True)
@@ -86,18 +93,19 @@ def snapshot_hash(folder: Path) -> str:
     return hash_files((p.relative_to(folder).as_posix(), p) for p in files)
 
 
-def _copy(tmp: Path, source_hash: str) -> None:
+def _copy(tmp: Path, source_hash: str, user_code: Sequence[str]) -> None:
     from stateaware.source import source_files
 
+    files = source_files(user_code)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        for name, path in source_files():
+        for name, path in files:
             target = tmp / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
     except OSError as exc:
         if disk_full(exc):
-            size = sum(path.stat().st_size for _, path in source_files())
+            size = sum(path.stat().st_size for _, path in files)
             raise as_disk_full(exc, tmp.parent, size) from None
         raise
     if snapshot_hash(tmp) != source_hash:

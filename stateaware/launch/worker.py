@@ -123,9 +123,15 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
     writer = RecordWriter(spec.out, identity_of(spec), {"attempt": str(attempt)})
     _remove_stale_temporaries(spec)
 
-    from stateaware.source import source_hash
+    from stateaware.cohorts import load_kind, user_code
+    from stateaware.source import UserCodeError, source_hash
 
-    current = source_hash()
+    try:
+        current = source_hash(user_code(spec.kind))  # the user's kind module is code too
+    except UserCodeError as exc:  # the kind's module is gone from this process's path
+        message = (f"source drift: cohort kind {spec.kind!r}: {exc}, but the launcher hashed it at submission; "
+                   f"run the command where the kind's module is importable (a code snapshot carries it)")
+        return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
     if current != spec.source_hash:
         message = (
             f"source drift: the launcher hashed the code as {spec.source_hash[:12]}, but this process "
@@ -134,7 +140,6 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
         )
         return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
 
-    from stateaware.cohorts import load_kind
     from stateaware.launch import context
 
     status, error = "completed", None
