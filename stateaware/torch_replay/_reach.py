@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["describe", "names", "module_devices"]
+__all__ = ["describe", "names", "module_devices", "structure_generation", "submodules"]
 
 _MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
 
@@ -136,6 +136,23 @@ for _register in (torch.nn.modules.module.register_module_module_registration_ho
                   torch.nn.modules.module.register_module_parameter_registration_hook,
                   torch.nn.modules.module.register_module_buffer_registration_hook):
     _register(_structure_changed)
+
+
+def structure_generation() -> int:
+    """A number that changes whenever any module registers a module, parameter or buffer."""
+    return _generation[0]
+
+
+_modules_cache: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]]" = weakref.WeakKeyDictionary()
+
+
+def submodules(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """``list(module.modules())``, walked once per structure generation."""
+    entry = _modules_cache.get(module)
+    if entry is None or entry[0] != _generation[0]:
+        entry = (_generation[0], list(module.modules()))
+        _modules_cache[module] = entry
+    return entry[1]
 
 
 def module_devices(module: torch.nn.Module) -> set[torch.device]:
