@@ -239,4 +239,19 @@ def main() -> None:
     """Console entry point (``python -m stateaware`` and the ``stateaware`` script)."""
     from stateaware.exits import run_main
 
+    _working_directory_importable()
     run_main(_main)
+
+
+def _working_directory_importable() -> None:
+    """Let a cohort's ``kind:`` name a module in the working directory from either entry point.
+
+    ``python -m stateaware`` puts the working directory first on ``sys.path``; the
+    ``stateaware`` script puts its own folder there instead. Both resolve kinds alike this
+    way — unless the user asked Python not to (``PYTHONSAFEPATH``/``-P``).
+    """
+    if sys.flags.safe_path:
+        return
+    here = os.getcwd()
+    if not any(os.path.abspath(entry or ".") == here for entry in sys.path):
+        sys.path.insert(0, here)

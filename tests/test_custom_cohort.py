@@ -25,9 +25,10 @@ def _outside_env() -> dict[str, str]:
     return env
 
 
-def _stateaware(cwd: Path, *args: str, module: str = "stateaware") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=_outside_env(),
-                          capture_output=True, text=True, timeout=600)
+def _stateaware(cwd: Path, *args: str, module: str = "stateaware", script: bool = False) -> subprocess.CompletedProcess:
+    """``python -m <module> ARGS`` run in ``cwd``, or with ``script`` the installed ``stateaware`` command."""
+    command = [str(Path(sys.executable).with_name("stateaware"))] if script else [sys.executable, "-m", module]
+    return subprocess.run([*command, *args], cwd=cwd, env=_outside_env(), capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
@@ -93,14 +94,15 @@ def _cohort(conf: Path, name: str, kind: str, **extra: object) -> None:
     (conf / "cohort" / f"{name}.yaml").write_text("\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("packages", [True, False], ids=["package", "namespace"])
-def test_a_kind_under_a_dotted_path_in_the_working_directory_runs_in_fresh_workers(tmp_path, sql, packages):
+@pytest.mark.parametrize("packages, script", [(True, False), (False, False), (True, True)],
+                         ids=["package", "namespace", "package-script"])
+def test_a_kind_under_a_dotted_path_in_the_working_directory_runs_in_fresh_workers(tmp_path, sql, packages, script):
     import json
 
     live = _write_kind(tmp_path, "mylab.kinds.where", _WHERE_KIND, packages=packages)
     _cohort(tmp_path / "conf", "dotted", "mylab.kinds.where")
     out = tmp_path / "out"
-    done = _stateaware(tmp_path, "--config-dir", "conf", "cohort=dotted", f"out={out}", "hardware=cpu")
+    done = _stateaware(tmp_path, "--config-dir", "conf", "cohort=dotted", f"out={out}", "hardware=cpu", script=script)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(d) for (d,) in sql(out, "SELECT detail FROM records ORDER BY process_index")]
     assert len(rows) == 2 and len({r["pid"] for r in rows}) == 2
