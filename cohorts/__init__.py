@@ -33,7 +33,7 @@ provides
 
 Kinds import the library and the record writer only (a ``summary`` may read the records
 back through ``stateaware.analysis``); the launcher never imports a kind
-in the submitting process except to call ``expand`` and ``summary``.
+in the submitting process except to read ``PARAMS`` and call ``expand`` and ``summary``.
 """
 
 from __future__ import annotations

@@ -94,9 +94,12 @@ def snapshot_hash(folder: Path) -> str:
 
 
 def _copy(tmp: Path, source_hash: str, user_code: Sequence[str]) -> None:
-    from stateaware.source import source_files
+    from stateaware.source import UserCodeError, source_files
 
-    files = source_files(user_code)
+    try:
+        files = source_files(user_code)
+    except UserCodeError as exc:  # the user's kind module went away after it was hashed
+        raise SnapshotError(f"{exc}; it was there when the code was hashed; re-run the command") from None
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         for name, path in files:
