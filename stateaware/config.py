@@ -147,8 +147,20 @@ def _conf_dir() -> Path:
 
 
 def available_cohorts() -> list[str]:
-    """The cohort names ``cohort=NAME`` accepts (files under conf/cohort/)."""
-    return sorted(p.stem for p in (_conf_dir() / "cohort").glob("*.yaml"))
+    """The cohort names ``cohort=NAME`` accepts: files under conf/cohort/, and under the
+    ``cohort/`` of every ``--config-dir`` when Hydra composed this run (a user's own cohorts)."""
+    folders = [_conf_dir()] + _config_dirs()
+    return sorted({p.stem for folder in folders for p in (folder / "cohort").glob("*.yaml")})
+
+
+def _config_dirs() -> list[Path]:
+    """The file-system config folders Hydra searched for this run (``--config-dir``); none outside a Hydra run."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    sources = HydraConfig.get().runtime.config_sources
+    return [Path(source.path) for source in sources if source.schema == "file"]
 
 
 def resolve_hardware(cfg: DictConfig) -> DictConfig:

@@ -158,3 +158,12 @@ def test_a_user_kind_edited_before_a_worker_starts_is_refused(compose, tmp_path,
     if second == "source_drift":
         assert rows[1][2].count("\n") == 0 and rows[1][2].startswith("source drift: the launcher hashed the code as ")
         assert sql(out, "SELECT process_index FROM records") == [(0,)]  # the drifted process ran nothing
+
+
+def test_without_a_cohort_the_error_lists_the_config_dirs_cohorts_too(tmp_path):
+    _cohort(tmp_path / "conf", "mine", "mylab.kinds.where")
+    done = _stateaware(tmp_path, "--config-dir", "conf", f"out={tmp_path / 'out'}")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: no cohort chosen: pass cohort=NAME, one of ") and done.stderr.count("\n") == 1
+    listed = done.stderr.strip().rpartition("one of ")[2].split(", ")
+    assert "mine" in listed and "demo" in listed and listed == sorted(listed)
