@@ -238,8 +238,8 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
 
     Unless ``launcher.snapshot=false`` (or ``launcher=inline``), processes import the code
     from a snapshot taken now (:mod:`stateaware.launch.snapshot`; a user's own kind module
-    included), so edits made while processes wait do not change what they run. Raises ``SnapshotError`` before launching
-    anything if the code changes while the snapshot is taken. A full disk stops the queue:
+    included), so edits made while processes wait do not change what they run. Raises
+    ``SnapshotError`` before launching anything if the code changes while the snapshot is taken. A full disk stops the queue:
     ``summary.disk_full`` says where, ``summary.not_started`` lists what did not start.
     The caller holds the run's lock (:mod:`stateaware.launch.runlock`).
     """
