@@ -22,9 +22,10 @@ mode); and the types of its arguments, with the values of ``int``/``bool``/``str
 ones (``model.layer(i, h)`` reads layer ``i``). A
 learned ambient tensor that has died (rebound attribute) starts over, too.
 
-Limit (documented on ``checkpoint``): a segment whose reads depend on data — it reads a
-tensor, or writes one silently, on some calls and not on the first call of its key — is
-watched on those calls only as far as its learned reads go. ``set_read_recording
+Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
+— control flow on tensor values, or a list or plain object in its closure whose tensors
+are replaced between calls — is watched on those calls only as far as its learned reads
+go. ``set_read_recording
 ("every_call")`` records every call instead (the cost the module doc names).
 """
 
