@@ -103,13 +103,15 @@ def test_an_index_argument_picks_what_is_read():
         out.sum().backward()
 
 
-def test_a_norm_switched_to_training_after_the_first_call_is_still_caught():
-    bn = torch.nn.BatchNorm1d(3).double().eval()
+@pytest.mark.parametrize("switched", ["the called module", "a norm inside it"])
+def test_a_norm_switched_to_training_after_the_first_call_is_still_caught(switched):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3)).double()
+    model.eval() if switched == "the called module" else model[1].eval()  # BN frozen: reads, writes nothing
     x = torch.randn(4, 3, dtype=D, requires_grad=True)
-    checkpoint(bn, x).sum().backward()  # eval: reads the running statistics, writes nothing
-    bn.train()  # now the same call writes them silently: the key changed, so it is recorded
+    checkpoint(model, x).sum().backward()
+    model.train()  # now the same call writes running statistics silently: a new key, recorded
     with pytest.raises(UndeclaredStateError, match="running statistic"):
-        checkpoint(bn, x)
+        checkpoint(model, x)
 
 
 def test_a_rebound_plain_attribute_is_learned_again():

@@ -17,8 +17,8 @@ A learned profile is used only for the same *call shape*: the key holds the func
 code, the identities of its closure contents, of the globals its code names, of its
 bound ``self``; the module-structure generation (any module, parameter or buffer
 registration, e.g. ``self.mem = new``, starts over); the ``training`` flags of the
-modules it reaches directly (a norm that writes running statistics only in training
-mode); and the types of its arguments, with the values of ``int``/``bool``/``str``/``None``
+modules it reaches directly and of their norm layers (which write running statistics
+only in training mode; ``model.train()``/``.eval()`` flips the reached module's own); and the types of its arguments, with the values of ``int``/``bool``/``str``/``None``
 ones (``model.layer(i, h)`` reads layer ``i``). A
 learned ambient tensor that has died (rebound attribute) starts over, too.
 
@@ -162,8 +162,7 @@ def _key(fn: Any, args: tuple, kwargs: dict) -> tuple | None:
     reached += [names.get(n) for n in code.co_names if isinstance(names.get(n), (torch.Tensor, torch.nn.Module))]
     if fn.__defaults__:
         reached += fn.__defaults__
-    modules = [r for r in (*reached, *args) if isinstance(r, torch.nn.Module)]
-    modes = tuple(m.training for r in modules for m in _reach.submodules(r))
+    modes = tuple(_reach.training_flags(r) for r in (*reached, *args) if isinstance(r, torch.nn.Module))
     layout = tuple(a if type(a) in _BY_VALUE else type(a) for a in args)
     keywords = tuple((k, v if type(v) in _BY_VALUE else type(v)) for k, v in kwargs.items())
     return (code, _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords)
