@@ -83,13 +83,35 @@ def test_new_argument_objects_each_call_are_watched_by_position(how, recorded_op
         out.sum().backward()
 
 
-def test_a_norm_switched_to_training_after_the_first_call_is_still_caught():
-    bn = torch.nn.BatchNorm1d(3).double().eval()
+def test_an_index_argument_picks_what_is_read():
+    # Per-layer checkpointing through a bound method: call i reads layer i's parameters.
+    class Deep(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4).double() for _ in range(3))
+
+        def layer(self, i, h):
+            return torch.tanh(self.layers[i](h))
+
+    model = Deep()
+    h = torch.randn(2, 4, dtype=D, requires_grad=True)
+    checkpoint(model.layer, 0, h).sum().backward()
+    out = checkpoint(model.layer, 1, h)
+    with torch.no_grad():
+        model.layers[1].bias.add_(1)  # what call 1 read, not what call 0 read
+    with pytest.raises(UndeclaredStateError, match=r"layers\.1\.bias"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("switched", ["the called module", "a norm inside it"])
+def test_a_norm_switched_to_training_after_the_first_call_is_still_caught(switched):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3)).double()
+    model.eval() if switched == "the called module" else model[1].eval()  # BN frozen: reads, writes nothing
     x = torch.randn(4, 3, dtype=D, requires_grad=True)
-    checkpoint(bn, x).sum().backward()  # eval: reads the running statistics, writes nothing
-    bn.train()  # now the same call writes them silently: the key changed, so it is recorded
+    checkpoint(model, x).sum().backward()
+    model.train()  # now the same call writes running statistics silently: a new key, recorded
     with pytest.raises(UndeclaredStateError, match="running statistic"):
-        checkpoint(bn, x)
+        checkpoint(model, x)
 
 
 def test_a_rebound_plain_attribute_is_learned_again():
@@ -120,15 +142,16 @@ def test_unknown_mode_names_the_allowed_values():
     assert READ_RECORDING == ("first_call", "every_call")
 
 
-def _run(mode: str, program: list[tuple[int, int]], reads: tuple[bool, bool, bool]):
-    """Calls of one segment over closure tensors a, b and a positional c; after call k's
-    forward, tensor ``changed`` (0..3, 3 = none) is written in place; returns per call
-    the error (type and first line) or the gradient."""
+def _run(mode: str, program: list[tuple[int, int, int]], reads: tuple[bool, bool, bool, bool]):
+    """Calls of one segment over closure tensors a, b and a positional c, and (with the
+    fourth flag) the closure tensor an index argument picks; after each call's forward,
+    tensor ``changed`` (0..3, 3 = none) is written in place; returns per call the error
+    (type and first line) or the gradient."""
     set_read_recording(mode)
     a, b = torch.linspace(0, 1, 6, dtype=D), torch.linspace(1, 2, 6, dtype=D)
-    use_a, use_b, use_c = reads
+    use_a, use_b, use_c, use_pick = reads
 
-    def segment(x, c):
+    def segment(x, c, pick):
         h = x
         if use_a:
             h = h + a
@@ -136,13 +159,15 @@ def _run(mode: str, program: list[tuple[int, int]], reads: tuple[bool, bool, boo
             h = h * b
         if use_c:
             h = h - c
+        if use_pick:
+            h = h / (2 + (a, b)[pick])
         return torch.tanh(h)
 
     out = []
-    for seed, changed in program:
+    for seed, changed, pick in program:
         c = torch.full((6,), 0.5, dtype=D)
         x = _x(seed)
-        y = checkpoint(segment, x, c)
+        y = checkpoint(segment, x, c, pick)
         if changed < 3:
             (a, b, c)[changed].add_(0.25)
         try:
@@ -153,8 +178,8 @@ def _run(mode: str, program: list[tuple[int, int]], reads: tuple[bool, bool, boo
 
 
 @settings(max_examples=20, deadline=None)
-@given(program=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), min_size=1, max_size=5),
-       reads=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+@given(program=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 1)), min_size=1, max_size=5),
+       reads=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()))
 def test_learned_profiles_raise_exactly_when_recording_every_call_does(program, reads):
     every, first = _run("every_call", program, reads), _run("first_call", program, reads)
     assert len(every) == len(first)

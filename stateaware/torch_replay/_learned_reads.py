@@ -17,13 +17,15 @@ A learned profile is used only for the same *call shape*: the key holds the func
 code, the identities of its closure contents, of the globals its code names, of its
 bound ``self``; the module-structure generation (any module, parameter or buffer
 registration, e.g. ``self.mem = new``, starts over); the ``training`` flags of the
-modules it reaches directly (a norm that writes running statistics only in training
-mode); and the types of its arguments, with the values of ``bool``/``None`` ones. A
+modules it reaches directly and of their norm layers (which write running statistics
+only in training mode; ``model.train()``/``.eval()`` flips the reached module's own); and the types of its arguments, with the values of ``int``/``bool``/``str``/``None``
+ones (``model.layer(i, h)`` reads layer ``i``). A
 learned ambient tensor that has died (rebound attribute) starts over, too.
 
-Limit (documented on ``checkpoint``): a segment whose reads depend on data — it reads a
-tensor, or writes one silently, on some calls and not on the first call of its key — is
-watched on those calls only as far as its learned reads go. ``set_read_recording
+Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
+— control flow on tensor values, or a list or plain object in its closure whose tensors
+are replaced between calls — is watched on those calls only as far as its learned reads
+go. ``set_read_recording
 ("every_call")`` records every call instead (the cost the module doc names).
 """
 
@@ -46,6 +48,10 @@ READ_RECORDING = ("first_call", "every_call")
 _mode = ["first_call"]
 _MAX_PROFILES = 512  # call shapes kept (least recently used dropped): a bound, never a cache of the world
 _profiles: "OrderedDict[tuple, _Profile]" = OrderedDict()
+# Arguments keyed by value, not type: an index (``model.layer(i, h)``) or a flag picks
+# which tensors a call reads. A value that changes on every call (a step counter) makes
+# every call a new shape: recorded, as with "every_call".
+_BY_VALUE = frozenset([int, bool, str, type(None)])
 
 
 def set_read_recording(mode: str) -> None:
@@ -156,8 +162,7 @@ def _key(fn: Any, args: tuple, kwargs: dict) -> tuple | None:
     reached += [names.get(n) for n in code.co_names if isinstance(names.get(n), (torch.Tensor, torch.nn.Module))]
     if fn.__defaults__:
         reached += fn.__defaults__
-    modules = [r for r in (*reached, *args) if isinstance(r, torch.nn.Module)]
-    modes = tuple(m.training for r in modules for m in _reach.submodules(r))
-    layout = tuple(a if a is None or type(a) is bool else type(a) for a in args)
-    keywords = tuple((k, v if v is None or type(v) is bool else type(v)) for k, v in kwargs.items())
+    modes = tuple(_reach.training_flags(r) for r in (*reached, *args) if isinstance(r, torch.nn.Module))
+    layout = tuple(a if type(a) in _BY_VALUE else type(a) for a in args)
+    keywords = tuple((k, v if type(v) in _BY_VALUE else type(v)) for k, v in kwargs.items())
     return (code, _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["describe", "names", "module_devices", "structure_generation", "submodules"]
+__all__ = ["describe", "names", "module_devices", "structure_generation", "training_flags"]
 
 _MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
 
@@ -143,16 +143,18 @@ def structure_generation() -> int:
     return _generation[0]
 
 
-_modules_cache: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]]" = weakref.WeakKeyDictionary()
+_watched_modes: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]]" = weakref.WeakKeyDictionary()
 
 
-def submodules(module: torch.nn.Module) -> list[torch.nn.Module]:
-    """``list(module.modules())``, walked once per structure generation."""
-    entry = _modules_cache.get(module)
+def training_flags(module: torch.nn.Module) -> tuple[bool, ...]:
+    """The ``training`` flags of ``module`` and of its norm layers (which write their running
+    statistics only in training mode); the submodules are found once per structure."""
+    entry = _watched_modes.get(module)
     if entry is None or entry[0] != _generation[0]:
-        entry = (_generation[0], list(module.modules()))
-        _modules_cache[module] = entry
-    return entry[1]
+        norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase)]
+        entry = (_generation[0], [module, *norms])
+        _watched_modes[module] = entry
+    return tuple(m.training for m in entry[1])
 
 
 def module_devices(module: torch.nn.Module) -> set[torch.device]:
