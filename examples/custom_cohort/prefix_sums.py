@@ -86,7 +86,7 @@ def run(spec: Any, writer: Any) -> None:
         got = [float(x) for x in implementations[method]()]
         error = max((abs(g - e) for g, e in zip(got, exact)), default=0.0) if len(got) == length else float("inf")
         checks.append({"backend": "python", "method": method, "family": "prefix_sums", "precision": "fp64",
-                       "seed": spec.seed, "check": "exact", "outcome": "match" if error == 0.0 else "diverge",
+                       "seed": spec.seed, "outcome": "match" if error == 0.0 else "diverge",
                        "max_error": error, "tolerance": 0.0, "dimension": length})
     writer.write("records", checks, part="checks")
 
