@@ -171,7 +171,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)")
     parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
     args = parser.parse_args(argv)
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.arguments import default_results
     from stateaware.analysis.views import connect
 
     con = connect(args.results or default_results())

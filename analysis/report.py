@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N] [--strict]``."""
     import sys
 
-    from stateaware.analysis.__main__ import one_line, results_dir
+    from stateaware.analysis.arguments import one_line, results_dir
     from stateaware.analysis.verify import VerificationError
     from stateaware.exits import INVALID, OneLineParser
     from stateaware.records.writer import as_disk_full, disk_full

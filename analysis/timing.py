@@ -321,7 +321,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons")
     parser.add_argument("--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')")
     args = parser.parse_args(argv)
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.arguments import default_results
 
     results = args.results or default_results()
     if args.cohort:

@@ -25,23 +25,10 @@ from typing import Any
 import torch
 
 from stateaware.app.model import l2_normalize
-from stateaware.app.moco import Moco, contrast, n_segments, queue_rows
+from stateaware.app.moco import Moco, contrast, n_segments, persistent_bytes, queue_rows
 from stateaware.cost_runtime.measure import synchronize
 
 __all__ = ["profile_card", "profile_protocol", "persistent_bytes", "plan_policies", "main"]
-
-
-def persistent_bytes(m: Moco, optimizer: torch.optim.Optimizer) -> int:
-    """Bytes live through every step: both encoders, gradients, optimizer state, queue."""
-    seen: dict[int, int] = {}
-    tensors = [*m.query.parameters(), *m.query.buffers(), *m.key.parameters(), *m.key.buffers(), m.queue]
-    grads = sum(p.numel() * p.element_size() for p in m.query.parameters())  # one gradient per parameter
-    for st in optimizer.state.values():
-        tensors += [v for v in st.values() if isinstance(v, torch.Tensor)]
-    for t in tensors:
-        s = t.untyped_storage()
-        seen[s.data_ptr()] = s.nbytes()
-    return sum(seen.values()) + grads
 
 
 def _saved_bytes(fn, exclude: set[int]) -> int:

@@ -175,9 +175,7 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
                    temperature=proto.temperature, momentum=proto.momentum, device=device)
     opt = torch.optim.SGD(m.query.parameters(), lr=proto.lr, momentum=0.9, weight_decay=proto.weight_decay)
     if observer is not None:
-        from stateaware.app.encoder_card import persistent_bytes
-
-        observer.live = lambda: persistent_bytes(m, opt)
+        observer.live = lambda: moco.persistent_bytes(m, opt)
     if proto.peaks not in ("step", "epoch"):
         raise ValueError(f"Protocol.peaks={proto.peaks!r}; valid values are: step, epoch")
     epochs, step, enqueued = [], 0, 0
