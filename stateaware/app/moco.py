@@ -39,13 +39,12 @@ import torch
 from torch import nn
 
 from stateaware.app.model import cifar_resnet18, encoder_segments, l2_normalize
+from stateaware.app.protocol import METHODS  # the seven methods, in the order records and Table 9 list them
 from stateaware.torch_replay import Region, checkpoint
 
 __all__ = ["cross_entropy", "METHODS", "OPTIONS", "FIXED", "PLANNED", "Moco", "build", "contrast", "queue_rows",
            "momentum_update", "train_step", "fixed_policy", "n_segments", "persistent_bytes"]
 
-#: The seven methods, in the order records and Table 9 list them.
-METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")
 
 #: Per-segment options (profile-card names).
 OPTIONS = ("eager", "whole", "region")
