@@ -43,3 +43,15 @@ def test_an_unknown_profile_or_cell_exits_2_naming_the_valid_ones(tmp_path, caps
         main(["--conf", str(conf), "--hardware", "lab", "--cell", "huge"])
     assert exit_.value.code == 2 and "cell 'huge' is not in hardware.params.cost_runtime.cells; valid cells are: tiny" \
         in capsys.readouterr().err
+
+
+def test_a_cohort_with_its_own_byte_scale_freezes_cards_that_record_it(tmp_path, capsys):
+    conf = tmp_path / "conf"
+    (conf / "hardware").mkdir(parents=True)
+    (conf / "cohort").mkdir()
+    (conf / "hardware" / "lab.yaml").write_text(LAB.replace("scale: 1.0\n", "scale: 1.0\nscales: {mine: 0.25}\n"))
+    (conf / "cohort" / "mine.yaml").write_text("name: mine\nkind: timing\nparams:\n  cells: [tiny]\n")
+    cards = tmp_path / "cards"
+    assert main(["--conf", str(conf), "--hardware", "lab", "--cohort", "mine", "--repeats", "1", "--dir", str(cards)]) == 0
+    (path,) = cards.glob("tiny-*.json")
+    assert json.loads(path.read_text())["provenance"]["scale"] == 0.25  # as resolve_hardware gives the run

@@ -27,7 +27,7 @@ __all__ = ["main", "freeze_cells"]
 def freeze_cells(hardware: dict[str, Any], cells: list[dict[str, Any]], *, seed: int = 0, repeats: int = 5,
                  directory: str | None = None) -> dict[str, str]:
     """Profile and freeze ``cells`` (``stateaware.cost_runtime.cells.cells_of``) on ``hardware``
-    (a resolved hardware profile); ``{cell: digest}``."""
+    (a resolved hardware profile: its ``scale`` is the one the run records); ``{cell: digest}``."""
     from stateaware.cost_runtime.cells import cost_runtime_of, shape_of
     from stateaware.cost_runtime.frozen_cards import freeze
     from stateaware.cost_runtime.profile import profile_card
@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hardware = conf_file("hardware", args.hardware, conf_dir=args.conf)
         params = {"cells": args.cell} if args.cell else conf_file("cohort", args.cohort, "params", conf_dir=args.conf)
+        # A cohort with its own byte scale on this profile (hardware.scales) records that
+        # scale, as stateaware.config.resolve_hardware sets it for a run.
+        hardware["scale"] = float((hardware.get("scales") or {}).get(args.cohort, hardware.get("scale", 1.0)))
         cells = cells_of(params, hardware)
     except (ConfigError, ValueError) as exc:
         parser.error(str(exc))
