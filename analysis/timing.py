@@ -22,7 +22,6 @@ __all__ = ["PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_
            "summary", "main"]
 
 _SQL = Path(__file__).with_name("sql")
-_METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
 
 #: Paper Table 6 (44 GiB fair control, one H100 process): method -> (peak GiB, step ms, fits).
 PAPER_T6 = {"eager": (46.063, 2865.83, "No"), "whole": (42.063, 3919.70, "Yes"), "regions": (26.200, 3867.19, "Yes"),
@@ -294,20 +293,17 @@ def render(con: Any, cohorts: Optional[list[str]] = None,
 
 def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
-    fits, then the cohort's prespecified comparisons with their intervals (computed now)."""
-    from omegaconf import OmegaConf
-
-    import stateaware.conf
-    from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of
+    fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
+    as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
+    from stateaware.analysis.comparisons import comparisons_of, compute_comparisons, declared_clock_of
     from stateaware.analysis.views import connect
 
     con = connect(results)
-    doc = OmegaConf.to_container(OmegaConf.load(Path(stateaware.conf.__file__).parent / "cohort" / f"{cohort}.yaml"))
-    specs = doc.get("comparisons") or []
     run = con.execute("SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs "
                       "WHERE cohort = ?", [cohort]).fetchone()
+    specs = comparisons_of(run[1]) if run and run[0] else []
     computed = None
-    if specs and run and run[0]:
+    if specs:
         kwargs = {"draws": draws} if draws else {}
         _, results_ = compute_comparisons(con, run[0], specs, allow_partial=True, clock=declared_clock_of(run[1]),
                                           **kwargs)
@@ -321,7 +317,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons")
     parser.add_argument("--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')")
     args = parser.parse_args(argv)
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.arguments import default_results
 
     results = args.results or default_results()
     if args.cohort:
