@@ -216,7 +216,7 @@ def _provenance(con: Any, cohort: str) -> list[str]:
     import json
 
     rows = con.execute("SELECT DISTINCT hardware, scale, detail, process_index FROM records "
-                       "WHERE cohort = ? AND \"check\" = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
+                       "WHERE cohort = ? AND check_name = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
                        "(SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?))", [cohort, cohort]).fetchall()
     if not rows:
         return []

@@ -255,7 +255,7 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
                                                        ("test_scores", artifacts / "scores.bin", probe["sha256"]))],
                  part=part)
     writer.write("records", [{**base, "backend": "torch", "family": "cifar", "precision": "fp32",
-                              "workload": "cifar", "check": "test_scores", "sha256": probe["sha256"],
+                              "workload": "cifar", "check_name": "test_scores", "sha256": probe["sha256"],
                               "encoder_sha256": enc["sha256"], "encoder_seconds": encoder_seconds,
                               "observed": observed, "card_source": card_source,
                               "test_accuracy": probe["accuracy"], "test_mean_loss": probe["mean_loss"],

@@ -260,7 +260,7 @@ def _run(spec: ProcessSpec, writer: RecordWriter) -> None:
     checked = dataclasses.replace(shape, batch=min(shape.batch, int(semantic_batch))) if semantic_batch else shape
     note["semantic_batch"] = checked.batch
     checks = semantic_checks(checked, executable, seed=spec.seed, device=device)
-    writer.write("records", [{"backend": "torch", "check": "semantic" if c.method in executable else "semantic_control",
+    writer.write("records", [{"backend": "torch", "check_name": "semantic" if c.method in executable else "semantic_control",
                               "family": "cost_runtime", "seed": spec.seed, "workload": shape.workload,
                               "detail": json.dumps({"cell": name, **note}, sort_keys=True, default=str), **c.row()}
                              for c in checks], part=f"semantic-cell={name}")
