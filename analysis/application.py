@@ -21,7 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figures", "figure3c", "main"]
+__all__ = ["TITLE", "PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figures", "figure3c", "main"]
+
+#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
 
 _SQL = Path(__file__).with_name("sql")
 _METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")
@@ -138,16 +141,22 @@ def figure3c(con: Any, path: Path | str) -> Path:
     procs = [p for p in process_rows(con) if p["observed"] and p["peak_allocated_bytes"] is not None]
     if not procs:
         raise ValueError("no cifar processes with an allocated peak to plot")
+    from stateaware.analysis.palette import colour
+
     fig, ax = plt.subplots(figsize=(6, 4))
-    colours = {"joint": "tab:orange", "whole": "tab:blue"}
     for method in _METHODS:
         pts = [p for p in procs if p["method"] == method]
         if not pts:
             continue
         xs = [p["encoder_seconds"] for p in pts]
         ys = [p["peak_allocated_bytes"] / 1048576 for p in pts]
-        ax.scatter(xs, ys, s=18, label=method, color=colours.get(method))
-        ax.scatter([sum(xs) / len(xs)], [sum(ys) / len(ys)], marker="|", s=200, color="black")
+        mean = (sum(xs) / len(xs), sum(ys) / len(ys))
+        ax.scatter(xs, ys, s=18, label=method, color=colour(method))  # the method's colour in every figure
+        ax.scatter([mean[0]], [mean[1]], marker="|", s=200, color="black")
+        ax.annotate(method, mean, xytext=(6, 4), textcoords="offset points", fontsize=7, color=colour(method))
+    seeds = len({p["seed"] for p in procs})
+    ax.set_title(f"Figure 3C (cifar): peak allocated vs complete-encoder time, {len(procs)} processes, "
+                 f"{seeds} seed{'s' if seeds != 1 else ''}", fontsize=9)
     ax.set_xlabel("complete encoder seconds")
     ax.set_ylabel("peak allocated MiB")
     ax.legend(fontsize=7)

@@ -18,8 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_rows", "region_rows", "render",
-           "summary", "main"]
+__all__ = ["TITLE", "PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_rows", "region_rows", "render",
+           "figures", "summary", "main"]
+
+#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+TITLE = "Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)"
 
 _SQL = Path(__file__).with_name("sql")
 _METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
@@ -197,8 +200,8 @@ def _regions_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _three_workload_table(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
-    out = ["#### three_workload: regions/whole (Table 8; geometric mean of process ratios)", "",
+def _three_workload_table(cohort: str, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
+    out = [f"#### {cohort}: regions/whole (Table 8; geometric mean of process ratios)", "",
            "| workload | processes | ours time | ours peak | ours intervals (comparisons) | paper time | paper peak |",
            "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -273,12 +276,13 @@ def render(con: Any, cohorts: Optional[list[str]] = None,
             lines += [f"### {cohort}", "", "no rows", ""]
             continue
         lines += [f"### {cohort}", "", *_provenance(con, cohort), ""]
-        if cohort in ("calibration", "three_workload"):
-            cohort_regions = [r for r in regions if r["cohort"] == cohort]
-            if cohort == "three_workload":
-                lines += _three_workload_table(cohort_regions, [c for c in comparisons if c.get("cohort") == cohort])
-            else:
-                lines += _regions_table(cohort, cohort_regions)
+        # The layout follows the cells the run measured, not the cohort's name: one cell per
+        # workload is Table 8's grid, cells named for a calibration shape are Table 10's.
+        cohort_regions = [r for r in regions if r["cohort"] == cohort]
+        if cohort_regions and all(r["cell"] == r["workload"] for r in cohort_regions):
+            lines += _three_workload_table(cohort, cohort_regions, [c for c in comparisons if c.get("cohort") == cohort])
+        elif cohort_regions and all(_calibration_key(r["cell"]) for r in cohort_regions):
+            lines += _regions_table(cohort, cohort_regions)
         lines += _method_table(cohort, rows)
         mine = [c for c in comparisons if c.get("cohort") == cohort]
         if mine:
@@ -290,6 +294,13 @@ def render(con: Any, cohorts: Optional[list[str]] = None,
                       "time, `cpu`: the timed thread's CPU time; the cohort's `comparisons_clock`); the last "
                       "column gives the same ratio on the other clock.", ""]
     return "\n".join(lines) + "\n"
+
+
+def figures(con: Any, out: Path) -> list[Path]:
+    """Figures 1 and 3 of every budgeted cohort cell (:mod:`stateaware.analysis.timing_figures`)."""
+    from stateaware.analysis.timing_figures import figures as draw
+
+    return draw(con, out)
 
 
 def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> str:

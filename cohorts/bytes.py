@@ -34,6 +34,9 @@ PARAMS = {
 
 __all__ = ["PROGRAMS", "check_program", "expand", "program_for", "run"]
 
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.finite",)
+
 PROGRAMS = 1024
 _DIMENSIONS = (4, 8, 16)
 _OPERATIONS = (8, 12, 16)

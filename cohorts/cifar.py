@@ -65,6 +65,9 @@ PARAMS = {
 
 __all__ = ["expand", "run", "summary", "protocol_of", "split_sizes"]
 
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.application",)
+
 _METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")  # app.moco.METHODS
 _MIB = 1 << 20
 

@@ -34,6 +34,9 @@ PARAMS = {"programs": Param(int, minimum=1)}
 
 __all__ = ["PROGRAMS", "OPERATIONS", "check_program", "expand", "program_for", "run"]
 
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.finite",)
+
 SEED_KEYS = 50
 PROGRAMS = SEED_KEYS * 3 * 2
 OPERATIONS = 16

@@ -53,6 +53,9 @@ PARAMS = {
 
 __all__ = ["METHODS", "PARAMS", "expand", "run", "summary", "cells_of", "effective_params"]
 
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.timing",)
+
 _GIB = 1 << 30
 
 

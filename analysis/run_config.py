@@ -1,0 +1,33 @@
+"""What a run recorded about itself: its config (``runs.config_yaml``) as plain data.
+
+The analysis decides by what each run recorded — its kind, its report sections, whether
+its cohort places a logical budget, which grid it ran — never by a cohort's name, and
+never by today's YAML files (a report is rebuilt from the Parquet files alone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["config_of", "cohort_config", "run_configs"]
+
+
+def config_of(config_yaml: str | None) -> dict[str, Any]:
+    """The recorded config as nested plain dicts (empty for a missing or empty one)."""
+    if not config_yaml:
+        return {}
+    from omegaconf import OmegaConf
+
+    doc = OmegaConf.to_container(OmegaConf.create(config_yaml), resolve=False)
+    return doc if isinstance(doc, dict) else {}
+
+
+def cohort_config(config_yaml: str | None) -> dict[str, Any]:
+    """The recorded ``cohort`` section (``{}`` when the run recorded none)."""
+    cohort = config_of(config_yaml).get("cohort")
+    return cohort if isinstance(cohort, dict) else {}
+
+
+def run_configs(con: Any) -> dict[str, dict[str, Any]]:
+    """``run_id -> recorded cohort section`` of every run in ``con``'s ``runs`` view."""
+    return {run_id: cohort_config(text) for run_id, text in con.execute("SELECT run_id, config_yaml FROM runs").fetchall()}
