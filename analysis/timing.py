@@ -305,18 +305,19 @@ def figures(con: Any, out: Path) -> list[Path]:
 
 def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
-    fits, then the cohort's prespecified comparisons with their intervals (computed now)."""
-    from omegaconf import OmegaConf
+    fits, then the cohort's prespecified comparisons with their intervals (computed now).
 
-    import stateaware.conf
+    The comparisons are those stored with the run (``runs.config_yaml``), as the report
+    reads them — never today's YAML, which may have changed since the run was launched.
+    """
     from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of
+    from stateaware.analysis.run_config import cohort_config
     from stateaware.analysis.views import connect
 
     con = connect(results)
-    doc = OmegaConf.to_container(OmegaConf.load(Path(stateaware.conf.__file__).parent / "cohort" / f"{cohort}.yaml"))
-    specs = doc.get("comparisons") or []
     run = con.execute("SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs "
                       "WHERE cohort = ?", [cohort]).fetchone()
+    specs = (cohort_config(run[1]).get("comparisons") or []) if run and run[0] else []
     computed = None
     if specs and run and run[0]:
         kwargs = {"draws": draws} if draws else {}
