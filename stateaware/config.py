@@ -95,6 +95,9 @@ class HardwareConfig:
     name: str = "auto"  # auto | cpu | h100 (auto picks h100 on a CUDA device >= min_gpu_gib)
     device: str = "cpu"  # cpu | cuda
     scale: float = 1.0  # declared shape scale relative to the paper's (1.0 = paper)
+    # Cohorts whose shapes on this profile use another byte scale ({cohort: scale}); the
+    # run's hardware.scale (and every record's scale) is then that one (resolve_hardware).
+    scales: Dict[str, float] = field(default_factory=dict)
     min_gpu_gib: float = 80.0
     description: str = ""
     params: Dict[str, Any] = field(default_factory=dict)  # shapes and budgets per cohort
@@ -152,16 +155,24 @@ def available_cohorts() -> list[str]:
 
 
 def resolve_hardware(cfg: DictConfig) -> DictConfig:
-    """``cfg`` with ``hardware=auto`` replaced by the profile this machine gets."""
-    if cfg.hardware.name != "auto":
-        return cfg
-    from stateaware.hardware import choose_profile
+    """``cfg`` with ``hardware=auto`` replaced by the profile this machine gets, and
+    ``hardware.scale`` set to the cohort's entry of ``hardware.scales`` when it has one."""
+    resolved = cfg
+    if cfg.hardware.name == "auto":
+        from stateaware.hardware import choose_profile
 
-    chosen = choose_profile(cfg.hardware.min_gpu_gib)
-    profile = OmegaConf.merge(OmegaConf.structured(HardwareConfig), OmegaConf.load(_conf_dir() / "hardware" / f"{chosen}.yaml"))
-    resolved = cfg.copy()
-    with _writable(resolved):
-        resolved.hardware = profile
+        chosen = choose_profile(cfg.hardware.min_gpu_gib)
+        profile = OmegaConf.merge(OmegaConf.structured(HardwareConfig),
+                                  OmegaConf.load(_conf_dir() / "hardware" / f"{chosen}.yaml"))
+        resolved = cfg.copy()
+        with _writable(resolved):
+            resolved.hardware = profile
+    scales = resolved.hardware.get("scales") or {}
+    cohort = resolved.cohort.get("name") if "cohort" in resolved else None
+    if cohort in scales and float(scales[cohort]) != float(resolved.hardware.scale):
+        resolved = resolved.copy() if resolved is cfg else resolved
+        with _writable(resolved):
+            resolved.hardware.scale = float(scales[cohort])
     return resolved
 
 

@@ -125,9 +125,12 @@ def _golden() -> list[dict]:
 
 def _located(value):
     """JAX's leaked-tracer messages name the file the code ran from (a checkout, or the run's
-    snapshot): where the code was, not what it recorded — so the path up to the package is
-    replaced by a placeholder on both sides."""
-    return re.sub(r"\S*/stateaware/", "<package>/", value) if isinstance(value, str) else value
+    snapshot) and module (``semantic`` before it was renamed ``semantic_programs``): where
+    the code was, not what it recorded — so the path up to the module is replaced by a
+    placeholder on both sides."""
+    if not isinstance(value, str):
+        return value
+    return re.sub(r"<package>/semantic(_programs)?/", "<programs>/", re.sub(r"\S*/stateaware/", "<package>/", value))
 
 
 def _same_records(got: list[dict], want: list[dict]) -> None:

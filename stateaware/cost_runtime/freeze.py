@@ -38,11 +38,12 @@ def freeze_cells(hardware_name: str, cells: list[str] | None = None, cohort: str
         import torch
 
         torch.set_num_threads(int(threads))
+    scale = float((hardware.get("scales") or {}).get(cohort, hardware.get("scale", 1.0)))  # as the run records it
     out = {}
     for cell in cells_of(params, hardware):
         doc = profile_card(_shape(cell), seed=seed, device=hardware.get("device", "cpu"), repeats=repeats,
                            provenance={"cell": cell["cell"], "hardware": hardware_name,
-                                       "scale": float(hardware.get("scale", 1.0))})
+                                       "scale": scale})
         path, digest = freeze(doc, cell["cell"], directory)
         print(f"{cell['cell']}: {digest}  ({path})")
         out[cell["cell"]] = digest

@@ -13,6 +13,7 @@ from stateaware.torch_replay.checkpoint import (
     checkpoint,
 )
 from stateaware.torch_replay._keywords import transaction
+from stateaware.torch_replay._learned_reads import READ_RECORDING, set_read_recording
 from stateaware.torch_replay.preserve import PRESERVE_MODES, Region
 
 __all__ = [
@@ -23,4 +24,6 @@ __all__ = [
     "ReplayError",
     "PRESERVE_MODES",
     "DETERMINISM_CHECKS",
+    "set_read_recording",
+    "READ_RECORDING",
 ]

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["describe", "names", "module_devices"]
+__all__ = ["describe", "names", "module_devices", "structure_generation", "training_flags"]
 
 _MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
 
@@ -136,6 +136,25 @@ for _register in (torch.nn.modules.module.register_module_module_registration_ho
                   torch.nn.modules.module.register_module_parameter_registration_hook,
                   torch.nn.modules.module.register_module_buffer_registration_hook):
     _register(_structure_changed)
+
+
+def structure_generation() -> int:
+    """A number that changes whenever any module registers a module, parameter or buffer."""
+    return _generation[0]
+
+
+_watched_modes: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]]" = weakref.WeakKeyDictionary()
+
+
+def training_flags(module: torch.nn.Module) -> tuple[bool, ...]:
+    """The ``training`` flags of ``module`` and of its norm layers (which write their running
+    statistics only in training mode); the submodules are found once per structure."""
+    entry = _watched_modes.get(module)
+    if entry is None or entry[0] != _generation[0]:
+        norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase)]
+        entry = (_generation[0], [module, *norms])
+        _watched_modes[module] = entry
+    return tuple(m.training for m in entry[1])
 
 
 def module_devices(module: torch.nn.Module) -> set[torch.device]:

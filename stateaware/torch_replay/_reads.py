@@ -32,7 +32,7 @@ import threading
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["Touched"]
+__all__ = ["Reads", "Touched"]
 
 _T = torch._C.TensorBase
 _METADATA = frozenset(
@@ -71,11 +71,15 @@ def _buffer_registered(module: torch.nn.Module, name: str, value) -> None:
 torch.nn.modules.module.register_module_buffer_registration_hook(_buffer_registered)
 
 
-class Touched(TorchFunctionMode):
-    """Records the pre-existing tensors and generators a forward touches (module doc)."""
+class Reads:
+    """What one forward touched, as Rule 6 consumes it (``checkpoint._check_forward``).
+
+    :class:`Touched` fills it by recording every torch call; ``_learned_reads.Witness``
+    by re-reading the version counters of a set learned on an earlier call. While
+    entered, buffers (re)registered on any module are collected in ``rebound``.
+    """
 
     def __init__(self) -> None:
-        super().__init__()
         self.tensors: dict[int, tuple[torch.Tensor, int]] = {}  # id -> (tensor, version at first use)
         self.made: set[int] = set()
         self.data_aliases: list[tuple[torch.Tensor, int, torch.Tensor]] = []  # (alias, its version, owner)
@@ -87,11 +91,48 @@ class Touched(TorchFunctionMode):
         if not hasattr(_active, "stack"):
             _active.stack = []
         _active.stack.append(self)
-        return super().__enter__()
+        return self
 
     def __exit__(self, *exc):
         _active.stack.remove(self)
-        return super().__exit__(*exc)
+        return False
+
+    @property
+    def silent(self) -> bool:
+        """Whether the forward did something a version counter does not show (module doc)."""
+        return bool(self.data_aliases or self.stat_writes or self.generators or self.rebound)
+
+    def written(self) -> list[tuple[torch.Tensor, str]]:
+        """Pre-existing tensors the forward wrote, each with how: ``(tensor, how)``."""
+        out: dict[int, tuple[torch.Tensor, str]] = {}
+        for t, version in self.tensors.values():
+            if t._version != version:
+                out[id(t)] = (t, f"version {version} -> {t._version}")
+        for t in self.stat_writes.values():
+            out.setdefault(id(t), (t, "running statistic updated by a training-mode normalisation"))
+        for alias, version, owner in self.data_aliases:
+            if alias._version != version:
+                out.setdefault(id(owner), (owner, "written through its .data alias"))
+        return list(out.values())
+
+    def moved_generators(self) -> list[torch.Generator]:
+        return [g for g, state in self.generators.values() if not torch.equal(g.get_state(), state)]
+
+
+class Touched(Reads, TorchFunctionMode):
+    """Records the pre-existing tensors and generators a forward touches (module doc)."""
+
+    def __init__(self) -> None:
+        Reads.__init__(self)
+        TorchFunctionMode.__init__(self)
+
+    def __enter__(self):
+        Reads.__enter__(self)
+        return TorchFunctionMode.__enter__(self)
+
+    def __exit__(self, *exc):
+        Reads.__exit__(self)
+        return TorchFunctionMode.__exit__(self, *exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
@@ -146,19 +187,3 @@ class Touched(TorchFunctionMode):
                 self.stat_writes[id(t)] = t
                 if id(t) not in self.tensors:
                     self.tensors[id(t)] = (t, t._version)
-
-    def written(self) -> list[tuple[torch.Tensor, str]]:
-        """Pre-existing tensors the forward wrote, each with how: ``(tensor, how)``."""
-        out: dict[int, tuple[torch.Tensor, str]] = {}
-        for t, version in self.tensors.values():
-            if t._version != version:
-                out[id(t)] = (t, f"version {version} -> {t._version}")
-        for t in self.stat_writes.values():
-            out.setdefault(id(t), (t, "running statistic updated by a training-mode normalisation"))
-        for alias, version, owner in self.data_aliases:
-            if alias._version != version:
-                out.setdefault(id(owner), (owner, "written through its .data alias"))
-        return list(out.values())
-
-    def moved_generators(self) -> list[torch.Generator]:
-        return [g for g, state in self.generators.values() if not torch.equal(g.get_state(), state)]

@@ -23,7 +23,8 @@ from stateaware.torch_replay import _torch_compat as compat
 from stateaware.torch_replay._generators import GeneratorState
 from stateaware.torch_replay._keywords import Transaction, check_collision
 from stateaware.torch_replay._reach import _roots, describe, module_devices, names
-from stateaware.torch_replay._reads import Touched
+from stateaware.torch_replay import _learned_reads
+from stateaware.torch_replay._reads import Reads
 from stateaware.torch_replay._state import ModuleState, plain_tensors
 from stateaware.torch_replay.preserve import PRESERVE_MODES, Region, _is_wrapper, make_engine, note_silent_write, recording
 
@@ -61,7 +62,10 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 #   written, so any number of replays (retain_graph=True, several autograd.grad calls)
 #   see the same history.
 # Rule 6 (undeclared state is an error). The forward runs under ``_reads.Touched``, which
-#   records every pre-existing tensor and generator the segment touched (read or wrote).
+#   records every pre-existing tensor and generator the segment touched (read or wrote) —
+#   on the first call of each call shape; later calls re-read the version counters of
+#   what that call touched (``_learned_reads``: a version read per tensor instead of a
+#   Python call per torch op).
 #   (a) An undeclared one the forward wrote — its version counter moved, it was written
 #   through a ``.data`` alias or as a training-mode norm's running statistic, a buffer
 #   was rebound on an undeclared module, or a generator's state moved — would be read
@@ -236,6 +240,13 @@ def checkpoint(
     * ``use_reentrant=True`` is not supported.
     * Under ``torch.compile`` the call is a graph break, so ``fullgraph=True`` refuses it
       (Dynamo's ``Unsupported`` error); compile the code around the checkpoint instead.
+    * Rule 6 learns a segment's reads on the first call of each call shape (function
+      code, closure and bound module, module structure and training flags, argument
+      layout, ``int``/``str``/``bool`` argument values) and re-checks them by version
+      counter on the calls after it: a tensor read, or silently written, only on some
+      calls of one shape (control flow on tensor values; a list or plain object whose
+      contents are replaced between calls) is watched only on calls that record. ``set_read_recording("every_call")`` records
+      every call (a Python call per torch op).
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
       running statistics, ``.data`` aliases).
@@ -472,16 +483,17 @@ def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state
     frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
     frame.torch_contexts, frame.device_context = ctx, compat.device_context()
     frame.save_inputs(args, declared_ids)
-    touched = Touched()
+    touched, key = _learned_reads.observe(fn, args, kwargs)
     with compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)), touched, \
             compat.entered(ctx.forward if ctx is not None else None), recording(engines):
         out = fn(*args, **kwargs)
     frame.forward_completed = True
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
+    _learned_reads.learn(key, touched, args, kwargs)
     return out
 
 
-def _check_forward(frame: _Frame, touched: Touched, args: tuple, declared_ids: set[int], modules,
+def _check_forward(frame: _Frame, touched: Reads, args: tuple, declared_ids: set[int], modules,
                    generator_ids: set[int]) -> None:
     """Rule 6a, then the watch list for Rule 6b."""
     def is_declared(t: torch.Tensor) -> bool:

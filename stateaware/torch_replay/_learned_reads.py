@@ -1,0 +1,168 @@
+"""Rule 6 at the cost of a few version reads: learn a segment's reads once, re-check them after.
+
+Recording every torch call of a forward (``_reads.Touched``) costs a Python call per op,
+~0.7 ms for a segment of fifty small ops: more than the segment itself on a CPU, where
+the cost runtime's 64 small segments spend it on every step. Most segments touch the
+same pre-existing tensors on every call: their arguments (new objects each step, but in
+the same positions), and the parameters, buffers and closure tensors they reach (the
+same objects). So the first call of a segment is recorded; when it did nothing a version
+counter cannot show (no ``.data`` alias, fused running-statistics write, generator or
+rebound buffer: ``Reads.silent``), the calls after it are watched through a
+:class:`Witness` of what it learned: the tensors at the argument positions and keywords
+it read, and the other pre-existing tensors it read ("ambient"), each with its version
+before and after the forward — the same ``Reads`` that a recording gives, for the cost
+of reading those versions.
+
+A learned profile is used only for the same *call shape*: the key holds the function's
+code, the identities of its closure contents, of the globals its code names, of its
+bound ``self``; the module-structure generation (any module, parameter or buffer
+registration, e.g. ``self.mem = new``, starts over); the ``training`` flags of the
+modules it reaches directly and of their norm layers (which write running statistics
+only in training mode; ``model.train()``/``.eval()`` flips the reached module's own); and the types of its arguments, with the values of ``int``/``bool``/``str``/``None``
+ones (``model.layer(i, h)`` reads layer ``i``). A
+learned ambient tensor that has died (rebound attribute) starts over, too.
+
+Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
+— control flow on tensor values, or a list or plain object in its closure whose tensors
+are replaced between calls — is watched on those calls only as far as its learned reads
+go. ``set_read_recording
+("every_call")`` records every call instead (the cost the module doc names).
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable
+
+import torch
+
+from stateaware.torch_replay import _reach
+from stateaware.torch_replay._reads import Reads, Touched
+
+__all__ = ["READ_RECORDING", "set_read_recording", "observe", "learn"]
+
+#: Values of :func:`set_read_recording`.
+READ_RECORDING = ("first_call", "every_call")
+_mode = ["first_call"]
+_MAX_PROFILES = 512  # call shapes kept (least recently used dropped): a bound, never a cache of the world
+_profiles: "OrderedDict[tuple, _Profile]" = OrderedDict()
+# Arguments keyed by value, not type: an index (``model.layer(i, h)``) or a flag picks
+# which tensors a call reads. A value that changes on every call (a step counter) makes
+# every call a new shape: recorded, as with "every_call".
+_BY_VALUE = frozenset([int, bool, str, type(None)])
+
+
+def set_read_recording(mode: str) -> None:
+    """``"first_call"`` (default): learn a segment's reads on the first call of each call
+    shape and re-check them by version counter after; ``"every_call"``: record every call
+    (Rule 6 then also sees reads that depend on data, at ~15 µs per torch call)."""
+    if mode not in READ_RECORDING:
+        raise ValueError(f"set_read_recording({mode!r}); allowed values are: {', '.join(READ_RECORDING)}")
+    _mode[0] = mode
+    _profiles.clear()
+
+
+class _Profile:
+    __slots__ = ("arg_reads", "ambient")
+
+    def __init__(self, arg_reads: tuple, ambient: tuple[weakref.ref, ...]):
+        self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name)
+        self.ambient = ambient
+
+
+class Witness(Reads):
+    """The learned tensors of one call, with versions before the forward (``Reads``)."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        super().__init__()
+        self.tensors = {id(t): (t, t._version) for t in tensors}
+
+
+def observe(fn: Callable, args: tuple, kwargs: dict) -> tuple[Reads, tuple | None]:
+    """What to run ``fn``'s forward under: a :class:`Witness` when this call shape was
+    learned (and every learned tensor is alive), else a recording :class:`Touched`; with
+    the key to :func:`learn` under (``None``: nothing to learn, e.g. a witness)."""
+    if _mode[0] != "first_call":
+        return Touched(), None
+    key = _key(fn, args, kwargs)
+    if key is None:
+        return Touched(), None
+    profile = _profiles.get(key)
+    if profile is not None:
+        tensors = _resolve(profile, args, kwargs)
+        if tensors is not None:
+            _profiles.move_to_end(key)
+            return Witness(tensors), None
+        del _profiles[key]
+    return Touched(), key
+
+
+def learn(key: tuple | None, reads: Reads, args: tuple, kwargs: dict) -> None:
+    """Keep what a recorded, accepted forward read under ``key`` (not when it wrote silently)."""
+    if key is None or reads.silent:
+        return
+    where: dict[int, tuple] = {}
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            where.setdefault(id(a), ("arg", i))
+        elif type(a) is list or type(a) is tuple:
+            for j, b in enumerate(a):
+                if isinstance(b, torch.Tensor):
+                    where.setdefault(id(b), ("item", i, j))
+    for name, v in kwargs.items():
+        if isinstance(v, torch.Tensor):
+            where.setdefault(id(v), ("kw", name))
+    arg_reads, ambient = [], []
+    for i, (t, _) in reads.tensors.items():
+        if i in where:
+            arg_reads.append(where[i])
+        else:
+            ambient.append(weakref.ref(t))
+    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient))
+    while len(_profiles) > _MAX_PROFILES:
+        _profiles.popitem(last=False)
+
+
+def _resolve(profile: _Profile, args: tuple, kwargs: dict) -> list[torch.Tensor] | None:
+    out = []
+    for ref in profile.ambient:
+        t = ref()
+        if t is None:
+            return None
+        out.append(t)
+    for where in profile.arg_reads:
+        kind = where[0]
+        t = args[where[1]] if kind == "arg" else args[where[1]][where[2]] if kind == "item" else kwargs.get(where[1])
+        if not isinstance(t, torch.Tensor):
+            return None
+        out.append(t)
+    return out
+
+
+def _key(fn: Any, args: tuple, kwargs: dict) -> tuple | None:
+    """The call shape (module doc), or ``None`` for a callable whose reach is not cheap to key."""
+    bound = None
+    if isinstance(fn, types.MethodType):
+        bound, fn = fn.__self__, fn.__func__
+    elif isinstance(fn, torch.nn.Module):
+        bound, fn = fn, type(fn).forward
+    if not isinstance(fn, types.FunctionType):
+        return None  # functools.partial, callable objects, builtins: recorded every call
+    code = fn.__code__
+    reached: list = [bound] if bound is not None else []
+    if fn.__closure__:
+        for cell in fn.__closure__:
+            try:
+                reached.append(cell.cell_contents)
+            except ValueError:  # an empty cell (a name assigned later in the enclosing scope)
+                reached.append(None)
+    names = fn.__globals__
+    reached += [names.get(n) for n in code.co_names if isinstance(names.get(n), (torch.Tensor, torch.nn.Module))]
+    if fn.__defaults__:
+        reached += fn.__defaults__
+    modes = tuple(_reach.training_flags(r) for r in (*reached, *args) if isinstance(r, torch.nn.Module))
+    layout = tuple(a if type(a) in _BY_VALUE else type(a) for a in args)
+    keywords = tuple((k, v if type(v) in _BY_VALUE else type(v)) for k, v in kwargs.items())
+    return (code, _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords)
