@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help="results directory (default: $STATEAWARE_RESULTS or ./results)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
-    parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable); default: latest per cohort")
+    parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable; two runs of one cohort: one section each); "
+                             "default: latest per cohort")
     parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
     parser.add_argument("--draws", type=_draws, default=None, help="bootstrap draws (default 20,000)")
     parser.add_argument("--strict", action="store_true",
