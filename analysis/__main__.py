@@ -30,49 +30,18 @@ in one error line and exit status 2. This command never imports torch or jax.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from stateaware.analysis.arguments import default_results, one_line, results_dir
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
 
 __all__ = ["main", "default_results", "results_dir"]
 
 
-def default_results() -> Path:
-    """The launcher's default ``out``: ``$STATEAWARE_RESULTS`` or ``results``."""
-    return Path(os.environ.get("STATEAWARE_RESULTS", "results"))
-
-
-def results_dir(results: Path | None) -> Path:
-    """``results`` (default :func:`default_results`) if it is a results directory; else exit 2 naming it.
-
-    A results directory is a directory with at least one record table folder (``runs``,
-    ``processes``, ...): a missing path, a plain file or an empty directory is refused
-    rather than answered with empty views.
-    """
-    from stateaware.records.schema import TABLES
-
-    path = default_results() if results is None else Path(results)
-    tip = "pass --results DIR with the out= of a launched cohort (python -m stateaware cohort=NAME out=DIR)"
-    if not path.exists():
-        fail(f"error: --results {path}: no such directory; {tip}")
-    if not path.is_dir():
-        fail(f"error: --results {path}: a file, not a results directory; {tip}")
-    if not any((path / table).is_dir() for table in TABLES):
-        fail(f"error: --results {path}: no record tables in it ({', '.join(TABLES)}); {tip}")
-    return path
-
-
 def _results_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help="results directory (default: $STATEAWARE_RESULTS or ./results)")
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message as one line (DuckDB adds the query and a caret on later lines)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def _query_text(args: argparse.Namespace) -> str:

@@ -21,13 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
+
 __all__ = ["TITLE", "PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figures", "figure3c", "main"]
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
 
 _SQL = Path(__file__).with_name("sql")
-_METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")
 
 #: Paper Table 9 (five observed H100 seeds 2702–2706): method -> (allocated MiB, reserved MiB,
 #: mean encoder seconds, "min–max seconds").
@@ -180,7 +181,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)")
     parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
     args = parser.parse_args(argv)
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.arguments import default_results
     from stateaware.analysis.views import connect
 
     con = connect(args.results or default_results())

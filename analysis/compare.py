@@ -162,7 +162,7 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
 
 def main(argv: Optional[list[str]] = None) -> int:
     """``compare RUN_A RUN_B [--results DIR] [--metric M] [--draws N] [--format table|json]``."""
-    from stateaware.analysis.__main__ import results_dir
+    from stateaware.analysis.arguments import results_dir
     from stateaware.exits import OneLineParser
 
     parser = OneLineParser(prog="python -m stateaware.analysis compare",

@@ -181,6 +181,20 @@ def _has_cpu_times(con: Any, table: str, columns: set[str], run_id: str) -> bool
     return bool(con.execute(f"SELECT count(cpu_ms) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0])
 
 
+def comparisons_of(config_yaml: str | None) -> list[Any]:
+    """The prespecified comparisons a run declared, from its recorded config
+    (``runs.config_yaml``'s ``cohort.comparisons``): never today's YAML, which may have
+    changed since the run. ``[]`` without a config or a cohort section."""
+    if not config_yaml:
+        return []
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(config_yaml)
+    if "cohort" not in config or config.cohort.get("comparisons") is None:
+        return []
+    return OmegaConf.to_container(config.cohort.comparisons, resolve=True)
+
+
 def declared_clock_of(config_yaml: str | None) -> str:
     """The clock a run's comparisons use, from its recorded config (``runs.config_yaml``).
 

@@ -113,13 +113,6 @@ def sections_of(selected: Sequence[SelectedRun]) -> list[tuple[str, str | None, 
     return out
 
 
-def _comparisons_of(config_yaml: str) -> list[Any]:
-    from omegaconf import OmegaConf
-
-    config = OmegaConf.create(config_yaml)
-    return OmegaConf.to_container(config.cohort.comparisons, resolve=True) if "cohort" in config else []
-
-
 def _section_module(name: str, run: SelectedRun) -> Any:
     try:
         module = importlib.import_module(name)
@@ -156,7 +149,8 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
     (:mod:`stateaware.analysis.stability`) before anything is written.
     """
-    from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of, write_comparisons
+    from stateaware.analysis.comparisons import (comparisons_of, compute_comparisons, declared_clock_of,
+                                                 write_comparisons)
     from stateaware.analysis.stats import DRAWS
     from stateaware.analysis.verify import verify
     from stateaware.analysis.views import connect
@@ -190,7 +184,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
         hardware = con.execute("SELECT any_value(hardware), any_value(scale) FROM runs WHERE run_id = ?", [run_id]).fetchone()
         lines.append(f"| {cohort} | `{run_id}` | {selected_run.processes} | {run.label} | `{hashes}` | "
                      f"{hardware[0]} ({hardware[1]:g}) |")
-        comparisons = _comparisons_of(config_yaml)
+        comparisons = comparisons_of(config_yaml)
         if comparisons:
             try:
                 _, computed = compute_comparisons(con, run_id, comparisons, verification=verification,
@@ -247,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N] [--strict]``."""
     import sys
 
-    from stateaware.analysis.__main__ import one_line, results_dir
+    from stateaware.analysis.arguments import one_line, results_dir
     from stateaware.analysis.verify import VerificationError
     from stateaware.exits import INVALID, OneLineParser
     from stateaware.records.writer import as_disk_full, disk_full

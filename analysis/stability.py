@@ -228,7 +228,7 @@ def _max(values: Sequence[float | None]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``check [--results DIR] [--run-id ID ...] [--max-cv X] [--max-wall-over-cpu X] [--max-other-share X]``."""
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.arguments import default_results
     from stateaware.analysis.views import connect
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis check", description=__doc__.split("\n")[0])

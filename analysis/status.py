@@ -47,7 +47,7 @@ def status_rows(results: Path | str, run_ids: list[str] | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stateaware.analysis.__main__ import results_dir
+    from stateaware.analysis.arguments import results_dir
     from stateaware.analysis.sql import format_result
     from stateaware.exits import OneLineParser
 

@@ -18,14 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from stateaware.analysis.timing_rows import method_rows, region_rows  # re-exported: the tables' rows
+
 __all__ = ["TITLE", "PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_rows", "region_rows", "render",
            "figures", "summary", "main"]
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)"
-
-_SQL = Path(__file__).with_name("sql")
-_METHODS = ("eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint")
 
 #: Paper Table 6 (44 GiB fair control, one H100 process): method -> (peak GiB, step ms, fits).
 PAPER_T6 = {"eager": (46.063, 2865.83, "No"), "whole": (42.063, 3919.70, "Yes"), "regions": (26.200, 3867.19, "Yes"),
@@ -90,22 +89,6 @@ PAPER_T10 = {
     ("unrolled_recurrence", 1024, 1.0, 1): (1.000, 1.093, 1.903, 3.279),
     ("unrolled_recurrence", 1024, 1.0, 64): (1.000, 1.105, 20.899, 3.311),
 }
-
-
-def _rows(con: Any, name: str) -> list[dict[str, Any]]:
-    relation = con.execute((_SQL / f"{name}.sql").read_text())
-    names = [d[0] for d in relation.description]
-    return [dict(zip(names, row)) for row in relation.fetchall()]
-
-
-def method_rows(con: Any) -> list[dict[str, Any]]:
-    """``timing_methods.sql``: one dict per (cohort, cell, method)."""
-    return _rows(con, "timing_methods")
-
-
-def region_rows(con: Any) -> list[dict[str, Any]]:
-    """``timing_regions.sql``: one dict per (cohort, cell) with regions/whole and regions/eager ratios."""
-    return _rows(con, "timing_regions")
 
 
 def _unit(rows: list[dict[str, Any]]) -> tuple[str, float]:
@@ -305,21 +288,17 @@ def figures(con: Any, out: Path) -> list[Path]:
 
 def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
-    fits, then the cohort's prespecified comparisons with their intervals (computed now).
-
-    The comparisons are those stored with the run (``runs.config_yaml``), as the report
-    reads them — never today's YAML, which may have changed since the run was launched.
-    """
-    from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of
-    from stateaware.analysis.run_config import cohort_config
+    fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
+    as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
+    from stateaware.analysis.comparisons import comparisons_of, compute_comparisons, declared_clock_of
     from stateaware.analysis.views import connect
 
     con = connect(results)
     run = con.execute("SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs "
                       "WHERE cohort = ?", [cohort]).fetchone()
-    specs = (cohort_config(run[1]).get("comparisons") or []) if run and run[0] else []
+    specs = comparisons_of(run[1]) if run and run[0] else []
     computed = None
-    if specs and run and run[0]:
+    if specs:
         kwargs = {"draws": draws} if draws else {}
         _, results_ = compute_comparisons(con, run[0], specs, allow_partial=True, clock=declared_clock_of(run[1]),
                                           **kwargs)
@@ -333,7 +312,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons")
     parser.add_argument("--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')")
     args = parser.parse_args(argv)
-    from stateaware.analysis.__main__ import default_results
+    from stateaware.analysis.arguments import default_results
 
     results = args.results or default_results()
     if args.cohort:

@@ -33,7 +33,7 @@ def budgeted(con: Any) -> dict[str, bool]:
 
 def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int]]:
     """``(cohort, cell) -> (per-method rows for the figures, budget bytes)`` of the executed methods."""
-    from stateaware.analysis.timing import method_rows
+    from stateaware.analysis.timing_rows import method_rows
 
     placed = budgeted(con)
     out: dict[tuple[str, str], tuple[list[dict[str, Any]], int]] = {}

@@ -67,15 +67,16 @@ def write_and_query(rows: int, out: Path) -> tuple[float, float]:
     import numpy as np
 
     from stateaware.analysis.sql import query
+    from stateaware.cost_runtime import METHODS
     from stateaware.records.writer import Identity, RecordWriter
 
     per_process = rows // 50
-    methods = np.array(["eager", "whole", "regions", "functional", "agnostic", "eager_whole", "joint"])
+    methods = np.array(METHODS)
     start = time.perf_counter()
     for p in range(50):
         writer = RecordWriter(out, Identity("bench", "bench", p, "0" * 64, "cpu", 1.0))
         steps = np.arange(per_process) % 23
-        writer.write("timings", {"method": methods[np.arange(per_process) % 7], "step": steps,
+        writer.write("timings", {"method": methods[np.arange(per_process) % len(METHODS)], "step": steps,
                                  "warmup": steps < 3, "step_ms": np.random.default_rng(p).gamma(9.0, 1.0, per_process),
                                  "peak_allocated_bytes": np.full(per_process, 2**30)}, part="all")
     wrote = time.perf_counter() - start

@@ -24,13 +24,14 @@ SHAPE = Shape(workload="feature_queue", buffer_bytes=524288, write_fraction=0.00
               granularity_bytes=4096, width=16, batch=8, rank=1)
 
 
-def ms_per_step(workload, method: str, steps: int, start: int) -> float:
+def ms_per_step(workload, shape: Shape, method: str, steps: int, start: int) -> float:
+    """CPU (thread) ms per training step of ``workload`` with ``method`` on every segment."""
     cpu = torch.device("cpu")
     began = time.thread_time()
     for i in range(start, start + steps):
-        rows = step_rows(SHAPE, seed=0, step=i, device=cpu)
+        rows = step_rows(shape, seed=0, step=i, device=cpu)
         seed_step(0, i)
-        loss, _ = forward(workload, rows, (method,) * SHAPE.live_segments)
+        loss, _ = forward(workload, rows, (method,) * shape.live_segments)
         loss.backward()
         for p in workload.params:
             p.grad = None
@@ -50,7 +51,7 @@ def main() -> None:
         for r in range(args.rounds + 1):
             for mode in times:
                 set_read_recording(mode)
-                t = ms_per_step(workload, method, args.steps, start=r * args.steps)
+                t = ms_per_step(workload, SHAPE, method, args.steps, start=r * args.steps)
                 if r:  # round 0 warms up both
                     times[mode].append(t)
         every, first = (statistics.median(times[m]) for m in times)

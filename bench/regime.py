@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from stateaware.cost_runtime.methods import forward
-from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build, seed_step, step_rows
+from read_recording import ms_per_step  # bench/ is the script's own folder, first on sys.path
+from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build
 
 #: Paper Table 8 (H100, 1024 MiB, 0.1%, 64 segments): regions/whole step time.
 PAPER_REGIONS_OVER_WHOLE = {"feature_queue": 0.3954, "prototype_memory": 0.6085, "unrolled_recurrence": 0.4895}
@@ -38,19 +38,6 @@ def bandwidth_gb_s(mib: int = 64, repeats: int = 5) -> float:
         dst.copy_(src)
         best = min(best, time.thread_time() - began)
     return 2 * src.numel() * 4 / best / 1e9
-
-
-def ms_per_step(workload, shape: Shape, method: str, steps: int, start: int) -> float:
-    cpu = torch.device("cpu")
-    began = time.thread_time()
-    for i in range(start, start + steps):
-        rows = step_rows(shape, seed=0, step=i, device=cpu)
-        seed_step(0, i)
-        loss, _ = forward(workload, rows, (method,) * shape.live_segments)
-        loss.backward()
-        for p in workload.params:
-            p.grad = None
-    return (time.thread_time() - began) / steps * 1e3
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "HARDWARE_PROFILES",
     "register_configs",
     "available_cohorts",
+    "conf_file",
     "resolve_hardware",
     "launcher_cpus",
     "validate",
@@ -152,6 +153,30 @@ def _conf_dir() -> Path:
 def available_cohorts() -> list[str]:
     """The cohort names ``cohort=NAME`` accepts (files under conf/cohort/)."""
     return sorted(p.stem for p in (_conf_dir() / "cohort").glob("*.yaml"))
+
+
+def conf_file(group: str, name: str, key: str | None = None, conf_dir: str | os.PathLike[str] | None = None) -> Any:
+    """``<conf>/<group>/<name>.yaml`` (or its ``key`` section) as plain, resolved Python data.
+
+    The one way a command outside Hydra's composition (``python -m
+    stateaware.cost_runtime.freeze``, ``python -m stateaware.app.encoder_card``) reads a
+    config file, so the library they call takes dicts and never reads ``conf/`` itself.
+    ``conf_dir`` defaults to the packaged ``conf/``. Only ``key`` is resolved: a cohort's
+    other fields may interpolate the composed config (``${hardware.name}``). A missing file
+    is a ``ConfigError`` naming the group's files.
+    """
+    folder = Path(conf_dir) if conf_dir is not None else _conf_dir()
+    path = folder / group / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (folder / group).glob("*.yaml"))
+        raise ConfigError(f"{group}={name}: no file {path}; valid names are: {', '.join(known) or '(none)'} "
+                          "(pass --conf DIR for another config folder)")
+    node = OmegaConf.load(path)
+    if key is not None:
+        if key not in node:
+            raise ConfigError(f"{path} has no {key!r} section; add one")
+        node = node[key]
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 def resolve_hardware(cfg: DictConfig) -> DictConfig:

@@ -9,9 +9,10 @@ from stateaware.analysis.palette import METHOD_COLOURS, colour
 
 
 def test_every_method_the_cohorts_run_has_its_own_colour():
-    from stateaware.analysis import application, timing
+    from stateaware.app.protocol import METHODS as APPLICATION
+    from stateaware.cost_runtime import METHODS as TIMING
 
-    methods = set(timing._METHODS) | set(application._METHODS)
+    methods = set(TIMING) | set(APPLICATION)
     assert methods <= set(METHOD_COLOURS)
     assert len({colour(m) for m in methods}) == len(methods)
 

@@ -25,23 +25,10 @@ from typing import Any
 import torch
 
 from stateaware.app.model import l2_normalize
-from stateaware.app.moco import Moco, contrast, n_segments, queue_rows
+from stateaware.app.moco import Moco, contrast, n_segments, persistent_bytes, queue_rows
 from stateaware.cost_runtime.measure import synchronize
 
 __all__ = ["profile_card", "profile_protocol", "persistent_bytes", "plan_policies", "main"]
-
-
-def persistent_bytes(m: Moco, optimizer: torch.optim.Optimizer) -> int:
-    """Bytes live through every step: both encoders, gradients, optimizer state, queue."""
-    seen: dict[int, int] = {}
-    tensors = [*m.query.parameters(), *m.query.buffers(), *m.key.parameters(), *m.key.buffers(), m.queue]
-    grads = sum(p.numel() * p.element_size() for p in m.query.parameters())  # one gradient per parameter
-    for st in optimizer.state.values():
-        tensors += [v for v in st.values() if isinstance(v, torch.Tensor)]
-    for t in tensors:
-        s = t.untyped_storage()
-        seen[s.data_ptr()] = s.nbytes()
-    return sum(seen.values()) + grads
 
 
 def _saved_bytes(fn, exclude: set[int]) -> int:
@@ -134,7 +121,7 @@ def plan_policies(card: Any, budget_bytes: int) -> dict[str, dict[str, Any]]:
 
 def profile_protocol(proto: Any, *, seed: int, device: str | torch.device = "cpu", repeats: int = 3,
                      provenance: dict[str, Any] | None = None) -> Any:
-    """The card of a fresh model of ``proto`` (a ``stateaware.app.train.Protocol``) on a
+    """The card of a fresh model of ``proto`` (a ``stateaware.app.protocol.Protocol``) on a
     seeded random batch of its shape: the costs depend on shapes, not on the images."""
     from stateaware.app import moco
 
@@ -151,33 +138,36 @@ def profile_protocol(proto: Any, *, seed: int, device: str | torch.device = "cpu
 def main(argv: list[str] | None = None) -> int:
     """``python -m stateaware.app.encoder_card --hardware cpu``: profile the cifar cohort's protocol
     for that hardware profile and freeze the card (``stateaware.cost_runtime.frozen_cards.freeze``);
-    prints the digest to put under ``params.protocols.<hardware>.card``."""
+    prints the digest to put under ``params.protocols.<hardware>.card``. The cohort and hardware
+    files are read from ``--conf`` (default: the packaged ``conf/``) by ``stateaware.config.conf_file``."""
     import argparse
     import dataclasses
-    from pathlib import Path
 
-    from omegaconf import OmegaConf
-
-    import stateaware.conf
-    from stateaware.app.train import Protocol, deterministic
+    from stateaware.app.protocol import protocol_from
+    from stateaware.app.train import deterministic
+    from stateaware.config import ConfigError, conf_file
     from stateaware.cost_runtime.frozen_cards import freeze
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.app.encoder_card", description=main.__doc__.split("\n")[0])
     parser.add_argument("--hardware", default="cpu", help="hardware profile (a key of the cohort's protocols)")
+    parser.add_argument("--cohort", default="cifar", help="the cohort whose protocols to read (default: cifar)")
+    parser.add_argument("--conf", default=None, metavar="DIR",
+                        help="config folder holding cohort/ and hardware/ (default: the packaged conf/)")
     parser.add_argument("--device", default=None, help="device (default: the hardware profile's)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--directory", default=None, help="where to freeze (default: conf/cards)")
     args = parser.parse_args(argv)
-    conf = Path(stateaware.conf.__file__).parent
-    # Only the params: the cohort's ``processes`` interpolates the composed config's hardware.
-    params = OmegaConf.to_container(OmegaConf.load(conf / "cohort" / "cifar.yaml").params, resolve=True)
+    try:
+        # Only the params: the cohort's ``processes`` interpolates the composed config's hardware.
+        params = conf_file("cohort", args.cohort, "params", conf_dir=args.conf)
+        hardware = conf_file("hardware", args.hardware, conf_dir=args.conf)
+    except ConfigError as exc:
+        parser.error(str(exc))
     if args.hardware not in params["protocols"]:
-        parser.error(f"--hardware {args.hardware!r}: the cifar cohort has protocols for "
+        parser.error(f"--hardware {args.hardware!r}: the {args.cohort} cohort has protocols for "
                      f"{', '.join(params['protocols'])}")
     proto_cfg = params["protocols"][args.hardware]
-    hardware = OmegaConf.to_container(OmegaConf.load(conf / "hardware" / f"{args.hardware}.yaml"), resolve=True)
-    fields = {f.name for f in dataclasses.fields(Protocol)}
-    proto = Protocol(**{k: v for k, v in proto_cfg.items() if k in fields})
+    proto = protocol_from(proto_cfg)
     with deterministic(proto_cfg.get("threads")):  # the settings the cohort's processes time under
         card = profile_protocol(proto, seed=0, device=args.device or hardware.get("device", "cpu"),
                                 repeats=args.repeats,

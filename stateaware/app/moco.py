@@ -39,13 +39,12 @@ import torch
 from torch import nn
 
 from stateaware.app.model import cifar_resnet18, encoder_segments, l2_normalize
+from stateaware.app.protocol import METHODS  # the seven methods, in the order records and Table 9 list them
 from stateaware.torch_replay import Region, checkpoint
 
 __all__ = ["cross_entropy", "METHODS", "OPTIONS", "FIXED", "PLANNED", "Moco", "build", "contrast", "queue_rows",
-           "momentum_update", "train_step", "fixed_policy", "n_segments"]
+           "momentum_update", "train_step", "fixed_policy", "n_segments", "persistent_bytes"]
 
-#: The seven methods, in the order records and Table 9 list them.
-METHODS = ("eager", "whole", "regions", "functional", "deferred", "agnostic", "joint")
 
 #: Per-segment options (profile-card names).
 OPTIONS = ("eager", "whole", "region")
@@ -221,3 +220,16 @@ def train_step(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k
         with torch.no_grad():
             m.queue.index_copy_(0, rows, k)
     return float(loss.detach())
+
+
+def persistent_bytes(m: Moco, optimizer: torch.optim.Optimizer) -> int:
+    """Bytes live through every step: both encoders, gradients, optimizer state, queue."""
+    seen: dict[int, int] = {}
+    tensors = [*m.query.parameters(), *m.query.buffers(), *m.key.parameters(), *m.key.buffers(), m.queue]
+    grads = sum(p.numel() * p.element_size() for p in m.query.parameters())  # one gradient per parameter
+    for st in optimizer.state.values():
+        tensors += [v for v in st.values() if isinstance(v, torch.Tensor)]
+    for t in tensors:
+        s = t.untyped_storage()
+        seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values()) + grads

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from stateaware.app import moco, scores
+from stateaware.app.protocol import Protocol
 from stateaware.app.model import backbone_features, cifar_resnet18, feature_dim, l2_normalize
 
 __all__ = ["Protocol", "Observer", "augment", "center", "train_encoder", "probe", "deterministic"]
@@ -34,26 +35,6 @@ __all__ = ["Protocol", "Observer", "augment", "center", "train_encoder", "probe"
 #: CIFAR-100 channel statistics of the training set (input normalisation constants).
 _MEAN = (0.5071, 0.4865, 0.4409)
 _STD = (0.2673, 0.2564, 0.2762)
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """The knobs of one run (the paper's at ``hardware=h100``; reduced on CPU)."""
-
-    image: int = 32  # crop size (32: the full image)
-    width: int = 64
-    dim: int = 128
-    queue_size: int = 131072  # x dim x 4 bytes: 64 MiB at dim 128
-    batch: int = 128
-    peaks: str = "step"  # reset the allocator peak after every "step" or every "epoch"
-    encoder_epochs: int = 100
-    probe_epochs: int = 25
-    lr: float = 0.06
-    probe_lr: float = 0.01  # on standardised features (see probe)
-    probe_batch: int = 256
-    temperature: float = 0.2
-    momentum: float = 0.99
-    weight_decay: float = 5e-4
 
 
 @contextlib.contextmanager
@@ -175,9 +156,7 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
                    temperature=proto.temperature, momentum=proto.momentum, device=device)
     opt = torch.optim.SGD(m.query.parameters(), lr=proto.lr, momentum=0.9, weight_decay=proto.weight_decay)
     if observer is not None:
-        from stateaware.app.encoder_card import persistent_bytes
-
-        observer.live = lambda: persistent_bytes(m, opt)
+        observer.live = lambda: moco.persistent_bytes(m, opt)
     if proto.peaks not in ("step", "epoch"):
         raise ValueError(f"Protocol.peaks={proto.peaks!r}; valid values are: step, epoch")
     epochs, step, enqueued = [], 0, 0

@@ -43,7 +43,8 @@ def predict(card: Any, policy: Sequence[str]) -> tuple[int, float]:
 
 
 def plan(card: Any, budget_bytes: int, planner: str) -> dict[str, Any]:
-    """The planner's choice under ``budget_bytes``: a dict of the ``policies`` columns.
+    """The planner's choice under ``budget_bytes``: its ``policies`` plan columns
+    (``stateaware.planner.records.plan_columns``; ``policy_row`` makes the row).
 
     Keys: ``planner, feasible, policy`` (a list, or None when infeasible),
     ``predicted_peak_bytes, predicted_ms`` (true costs; None when infeasible),
@@ -52,15 +53,11 @@ def plan(card: Any, budget_bytes: int, planner: str) -> dict[str, Any]:
     ``stateaware.planner.plan`` (untruncated).
     """
     from stateaware.planner import plan as planner_plan
+    from stateaware.planner.records import plan_columns
 
     if planner not in PLANNERS:
         raise ValueError(f"planner={planner!r}; valid planners are: {', '.join(PLANNERS)}")
-    chosen = planner_plan(card, int(budget_bytes), planner=planner)
-    return {"planner": planner, "feasible": bool(chosen.feasible),
-            "policy": list(chosen.policy) if chosen.feasible else None,
-            "predicted_peak_bytes": chosen.predicted_peak_bytes, "predicted_ms": chosen.predicted_ms,
-            "min_peak_bytes": chosen.min_peak_bytes, "frontier_size": int(chosen.frontier_size),
-            "truncated": bool(chosen.truncated), "card_digest": card.digest, "plan_digest": chosen.digest}
+    return plan_columns(planner_plan(card, int(budget_bytes), planner=planner))
 
 
 def anchors(card: Any) -> tuple[int, int]:
@@ -93,7 +90,8 @@ def budget_at(card: Any, position: float) -> int:
 
 
 def plan_methods(card: Any, budget_bytes: int, methods: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per method, its ``policies`` row under ``budget_bytes`` (uniform methods included).
+    """Per method, its plan columns under ``budget_bytes`` (uniform methods included);
+    ``stateaware.planner.records.policy_row(columns, method, ...)`` makes the row.
 
     ``eager``/``whole``/``regions`` are recorded as the fixed planners ``eager``/``whole``/
     ``region`` with their model prediction; ``functional`` has no card option (its state

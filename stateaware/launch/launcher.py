@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from stateaware.launch.collect import collect
 from stateaware.launch.snapshot import python_path_first, take_snapshot
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, attempts_so_far, identity_of, record_status, run_one_process, status_row
@@ -312,43 +313,8 @@ def _run_throttled(executor: Any, pending: list[ProcessSpec], summary: Summary, 
             time.sleep(poll_s)
 
 
-def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
-    """The result a finished job returned, or a ``lost`` row if it died without one.
-
-    Never raises for a full disk: the result then carries the message, with nothing recorded.
-    """
-    try:
-        result = job.result()
-        if isinstance(result, ProcessResult):
-            return result
-        message = f"process returned {result!r} instead of a ProcessResult"
-        exc: BaseException | None = None
-    except Exception as error:  # noqa: BLE001 - the job died: record it, keep going
-        message, exc = f"died without recording a status: {error}", error
-    # A scheduler that ended the job on purpose (scancel, preemption) is not a crash.
-    state = str(getattr(job, "state", "") or "").upper()
-    status = "cancelled" if state.startswith(("CANCELLED", "PREEMPTED")) else "lost"
-    attempt = attempts_so_far(spec) + 1
-    row = status_row(spec, status, attempt, datetime.now(timezone.utc), pid=_job_pid(job), exc=exc, message=message)
-    if status == "cancelled" or spec.launcher == "slurm":
-        row.update(node=None, slurm_job_id=str(job.job_id))
-    try:
-        attempt = record_status(spec, row)
-    except DiskFullError as full:
-        return ProcessResult(spec.process_index, status, attempt, row["pid"], message, disk_full=str(full))
-    full_disk = str(as_disk_full(exc)) if exc is not None and disk_full(exc) else ""
-    return ProcessResult(spec.process_index, status, attempt, row["pid"], message, disk_full=full_disk)
-
-
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
-
-
-def _job_pid(job: Any) -> int:
-    try:
-        return int(job.job_id)
-    except (TypeError, ValueError):
-        return -1
 
 
 def _progress(total: int, cohort: str, *, enabled: bool) -> Any:

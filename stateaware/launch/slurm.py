@@ -196,7 +196,7 @@ def run_array(executor: Any, pending: list[ProcessSpec], on_result: Callable[[Pr
     """
     import submitit
 
-    from stateaware.launch.launcher import collect
+    from stateaware.launch.collect import collect
 
     queued = in_flight(out, run_id, [s.process_index for s in pending])
     fresh = [s for s in pending if s.process_index not in queued]
