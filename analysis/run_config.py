@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["config_of", "cohort_config", "run_configs"]
+__all__ = ["config_of", "cohort_config"]
 
 
 def config_of(config_yaml: str | None) -> dict[str, Any]:
@@ -27,7 +27,3 @@ def cohort_config(config_yaml: str | None) -> dict[str, Any]:
     cohort = config_of(config_yaml).get("cohort")
     return cohort if isinstance(cohort, dict) else {}
 
-
-def run_configs(con: Any) -> dict[str, dict[str, Any]]:
-    """``run_id -> recorded cohort section`` of every run in ``con``'s ``runs`` view."""
-    return {run_id: cohort_config(text) for run_id, text in con.execute("SELECT run_id, config_yaml FROM runs").fetchall()}
