@@ -7,25 +7,19 @@ imports the other for them. Needs only DuckDB.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from stateaware.analysis.sql_files import rows_of
+from stateaware.cost_runtime import METHODS
+
 __all__ = ["method_rows", "region_rows"]
-
-_SQL = Path(__file__).with_name("sql")
-
-
-def _rows(con: Any, name: str) -> list[dict[str, Any]]:
-    relation = con.execute((_SQL / f"{name}.sql").read_text())
-    names = [d[0] for d in relation.description]
-    return [dict(zip(names, row)) for row in relation.fetchall()]
 
 
 def method_rows(con: Any) -> list[dict[str, Any]]:
     """``timing_methods.sql``: one dict per (cohort, cell, method)."""
-    return _rows(con, "timing_methods")
+    return rows_of(con, "timing_methods", methods=list(METHODS))
 
 
 def region_rows(con: Any) -> list[dict[str, Any]]:
     """``timing_regions.sql``: one dict per (cohort, cell) with regions/whole and regions/eager ratios."""
-    return _rows(con, "timing_regions")
+    return rows_of(con, "timing_regions")

@@ -17,4 +17,4 @@ SELECT method, count(*) AS seeds,
        avg(encoder_seconds) AS mean_encoder_seconds, min(encoder_seconds) AS min_encoder_seconds,
        max(encoder_seconds) AS max_encoder_seconds
 FROM per GROUP BY method
-ORDER BY list_position(['eager', 'whole', 'regions', 'functional', 'deferred', 'agnostic', 'joint'], method)
+ORDER BY list_position($methods, method)  -- stateaware.app.protocol.METHODS
