@@ -21,11 +21,13 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from stateaware.analysis.sql_files import rows_of
 from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
 
-__all__ = ["PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figures", "figure3c", "main"]
+__all__ = ["TITLE", "PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figures", "figure3c", "main"]
 
-_SQL = Path(__file__).with_name("sql")
+#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
 
 #: Paper Table 9 (five observed H100 seeds 2702–2706): method -> (allocated MiB, reserved MiB,
 #: mean encoder seconds, "min–max seconds").
@@ -43,25 +45,19 @@ PAPER_T9_TIME_RATIOS = {"joint/whole": (1.008024, "0.984483–1.019058"),
                         "joint/deferred": (1.007065, "0.995213–1.020972")}
 
 
-def _rows(con: Any, name: str) -> list[dict[str, Any]]:
-    relation = con.execute((_SQL / f"{name}.sql").read_text())
-    names = [d[0] for d in relation.description]
-    return [dict(zip(names, row)) for row in relation.fetchall()]
-
-
 def process_rows(con: Any) -> list[dict[str, Any]]:
     """``app_processes.sql``: one dict per (seed, method) process (Figure 3C's points)."""
-    return _rows(con, "app_processes")
+    return rows_of(con, "app_processes")
 
 
 def table9_rows(con: Any) -> list[dict[str, Any]]:
     """``app_table9.sql``: one dict per method."""
-    return _rows(con, "app_table9")
+    return rows_of(con, "app_table9", methods=list(_METHODS))
 
 
 def comparison_rows(con: Any) -> list[dict[str, Any]]:
     """``app_comparisons.sql``: joint/whole and joint/deferred."""
-    return _rows(con, "app_comparisons")
+    return rows_of(con, "app_comparisons")
 
 
 def _range(lo: Optional[float], hi: Optional[float], fmt: str) -> str:
@@ -139,16 +135,22 @@ def figure3c(con: Any, path: Path | str) -> Path:
     procs = [p for p in process_rows(con) if p["observed"] and p["peak_allocated_bytes"] is not None]
     if not procs:
         raise ValueError("no cifar processes with an allocated peak to plot")
+    from stateaware.analysis.palette import colour
+
     fig, ax = plt.subplots(figsize=(6, 4))
-    colours = {"joint": "tab:orange", "whole": "tab:blue"}
     for method in _METHODS:
         pts = [p for p in procs if p["method"] == method]
         if not pts:
             continue
         xs = [p["encoder_seconds"] for p in pts]
         ys = [p["peak_allocated_bytes"] / 1048576 for p in pts]
-        ax.scatter(xs, ys, s=18, label=method, color=colours.get(method))
-        ax.scatter([sum(xs) / len(xs)], [sum(ys) / len(ys)], marker="|", s=200, color="black")
+        mean = (sum(xs) / len(xs), sum(ys) / len(ys))
+        ax.scatter(xs, ys, s=18, label=method, color=colour(method))  # the method's colour in every figure
+        ax.scatter([mean[0]], [mean[1]], marker="|", s=200, color="black")
+        ax.annotate(method, mean, xytext=(6, 4), textcoords="offset points", fontsize=7, color=colour(method))
+    seeds = len({p["seed"] for p in procs})
+    ax.set_title(f"Figure 3C (cifar): peak allocated vs complete-encoder time, {len(procs)} processes, "
+                 f"{seeds} seed{'s' if seeds != 1 else ''}", fontsize=9)
     ax.set_xlabel("complete encoder seconds")
     ax.set_ylabel("peak allocated MiB")
     ax.legend(fontsize=7)

@@ -26,6 +26,7 @@ from typing import Any, Union
 
 import pyarrow as pa
 
+from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
 from stateaware.analysis.verify import RunVerification, Verification, verify
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
@@ -40,35 +41,7 @@ __all__ = [
     "declared_clock_of",
 ]
 
-SCHEMA = pa.schema([
-    pa.field("run_id", pa.string(), nullable=False),
-    pa.field("cohort", pa.string(), nullable=False),
-    pa.field("comparison", pa.string(), nullable=False),
-    pa.field("metric", pa.string(), nullable=False),
-    pa.field("numerator", pa.string(), nullable=False),
-    pa.field("denominator", pa.string(), nullable=False),
-    pa.field("subset", pa.string()),  # the comparison's `where` as JSON; null for all rows
-    pa.field("estimate", pa.float64(), nullable=False),
-    pa.field("lower", pa.float64(), nullable=False),
-    pa.field("upper", pa.float64(), nullable=False),
-    pa.field("confidence", pa.float64(), nullable=False),  # two-sided, = 1 - alpha/m
-    pa.field("alpha", pa.float64(), nullable=False),
-    pa.field("m", pa.int32(), nullable=False),  # prespecified comparisons in the cohort
-    pa.field("draws", pa.int64(), nullable=False),
-    pa.field("seed", pa.int64(), nullable=False),
-    pa.field("processes", pa.int32(), nullable=False),  # paired processes in this ratio
-    pa.field("expected_processes", pa.int32()),  # the run's declared process count
-    pa.field("partial", pa.bool_(), nullable=False),
-    pa.field("numerator_mean", pa.float64()),  # mean over processes of per-process means
-    pa.field("denominator_mean", pa.float64()),
-    # A step-time comparison's clock (wall | cpu; stateaware.clocks), and the same ratio on
-    # the other clock, shown beside it; null for other metrics.
-    pa.field("clock", pa.string()),
-    pa.field("other_clock", pa.string()),
-    pa.field("other_estimate", pa.float64()),
-    pa.field("other_lower", pa.float64()),
-    pa.field("other_upper", pa.float64()),
-])
+SCHEMA = RESULT_TABLES["comparisons"]
 
 #: Result folders of the analysis sit beside the record tables; the lead's views turn
 #: every such folder into a view of the same name.

@@ -55,9 +55,6 @@ METHOD_LABELS: dict[str, str] = {
     "joint": "Joint (ours)",
 }
 
-_ORANGE = "#E07B00"
-_BLUE = "#1F5FA8"
-_GREY = "#8C8C8C"
 _GIB = 1 << 30
 _MIB = 1 << 20
 #: Figure size in inches and resolution: 1,200 x 600 pixels, legible on a laptop screen
@@ -339,7 +336,9 @@ def _num(x: float, digits: int | None = None) -> str:
 
 
 def _color(method: str) -> str:
-    return {JOINT: _ORANGE, CONTROL: _BLUE}.get(method, _GREY)
+    from stateaware.analysis.palette import colour
+
+    return colour(method)  # one colour per method across every figure of the report
 
 
 def _figure():

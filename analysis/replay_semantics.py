@@ -13,7 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAPER_TABLE2", "ROWS", "SQL_FILE", "rows", "render"]
+__all__ = ["TITLE", "PAPER_TABLE2", "ROWS", "SQL_FILE", "rows", "render"]
+
+#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+TITLE = "Replay semantics in PyTorch and JAX (§5, Table 2)"
 
 SQL_FILE = Path(__file__).with_name("sql") / "table2.sql"
 

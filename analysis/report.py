@@ -4,56 +4,128 @@ For whatever cohorts the directory holds, the report takes the latest run of eac
 (or the runs named with ``--run-id``), verifies it (every process completed, one source
 hash, one card/plan digest, the expected rows, no duplicated parts — or, with
 ``--partial``, says "partial" with the counts), computes the cohort's prespecified
-comparisons and writes them as the ``comparisons`` table, then renders each section
-whose rows are present. Sections are the modules in :data:`SECTIONS`; each computes its
-numbers in SQL from the records (the paper's figures appear only in columns labelled as
-the paper's).
+comparisons and writes them as the ``comparisons`` table, then renders the sections.
+
+NOTE [ Sections come from the recorded kind ]
+Each run's ``runs`` row records its cohort ``kind`` and the ``report_sections`` the kind
+declares (``REPORT``, see ``cohorts/__init__.py``); the report renders each named section
+module once, over the runs that name it (a DuckDB connection whose views hold only those
+runs), in the paper's order for the paper's sections and in order of appearance for any
+other. A run of a kind that declares none gets :mod:`stateaware.analysis.generic`, one
+section per kind. A run recorded before version 5 of the records (no ``kind`` column)
+reads its kind from ``config_yaml`` and its sections from :data:`SECTIONS_OF_OLD_KINDS`.
+No cohort name decides anything here, and the report never imports a kind.
+
+Rule 1: a section renders only runs that were selected, so a cohort that was not run
+never shows as a row of zeros. Rule 2: when ``--run-id`` names several runs of one
+cohort, each section renders once per run of it ("round"), its heading naming the runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SECTIONS", "Section", "UnstableError", "select_runs", "build_report", "main"]
+__all__ = ["GENERIC", "PAPER_ORDER", "SECTIONS_OF_OLD_KINDS", "SelectedRun", "UnstableError", "select_runs",
+           "sections_of", "build_report", "main"]
+
+#: The section of a kind that declares none.
+GENERIC = "stateaware.analysis.generic"
+
+#: The paper's sections, in the paper's order (§5, §6–7, §8–11, §12); others follow them.
+PAPER_ORDER = ("stateaware.analysis.replay_semantics", "stateaware.analysis.finite", "stateaware.analysis.timing",
+               "stateaware.analysis.application")
+
+#: Runs recorded before ``runs.report_sections`` existed (schema < 5): the sections their kind
+#: rendered in then. New kinds declare ``REPORT`` instead and never need an entry here.
+SECTIONS_OF_OLD_KINDS: dict[str, tuple[str, ...]] = {
+    "semantic": ("stateaware.analysis.replay_semantics",),
+    "derivative": ("stateaware.analysis.finite",), "bytes": ("stateaware.analysis.finite",),
+    "engines": ("stateaware.analysis.finite",), "joint_alias": ("stateaware.analysis.finite",),
+    "timing": ("stateaware.analysis.timing",),
+    "cifar": ("stateaware.analysis.application",),
+}
 
 
 @dataclass(frozen=True)
-class Section:
-    title: str
-    module: str  # stateaware.analysis.<module>: render(con) -> str
-    cohorts: tuple[str, ...]  # the cohorts whose runs feed it
-    figures: str | None = None  # stateaware.analysis.<figures>: figures(con, out_dir) -> list[Path]
+class SelectedRun:
+    """A run the report covers, with what it recorded about its kind."""
+
+    cohort: str
+    run_id: str
+    processes: int
+    config_yaml: str
+    kind: str
+    sections: tuple[str, ...]  # the kind's REPORT; empty: the generic section
 
 
-SECTIONS: tuple[Section, ...] = (
-    Section("Replay semantics in PyTorch and JAX (§5, Table 2)", "replay_semantics", ("semantic",)),
-    Section("Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)", "finite",
-            ("derivative", "bytes", "engines", "joint_alias")),
-    Section("Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)", "timing",
-            ("calibration", "pressure", "fair44", "confirm44", "confirm32", "three_workload"), figures="timing_figures"),
-    Section("CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)", "application", ("cifar",),
-            figures="application"),
-)
+def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]:
+    """The named runs (in start order), else the latest run per cohort, with their kinds and sections."""
+    from stateaware.analysis.run_config import cohort_config
 
-
-def select_runs(con: Any, run_ids: list[str] | None = None) -> list[tuple[str, str, int, str]]:
-    """``(cohort, run_id, processes, config_yaml)`` of the named runs, else the latest run per cohort."""
     rows = con.execute(
-        "SELECT cohort, run_id, processes, config_yaml, started_at FROM runs ORDER BY cohort, started_at"
+        "SELECT cohort, run_id, processes, config_yaml, kind, report_sections, started_at FROM runs "
+        "ORDER BY cohort, started_at"
     ).fetchall()
     if run_ids:
         unknown = sorted(set(run_ids) - {r[1] for r in rows})
         if unknown:
             raise ValueError(f"--run-id {unknown} not in the results; runs there: {', '.join(r[1] for r in rows)}")
-        return [r[:4] for r in rows if r[1] in run_ids]
-    latest: dict[str, tuple] = {}
-    for row in rows:
-        latest[row[0]] = row[:4]  # rows are ordered by start time within a cohort
-    return list(latest.values())
+        rows = [r for r in rows if r[1] in run_ids]
+    else:
+        latest: dict[str, tuple] = {}
+        for row in rows:
+            latest[row[0]] = row  # rows are ordered by start time within a cohort
+        rows = list(latest.values())
+    selected = []
+    for cohort, run_id, processes, config_yaml, kind, sections, _ in rows:
+        if kind is None:  # recorded before version 5: the kind is in the config
+            kind = str(cohort_config(config_yaml).get("kind") or "")
+            sections = SECTIONS_OF_OLD_KINDS.get(kind, ())
+        selected.append(SelectedRun(cohort, run_id, processes, config_yaml, kind, tuple(sections or ())))
+    return selected
+
+
+def sections_of(selected: Sequence[SelectedRun]) -> list[tuple[str, str | None, list[list[SelectedRun]]]]:
+    """``(section module, kind for the generic section or None, rounds of runs)`` in report order.
+
+    A round holds at most one run per cohort (NOTE [ Sections come from the recorded kind ],
+    Rule 2): the first round the earliest selected run of each cohort, and so on.
+    """
+    runs_of: dict[tuple[str, str | None], list[SelectedRun]] = {}
+    for run in selected:
+        for key in [(m, None) for m in run.sections] or [(GENERIC, run.kind)]:
+            runs_of.setdefault(key, []).append(run)
+    order = sorted(runs_of, key=lambda k: (PAPER_ORDER.index(k[0]) if k[0] in PAPER_ORDER else len(PAPER_ORDER)))
+    out = []
+    for module, kind in order:
+        rounds: list[list[SelectedRun]] = []
+        for run in runs_of[(module, kind)]:
+            place = next((r for r in rounds if all(o.cohort != run.cohort for o in r)), None)
+            if place is None:
+                rounds.append(place := [])
+            place.append(run)
+        out.append((module, kind, rounds))
+    return out
+
+
+def _section_module(name: str, run: SelectedRun) -> Any:
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (name, *(name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1))):
+            raise
+        raise ValueError(f"report section {name!r} (declared by kind {run.kind!r} of run {run.run_id}) is not "
+                         "importable; run the report where that module is importable (its directory, or PYTHONPATH)"
+                         ) from None
+    if not callable(getattr(module, "render", None)) or not isinstance(getattr(module, "TITLE", None), str):
+        raise ValueError(f"report section {name!r} (declared by kind {run.kind!r}) needs TITLE: str and "
+                         "render(con) -> str; see cohorts/__init__.py, REPORT")
+    return module
 
 
 class UnstableError(RuntimeError):
@@ -90,7 +162,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     selected = select_runs(connect(results), run_ids)
     if not selected:
         raise ValueError(f"no runs under {results}; launch a cohort first: python -m stateaware cohort=NAME out={results}")
-    chosen = [run_id for _, run_id, _, _ in selected]
+    chosen = [run.run_id for run in selected]
 
     con = connect(results, run_ids=chosen)
     if strict:
@@ -104,12 +176,14 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
              "|---|---|---|---|---|---|"]
     verification = verify(con, allow_partial=allow_partial)
     notes = []
-    for cohort, run_id, processes, config_yaml in selected:
+    for selected_run in selected:
+        cohort, run_id, config_yaml = selected_run.cohort, selected_run.run_id, selected_run.config_yaml
         run = verification.run(run_id)
         hashes = con.execute("SELECT string_agg(DISTINCT left(source_hash, 12), ', ') FROM processes WHERE run_id = ?",
                              [run_id]).fetchone()[0]
         hardware = con.execute("SELECT any_value(hardware), any_value(scale) FROM runs WHERE run_id = ?", [run_id]).fetchone()
-        lines.append(f"| {cohort} | `{run_id}` | {processes} | {run.label} | `{hashes}` | {hardware[0]} ({hardware[1]:g}) |")
+        lines.append(f"| {cohort} | `{run_id}` | {selected_run.processes} | {run.label} | `{hashes}` | "
+                     f"{hardware[0]} ({hardware[1]:g}) |")
         comparisons = comparisons_of(config_yaml)
         if comparisons:
             try:
@@ -122,18 +196,25 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
 
     if notes:
         lines += ["", *notes]
-    con = connect(results, run_ids=chosen)  # now with the comparisons just written
-    present = {c for (c,) in con.execute("SELECT DISTINCT cohort FROM runs").fetchall()}
-    for section in SECTIONS:
-        if not present.intersection(section.cohorts):
-            continue
-        body = importlib.import_module(f"stateaware.analysis.{section.module}").render(con).strip()
-        if body.startswith("## "):  # the section names itself; keep one heading
-            body = body.split("\n", 1)[1].strip() if "\n" in body else ""
-        lines += ["", f"## {section.title}", "", body]
-        if section.figures:
-            for path in importlib.import_module(f"stateaware.analysis.{section.figures}").figures(con, out):
-                lines += ["", f"![{path.stem}]({path.relative_to(out).as_posix()})"]
+    for module_name, kind, rounds in sections_of(selected):
+        module = _section_module(module_name, rounds[0][0])
+        for runs in rounds:
+            title = (module.title_for(kind, list(dict.fromkeys(r.cohort for r in runs))) if kind is not None
+                     else module.TITLE)
+            where = out
+            if len(rounds) > 1:  # several runs of one cohort: each round its own heading and figure folder
+                title += " — runs " + ", ".join(f"`{r.run_id}`" for r in runs)
+                where = out / "-".join(r.run_id for r in runs)
+                where.mkdir(parents=True, exist_ok=True)
+            section_con = connect(results, run_ids=[r.run_id for r in runs])  # now with the comparisons just written
+            body = module.render(section_con).strip()
+            if body.startswith("## "):  # the section names itself; keep one heading
+                body = body.split("\n", 1)[1].strip() if "\n" in body else ""
+            lines += ["", f"## {title}", "", body]
+            if callable(getattr(module, "figures", None)):
+                for path in module.figures(section_con, where):
+                    lines += ["", f"![{path.stem}]({path.relative_to(out).as_posix()})"]
+    con = connect(results, run_ids=chosen)
     from stateaware.analysis import stability
 
     section = stability.render(con)
@@ -169,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help="results directory (default: $STATEAWARE_RESULTS or ./results)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
-    parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable); default: latest per cohort")
+    parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable; two runs of one cohort: one section each); "
+                             "default: latest per cohort")
     parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
     parser.add_argument("--draws", type=_draws, default=None, help="bootstrap draws (default 20,000)")
     parser.add_argument("--strict", action="store_true",

@@ -18,10 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_rows", "region_rows", "render",
-           "summary", "main"]
+from stateaware.analysis.timing_rows import method_rows, region_rows  # re-exported: the tables' rows
 
-_SQL = Path(__file__).with_name("sql")
+__all__ = ["TITLE", "PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_rows", "region_rows", "render",
+           "figures", "summary", "main"]
+
+#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+TITLE = "Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)"
 
 #: Paper Table 6 (44 GiB fair control, one H100 process): method -> (peak GiB, step ms, fits).
 PAPER_T6 = {"eager": (46.063, 2865.83, "No"), "whole": (42.063, 3919.70, "Yes"), "regions": (26.200, 3867.19, "Yes"),
@@ -86,22 +89,6 @@ PAPER_T10 = {
     ("unrolled_recurrence", 1024, 1.0, 1): (1.000, 1.093, 1.903, 3.279),
     ("unrolled_recurrence", 1024, 1.0, 64): (1.000, 1.105, 20.899, 3.311),
 }
-
-
-def _rows(con: Any, name: str) -> list[dict[str, Any]]:
-    relation = con.execute((_SQL / f"{name}.sql").read_text())
-    names = [d[0] for d in relation.description]
-    return [dict(zip(names, row)) for row in relation.fetchall()]
-
-
-def method_rows(con: Any) -> list[dict[str, Any]]:
-    """``timing_methods.sql``: one dict per (cohort, cell, method)."""
-    return _rows(con, "timing_methods")
-
-
-def region_rows(con: Any) -> list[dict[str, Any]]:
-    """``timing_regions.sql``: one dict per (cohort, cell) with regions/whole and regions/eager ratios."""
-    return _rows(con, "timing_regions")
 
 
 def _unit(rows: list[dict[str, Any]]) -> tuple[str, float]:
@@ -196,8 +183,8 @@ def _regions_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _three_workload_table(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
-    out = ["#### three_workload: regions/whole (Table 8; geometric mean of process ratios)", "",
+def _three_workload_table(cohort: str, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
+    out = [f"#### {cohort}: regions/whole (Table 8; geometric mean of process ratios)", "",
            "| workload | processes | ours time | ours peak | ours intervals (comparisons) | paper time | paper peak |",
            "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -215,7 +202,7 @@ def _provenance(con: Any, cohort: str) -> list[str]:
     import json
 
     rows = con.execute("SELECT DISTINCT hardware, scale, detail, process_index FROM records "
-                       "WHERE cohort = ? AND \"check\" = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
+                       "WHERE cohort = ? AND check_name = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
                        "(SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?))", [cohort, cohort]).fetchall()
     if not rows:
         return []
@@ -272,12 +259,13 @@ def render(con: Any, cohorts: Optional[list[str]] = None,
             lines += [f"### {cohort}", "", "no rows", ""]
             continue
         lines += [f"### {cohort}", "", *_provenance(con, cohort), ""]
-        if cohort in ("calibration", "three_workload"):
-            cohort_regions = [r for r in regions if r["cohort"] == cohort]
-            if cohort == "three_workload":
-                lines += _three_workload_table(cohort_regions, [c for c in comparisons if c.get("cohort") == cohort])
-            else:
-                lines += _regions_table(cohort, cohort_regions)
+        # The layout follows the cells the run measured, not the cohort's name: one cell per
+        # workload is Table 8's grid, cells named for a calibration shape are Table 10's.
+        cohort_regions = [r for r in regions if r["cohort"] == cohort]
+        if cohort_regions and all(r["cell"] == r["workload"] for r in cohort_regions):
+            lines += _three_workload_table(cohort, cohort_regions, [c for c in comparisons if c.get("cohort") == cohort])
+        elif cohort_regions and all(_calibration_key(r["cell"]) for r in cohort_regions):
+            lines += _regions_table(cohort, cohort_regions)
         lines += _method_table(cohort, rows)
         mine = [c for c in comparisons if c.get("cohort") == cohort]
         if mine:
@@ -289,6 +277,13 @@ def render(con: Any, cohorts: Optional[list[str]] = None,
                       "time, `cpu`: the timed thread's CPU time; the cohort's `comparisons_clock`); the last "
                       "column gives the same ratio on the other clock.", ""]
     return "\n".join(lines) + "\n"
+
+
+def figures(con: Any, out: Path) -> list[Path]:
+    """Figures 1 and 3 of every budgeted cohort cell (:mod:`stateaware.analysis.timing_figures`)."""
+    from stateaware.analysis.timing_figures import figures as draw
+
+    return draw(con, out)
 
 
 def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> str:

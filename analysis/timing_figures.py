@@ -1,11 +1,14 @@
 """Figures 1 and 3 of the paper, drawn from the timing cohorts' records.
 
-For each budgeted cohort present (``fair44``, ``confirm44``, ``confirm32``, and any cell of
-``pressure``), the per-method summary comes from the same SQL as the timing tables
+For each cohort with one logical budget per cell — the recorded config places its budget
+against the paper's anchors (``cohort.params.placement: relative``: fair44, confirm44,
+confirm32 and every cell of pressure; calibration and three_workload scale a selection
+budget instead) — the per-method summary comes from the same SQL as the timing tables
 (``analysis/sql/timing_methods.sql``: mean of per-process mean measured step times,
 largest measured peak, the plan's logical budget); methods whose plan was infeasible were
-never executed and have no point. Figure 1 (bars, over-budget hatched) and Figure 3 (peak
-vs time, budget shaded) are drawn by :mod:`stateaware.analysis.figures`.
+never executed and have no point. Records written without a ``runs`` row (no recorded
+config) are drawn too. Figure 1 (bars, over-budget hatched) and Figure 3 (peak vs time,
+budget shaded) are drawn by :mod:`stateaware.analysis.figures`.
 """
 
 from __future__ import annotations
@@ -13,19 +16,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["summaries", "figures"]
+__all__ = ["PLACED", "budgeted", "summaries", "figures"]
 
-#: Cohorts with one logical budget per cell, for which Figures 1 and 3 mean something.
-BUDGETED = ("fair44", "confirm44", "confirm32", "pressure")
+#: The budget placement whose budget is a logical limit per cell, for which Figures 1 and 3
+#: mean something (``scaled`` placement selects plans; no figure compares peaks with it).
+PLACED = "relative"
+
+
+def budgeted(con: Any) -> dict[str, bool]:
+    """``cohort -> whether its latest recorded run places a logical budget`` (cohorts with a runs row)."""
+    from stateaware.analysis.run_config import cohort_config
+
+    rows = con.execute("SELECT cohort, arg_max(config_yaml, started_at) FROM runs GROUP BY cohort").fetchall()
+    return {cohort: (cohort_config(text).get("params") or {}).get("placement") == PLACED for cohort, text in rows}
 
 
 def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int]]:
     """``(cohort, cell) -> (per-method rows for the figures, budget bytes)`` of the executed methods."""
-    from stateaware.analysis.timing import method_rows
+    from stateaware.analysis.timing_rows import method_rows
 
+    placed = budgeted(con)
     out: dict[tuple[str, str], tuple[list[dict[str, Any]], int]] = {}
     for row in method_rows(con):
-        if row["cohort"] not in BUDGETED or not row.get("processes") or row.get("mean_step_ms") is None:
+        if not placed.get(row["cohort"], True) or not row.get("processes") or row.get("mean_step_ms") is None:
             continue
         key = (row["cohort"], row["cell"])
         rows, _ = out.get(key, ([], int(row["budget_bytes"])))

@@ -7,7 +7,9 @@ a query written today runs on any results directory. Two views are derived:
 - ``attempts``: every ``processes`` row, one per attempt of a process;
 - ``processes``: the latest attempt of each process (what "the status of process i" means).
 
-Folders written by the analysis itself (e.g. ``comparisons``) become views too.
+The analysis' own result tables (``stateaware.analysis.result_tables``: ``comparisons``)
+are views too, empty with their full schema until a report has written them; any other
+folder of Parquet parts under the directory becomes a view of its name.
 
 NOTE [ Only parts that pass the check enter a view ]
 Each ``*.parquet`` file under a table folder is checked first
@@ -39,13 +41,17 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from stateaware.records.check import part_problem
+from stateaware.analysis.result_tables import RESULT_TABLES
+from stateaware.records.check import old_names, part_problem
 from stateaware.records.schema import TABLES
 
 __all__ = ["VIEWS", "DamagedPart", "connect", "damaged_parts", "scan_parts", "view_sql", "views_sql"]
 
 #: Views every connection has, beyond any extra result folders.
-VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")))
+VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")), *RESULT_TABLES)
+
+#: Every folder with a known schema: the record tables, then the analysis' result tables.
+_KNOWN: dict[str, pa.Schema] = {**TABLES, **RESULT_TABLES}
 
 # The hive keys stay strings: a run id like "2026" must not become an integer.
 _HIVE_TYPES = "{'cohort': 'VARCHAR', 'run_id': 'VARCHAR'}"
@@ -100,7 +106,7 @@ def scan_parts(results: Path | str, folder: str, schema: pa.Schema | None = None
     base = results / folder
     if not base.is_dir():
         return [], []
-    schema = schema if schema is not None else TABLES.get(folder)
+    schema = schema if schema is not None else _KNOWN.get(folder)
     good: list[Path] = []
     damaged: list[DamagedPart] = []
     for path in sorted(base.rglob("*.parquet")):
@@ -110,6 +116,8 @@ def scan_parts(results: Path | str, folder: str, schema: pa.Schema | None = None
         if schema is None:
             schema = _first_schema(path)
         problem = part_problem(path, schema) if schema is not None else None
+        if problem and problem.startswith("missing column") and folder in RESULT_TABLES:
+            problem = None  # written by an older analysis: its columns since then read as null
         if problem is None and schema is None:
             problem = "not a Parquet file (no footer): truncated, damaged or foreign"
         if problem is None:
@@ -131,12 +139,41 @@ def _first_schema(path: Path) -> pa.Schema | None:
 
 def _folders(results: Path) -> list[tuple[str, pa.Schema | None]]:
     """``(folder, schema)`` of every folder a view is made of: the tables, then extra results."""
-    folders: list[tuple[str, pa.Schema | None]] = list(TABLES.items())
+    folders: list[tuple[str, pa.Schema | None]] = list(_KNOWN.items())
     if results.is_dir():
         for folder in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if folder.name not in TABLES and folder.name.isidentifier():
+            if folder.name not in _KNOWN and folder.name.isidentifier():
                 folders.append((folder.name, None))
     return folders
+
+
+def _by_old_names(files: Sequence[Path]) -> dict[tuple[tuple[str, str], ...], list[Path]]:
+    """Part files grouped by the renamed columns they carry under an old name (most: none)."""
+    groups: dict[tuple[tuple[str, str], ...], list[Path]] = {}
+    for path in files:
+        found = _first_schema(path)
+        renamed = tuple(sorted(old_names(found).items())) if found is not None else ()
+        groups.setdefault(renamed, []).append(path)
+    return dict(sorted(groups.items()))  # the current names' group first
+
+
+def _under_old_names(schema: pa.Schema, renamed: dict[str, str]) -> pa.Schema:
+    new_to_old = {new: old for old, new in renamed.items()}
+    return pa.schema([f.with_name(new_to_old.get(f.name, f.name)) for f in schema], metadata=schema.metadata)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _renaming_columns(schema: pa.Schema, renamed: dict[str, str]) -> str:
+    new_to_old = {new: old for old, new in renamed.items()}
+    return ", ".join(f"{_quoted(new_to_old[f.name])} AS {f.name}" if f.name in new_to_old else _quoted(f.name)
+                     for f in schema)
+
+
+def _group_name(folder: str, index: int, groups: int) -> str:
+    return PARTS_PREFIX + folder if groups == 1 else f"{PARTS_PREFIX}{folder}_{index}"
 
 
 def _view_name(folder: str) -> str:
@@ -189,9 +226,17 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None) -> list
     for folder, schema in _folders(results):
         good, _ = scan_parts(results, folder, schema)
         if good:
-            statements.append(f"CREATE VIEW {_view_name(folder)} AS {view_sql(good)}{scope};")
-        elif folder in TABLES:
-            statements.append(f"CREATE VIEW {_view_name(folder)} AS {_empty_sql(TABLES[folder])};")
+            groups = _by_old_names(good)
+            if len(groups) == 1 and not next(iter(groups)):
+                statements.append(f"CREATE VIEW {_view_name(folder)} AS {view_sql(good)}{scope};")
+            else:  # parts written before a rename: read their old column under its new name
+                union = " UNION ALL BY NAME ".join(
+                    f"SELECT * EXCLUDE ({', '.join(_quoted(o) for o, _ in renamed)}), "
+                    f"{', '.join(f'{_quoted(o)} AS {n}' for o, n in renamed)} FROM ({view_sql(paths)})"
+                    if renamed else view_sql(paths) for renamed, paths in groups.items())
+                statements.append(f"CREATE VIEW {_view_name(folder)} AS SELECT * FROM ({union}){scope};")
+        elif folder in _KNOWN:
+            statements.append(f"CREATE VIEW {_view_name(folder)} AS {_empty_sql(_KNOWN[folder])};")
         if folder == "processes":
             statements.append(_LATEST_ATTEMPT)
     return statements
@@ -226,15 +271,22 @@ def connect(results: Path | str, run_ids: Sequence[str] | None = None, *,
     for folder, schema in _folders(results):
         good, bad = scan_parts(results, folder, schema)
         damaged += bad
-        if not good and folder not in TABLES:
+        if not good and folder not in _KNOWN:
             continue
         schema = schema if schema is not None else _first_schema(good[0])
-        files = [p.resolve().as_posix() for p in good]
-        # Each file's path becomes its rows' `filename`, the way hive keys become columns.
-        dataset = ds.FileSystemDataset.from_paths(
-            files, schema=schema.append(pa.field("filename", pa.string())), format=ds.ParquetFileFormat(),
-            filesystem=pafs.LocalFileSystem(), partitions=[ds.field("filename") == f for f in files])
-        con.register(PARTS_PREFIX + folder, dataset)
+        groups = _by_old_names(good) or {(): []}
+        for i, (renamed, paths) in enumerate(groups.items()):
+            files = [p.resolve().as_posix() for p in paths]
+            # Each file's path becomes its rows' `filename`, the way hive keys become columns.
+            dataset = ds.FileSystemDataset.from_paths(
+                files, schema=_under_old_names(schema, dict(renamed)).append(pa.field("filename", pa.string())),
+                format=ds.ParquetFileFormat(), filesystem=pafs.LocalFileSystem(),
+                partitions=[ds.field("filename") == f for f in files])
+            con.register(_group_name(folder, i, len(groups)), dataset)
+        if len(groups) > 1:  # parts written before a rename: read their old column under its new name
+            con.execute(f"CREATE VIEW {PARTS_PREFIX}{folder} AS " + " UNION ALL ".join(
+                f"SELECT {_renaming_columns(schema, dict(renamed))}, filename FROM {_group_name(folder, i, 2)}"
+                for i, renamed in enumerate(groups)))
         con.execute(f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) "
                     f"FROM {PARTS_PREFIX}{folder}{scope}")
         if folder == "processes":

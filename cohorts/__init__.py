@@ -31,6 +31,22 @@ provides
     What ``python -m stateaware cohort=NAME`` prints after every process completed (the
     timing cohorts print their per-method table and prespecified ratios).
 
+``REPORT: tuple[str, ...]`` (optional)
+    The report sections that render this kind's runs: importable module names (e.g.
+    ``("stateaware.analysis.timing",)``, or a module of your own). The launcher records
+    them with the kind in the run's ``runs`` row when the run is planned, so the report
+    picks sections by what each run recorded and never imports a kind (a kind may import
+    torch; the analysis must not). Several kinds naming one section render it once, over
+    all their runs. A section module provides ``TITLE: str``, ``render(con) -> str``
+    (Markdown from a DuckDB connection whose views hold only the runs of the kinds that
+    name it) and optionally ``figures(con, out_dir) -> list[Path]``.
+
+    Without ``REPORT`` a kind still gets a section (``stateaware.analysis.generic``,
+    titled by its cohorts and kind): when its processes wrote ``timings`` rows, a
+    per-method table (median measured step time on the run's declared clock, the other
+    clock beside it, peak allocated bytes where recorded) and the cohort's prespecified
+    ``comparisons`` with their intervals; otherwise one line counting its rows per table.
+
 Kinds import the library and the record writer only (a ``summary`` may read the records
 back through ``stateaware.analysis``); the launcher never imports a kind
 in the submitting process except to read ``PARAMS`` and call ``expand`` and ``summary``.
@@ -43,7 +59,7 @@ import importlib.util
 import os
 from types import ModuleType
 
-__all__ = ["load_kind", "kind_module", "user_code"]
+__all__ = ["load_kind", "kind_module", "user_code", "report_sections"]
 
 
 def kind_module(kind: str) -> str:
@@ -83,3 +99,16 @@ def load_kind(kind: str) -> ModuleType:
 def _parents(name: str) -> list[str]:
     parts = name.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def report_sections(kind: str, module: ModuleType) -> tuple[str, ...]:
+    """The kind's declared ``REPORT`` section modules (empty when it declares none).
+
+    ``ValueError`` naming the kind when ``REPORT`` is not a tuple or list of module names.
+    """
+    declared = getattr(module, "REPORT", ())
+    if isinstance(declared, str) or not isinstance(declared, (tuple, list)) or not all(
+            isinstance(name, str) and name.strip() for name in declared):
+        raise ValueError(f"cohort kind {kind!r}: REPORT must be a tuple of section module names, got {declared!r}; "
+                         "e.g. REPORT = (\"stateaware.analysis.timing\",), or leave it out for the generic section")
+    return tuple(dict.fromkeys(declared))

@@ -47,7 +47,7 @@ def program_range(spec: ProcessSpec) -> Iterator[int]:
 
 def base_row(program: Any, check: str, method: str) -> dict[str, Any]:
     return {"backend": "finite", "precision": "fp64", "seed": int(program.seed), "family": program.family,
-            "check": check, "method": method, "dimension": int(program.n), "operations": len(program.ops)}
+            "check_name": check, "method": method, "dimension": int(program.n), "operations": len(program.ops)}
 
 
 def detail(**fields: Any) -> str:

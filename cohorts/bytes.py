@@ -3,7 +3,7 @@ programs with typed-alias integer writes.
 
 Program ``i`` (seed ``first_seed + i``) has the derivative suite's shape grid and family
 cycle, plus integer writes through uint8/uint16/int32 aliases that partially overlap
-float cells and slots. Three rows per program (``check='bytes'``):
+float cells and slots. Three rows per program (``check_name='bytes'``):
 
 - ``snapshot``: restore the ``(B0, R0)`` snapshot and re-execute; ``match`` = ``(BT, RT)``.
 - ``region_undo``: undo the byte journal from ``(BT, RT)``; ``match`` = exactly ``(B0, R0)``,
@@ -33,6 +33,9 @@ PARAMS = {
 }
 
 __all__ = ["PROGRAMS", "check_program", "expand", "program_for", "run"]
+
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.finite",)
 
 PROGRAMS = 1024
 _DIMENSIONS = (4, 8, 16)

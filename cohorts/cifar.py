@@ -63,6 +63,9 @@ PARAMS = {
 
 __all__ = ["expand", "run", "summary", "protocol_of", "split_sizes"]
 
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.application",)
+
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """One (seed, method) per process, seed-major (``stateaware.app.protocol.process_pairs``)."""

@@ -5,7 +5,7 @@ Program ``i`` (seed ``first_seed + i``) has dimension ``dimensions[i % 3]``,
 ``operations[(i // 3) % 3]`` operations and family ``FAMILIES[(i // 9) % 3]``
 (strided / overlapping / gather), drawn under the suite's rule that its gradient depends
 on an overwritten value (NOTE [ Overwritten dependence ] in ``stateaware.finite.generate``).
-Two rows per program (``check='derivative'``):
+Two rows per program (``check_name='derivative'``):
 
 - ``version_graph``: ``match`` when the version graph re-evaluates the scalar output
   bit-for-bit *and* its eq.-1 gradient is within tolerance of the forward Jacobian;
@@ -37,6 +37,9 @@ PARAMS = {
 }
 
 __all__ = ["PROGRAMS", "check_program", "expand", "program_for", "run"]
+
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.finite",)
 
 PROGRAMS = 1024
 _DIMENSIONS = (4, 8, 16)

@@ -4,12 +4,12 @@ reconstructed from the recovered traces and a complex-step check on 96 of them.
 
 Program ``i`` (seed ``first_seed + i``): pattern ``PATTERNS[i % 3]``, writes
 ``WRITES[(i // 3) % 2]``, dimension ``(32, 64)[(i // 6) % 2]``, operations
-``(8, 12, 16)[(i // 12) % 3]``. Rows (``check='engines'``), one per engine: ``match``
+``(8, 12, 16)[(i // 12) % 3]``. Rows (``check_name='engines'``), one per engine: ``match``
 when the engine recovered exactly the forward pass's reads, restored the live storage,
 and its reconstructed gradient is within tolerance of the forward Jacobian;
 ``max_error`` that gradient's largest absolute difference; ``retained_bytes`` what the
 engine kept; ``writes``/``write_fraction`` the write density. Programs
-``i < complex_step_programs`` add a ``check='complex_step'`` row comparing the
+``i < complex_step_programs`` add a ``check_name='complex_step'`` row comparing the
 complex-step derivative of every input coordinate (``coordinates``) with the forward
 Jacobian.
 """
@@ -37,6 +37,9 @@ PARAMS = {
 }
 
 __all__ = ["PROGRAMS", "COMPLEX_STEP_PROGRAMS", "check_program", "engine_rows", "expand", "program_for", "run"]
+
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.finite",)
 
 PROGRAMS = 1200
 COMPLEX_STEP_PROGRAMS = 96

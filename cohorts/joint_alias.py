@@ -4,7 +4,7 @@ strided and partially overlapping typed aliases, mutation and replay.
 
 Program ``i`` (seed ``first_seed + i``, seed key ``i // 6``): pattern
 ``PATTERNS[i % 3]``, dimension ``(32, 64)[(i // 3) % 2]``, sparse writes, declared
-aliases. Rows (``check='joint_alias'``):
+aliases. Rows (``check_name='joint_alias'``):
 
 - one per engine: ``match`` when the recovery agrees in restored bytes, generator state,
   every declared alias view, and a repeated backward (bitwise), and the reconstructed
@@ -33,6 +33,9 @@ from stateaware.records.writer import RecordWriter
 PARAMS = {"programs": Param(int, minimum=1)}
 
 __all__ = ["PROGRAMS", "OPERATIONS", "check_program", "expand", "program_for", "run"]
+
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.finite",)
 
 SEED_KEYS = 50
 PROGRAMS = SEED_KEYS * 3 * 2

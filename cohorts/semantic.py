@@ -28,6 +28,9 @@ PARAMS = {
 
 __all__ = ["expand", "run"]
 
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.replay_semantics",)
+
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """Split seed keys ``seed .. seed + seed_keys - 1`` into ``processes`` contiguous blocks."""

@@ -56,6 +56,9 @@ PARAMS = {
 
 __all__ = ["METHODS", "PARAMS", "expand", "run", "summary", "cells_of", "effective_params"]
 
+#: The report section that renders this kind (cohorts/__init__.py, REPORT).
+REPORT = ("stateaware.analysis.timing",)
+
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """One cell per process (``stateaware.cost_runtime.cells.process_cells``), plus the effective params."""

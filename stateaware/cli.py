@@ -88,7 +88,8 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
         for line in quarantine_damaged(plan):
             _say(line)
         plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
-        write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs)), say=_say)
+        write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs),
+                                                         report_sections=plan.report_sections), say=_say)
     except DiskFullError as exc:  # nothing started: the summary says so
         summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending), disk_full=str(exc),
                           not_started=[s.process_index for s in plan.pending])

@@ -75,7 +75,11 @@ def test_figure3_places_every_method_shades_the_budget_and_highlights_joint(tmp_
     assert fig.shaded[0] == pytest.approx(44.0) and fig.shaded[1] > 46.0
     assert fig.colors["Joint (ours)"] == "#e07b00"
     assert fig.colors["Eager/whole planner"] == "#1f5fa8"
-    assert fig.colors["Eager"] == fig.colors["Fixed regions"] != fig.colors["Joint (ours)"]
+    # One colour per method, the palette's, in every figure (before, eager and regions shared grey).
+    from stateaware.analysis.palette import METHOD_COLOURS
+
+    assert len(set(fig.colors.values())) == len(fig.colors)
+    assert fig.colors["Eager"] == METHOD_COLOURS["eager"].lower() != fig.colors["Fixed regions"]
     # Methods drawn at one spot share one label instead of overprinting.
     assert fig.annotations == ("Eager", "Eager/whole planner", "Fixed regions", "Functional / Whole snapshots",
                                "Joint (ours)", "State-agnostic")

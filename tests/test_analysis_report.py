@@ -29,3 +29,163 @@ def test_unknown_run_ids_are_named(compose, tmp_path):
     assert run(compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}"), progress=False) == 0
     with pytest.raises(ValueError, match=r"--run-id \['nope'\] not in the results"):
         build_report(tmp_path, run_ids=["nope"])
+
+
+# --- Sections come from the recorded kind (issue 16) -------------------------------------------
+
+_TIMED_KIND = '''
+from stateaware.clocks import StepTime, time_step, timing_rows
+
+
+def run(spec, writer):
+    for method, n in (("slow", 40000), ("fast", 400)):
+        times = [StepTime(i < 1, i if i < 1 else i - 1, *time_step(lambda: sum(range(n)))) for i in range(4)]
+        writer.write("timings", timing_rows(times, method=method, precision="fp64", device="cpu", seed=spec.seed,
+                                            peak_allocated_bytes=1000 + n, peak_source="tracemalloc"), part=method)
+'''
+
+_SECTIONED_KIND = '''
+REPORT = ("{section}",)
+
+
+def run(spec, writer):
+    writer.write("records", [{{"method": "m", "outcome": "match", "check_name": "mine"}}], part="main")
+'''
+
+_SECTION = '''
+from pathlib import Path
+
+TITLE = "A section of my own"
+
+
+def render(con):
+    (n,) = con.execute("SELECT count(*) FROM records WHERE check_name = 'mine'").fetchone()
+    return f"{n} rows of my own check"
+
+
+def figures(con, out):
+    path = Path(out) / "mine.png"
+    path.write_bytes(b"not really a picture")
+    return [path]
+'''
+
+_PLAIN_KIND = '''
+def run(spec, writer):
+    writer.write("records", [{"method": "m", "outcome": "match"}] * 3, part="main")
+'''
+
+
+def _kind_dir(tmp_path, monkeypatch, name: str, kind_source: str, yaml_text: str, **modules: str) -> str:
+    """Package ``name`` (its ``kind`` module and ``modules``) and cohort ``conf/cohort/<name>.yaml``,
+    written outside the repository and importable from there; the Hydra search-path override."""
+    import os
+    import sys
+
+    where = tmp_path / "mine"
+    (where / "conf" / "cohort").mkdir(parents=True)
+    (where / name).mkdir()
+    (where / name / "__init__.py").write_text("")
+    (where / name / "kind.py").write_text(kind_source)
+    for module, source in modules.items():
+        (where / name / f"{module}.py").write_text(source)
+    (where / "conf" / "cohort" / f"{name}.yaml").write_text(yaml_text)
+    monkeypatch.syspath_prepend(str(where))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(where), os.environ.get("PYTHONPATH", "")]))
+    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        sys.modules.pop(module)
+    return f"hydra.searchpath=[file://{where / 'conf'}]"
+
+
+def _yaml(name: str, kind: str, processes: int, comparisons: str = "[]") -> str:
+    return (f"name: {name}\nkind: {kind}\ntiming: false\nprocesses: {processes}\nseed: 7\nparams: {{}}\n"
+            f"comparisons: {comparisons}\n")
+
+
+def test_a_kind_added_with_its_yaml_renders_the_section_it_declares(compose, tmp_path, monkeypatch, sql):
+    search = _kind_dir(tmp_path, monkeypatch, "tsa_sectioned_kind",
+                       _SECTIONED_KIND.format(section="tsa_sectioned_kind.section"),
+                       _yaml("tsa_sectioned_kind", "tsa_sectioned_kind.kind", 2), section=_SECTION)
+    out = tmp_path / "out"
+    assert run(compose(search, "cohort=tsa_sectioned_kind", "launcher=inline", f"out={out}"), progress=False) == 0
+    assert sql(out, "SELECT kind, report_sections FROM runs") == [("tsa_sectioned_kind.kind",
+                                                                    ["tsa_sectioned_kind.section"])]
+    text = build_report(out).read_text()
+    assert "\n## A section of my own\n\n2 rows of my own check\n\n![mine](mine.png)\n" in text
+    assert "## Cost runtime" not in text and "Cohorts without" not in text
+
+
+def test_a_timing_kind_without_a_section_gets_the_generic_one_with_its_comparisons(compose, tmp_path, monkeypatch,
+                                                                                 sql):
+    comparisons = '[{name: "fast/slow step time", numerator: fast, denominator: slow, metric: step_ms}]'
+    search = _kind_dir(tmp_path, monkeypatch, "tsa_timed_kind", _TIMED_KIND,
+                       _yaml("tsa_timed_kind", "tsa_timed_kind.kind", 2, comparisons))
+    out = tmp_path / "out"
+    assert run(compose(search, "cohort=tsa_timed_kind", "launcher=inline", f"out={out}", "cohort.comparisons_clock=cpu"),
+               progress=False) == 0
+    assert sql(out, "SELECT kind, report_sections FROM runs") == [("tsa_timed_kind.kind", [])]
+    text = build_report(out, draws=500).read_text()
+    section = text.split("\n## tsa_timed_kind (cohort kind `tsa_timed_kind.kind`)\n", 1)[1]
+    lines = section.splitlines()
+    assert "| method | processes | measured steps | median cpu ms | median wall ms | max peak allocated bytes | " \
+           "peak source |" in lines
+    fast = next(line for line in lines if line.startswith("| fast |"))
+    assert fast.startswith("| fast | 2 | 6 |") and fast.endswith("| 1,400 | tracemalloc |")
+    row = next(line for line in lines if line.startswith("| fast/slow step time |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "cpu" and float(cells[2]) < 1 and cells[6] == "yes"  # 100x less work: the interval is below 1
+    lower, upper = (float(v) for v in cells[3].strip("[]").split(","))
+    assert lower <= float(cells[2]) <= upper < 1
+
+
+def test_a_kind_with_no_section_and_no_timings_gets_one_line_of_counts(compose, tmp_path, monkeypatch):
+    search = _kind_dir(tmp_path, monkeypatch, "tsa_plain_kind", _PLAIN_KIND,
+                       _yaml("tsa_plain_kind", "tsa_plain_kind.kind", 2))
+    out = tmp_path / "out"
+    assert run(compose(search, "cohort=tsa_plain_kind", "launcher=inline", f"out={out}"), progress=False) == 0
+    text = build_report(out).read_text()
+    assert "\n## tsa_plain_kind (cohort kind `tsa_plain_kind.kind`)\n" in text
+    assert "6 rows in tables `records` (6)." in text
+
+
+def test_a_kind_whose_report_is_not_a_tuple_is_refused_when_planned(compose, tmp_path, monkeypatch):
+    from stateaware.config import ConfigError
+    from stateaware.launch.launcher import plan_run
+
+    search = _kind_dir(tmp_path, monkeypatch, "tsa_bad_kind", 'REPORT = "stateaware.analysis.timing"\n' + _PLAIN_KIND,
+                       _yaml("tsa_bad_kind", "tsa_bad_kind.kind", 1))
+    with pytest.raises(ConfigError, match=r"cohort kind 'tsa_bad_kind.kind': REPORT must be a tuple of section"):
+        plan_run(compose(search, "cohort=tsa_bad_kind", f"out={tmp_path / 'out'}"), "h" * 64)
+
+
+def test_two_runs_of_one_cohort_render_one_section_each(compose, tmp_path, capsys):
+    for run_id in ("first", "second"):
+        assert run(compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}", f"run_id={run_id}",
+                           "cohort.params.size=8", "cohort.params.steps=2", "cohort.params.warmup=0"),
+                   progress=False) == 0
+    assert main(["--results", str(tmp_path), "--run-id", "first", "--run-id", "second"]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| demo | `first` |" in text and "| demo | `second` |" in text
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[:2] == ["## demo (cohort kind `demo`) — runs `first`", "## demo (cohort kind `demo`) — runs `second`"]
+    for run_id in ("first", "second"):
+        section = text.split(f"— runs `{run_id}`\n", 1)[1].split("\n## ", 1)[0]
+        assert f"### demo (`{run_id}`, 1 process)" in section and section.count("| matmul | 1 | 2 |") == 1
+    # Without --run-id: the latest run only, under the plain heading.
+    text = build_report(tmp_path).read_text()
+    assert "## demo (cohort kind `demo`)\n" in text and "`first`" not in text
+
+
+def test_a_finite_suite_that_did_not_run_is_named_not_shown_as_zero(compose, tmp_path):
+    assert run(compose("cohort=derivative", "processes=1", "launcher=inline", f"out={tmp_path}",
+                       "cohort.params.programs=3"), progress=False) == 0
+    text = build_report(tmp_path).read_text()
+    section = text.split("## Independent derivative", 1)[1]
+    assert "| §6 derivative programs | 3 | 1,024 | differs |" in section
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert [r.split(" | ")[0] for r in rows[1:]] == ["| §6 derivative programs", "| §6 version graph: exact output and "
+                                                    "gradient within tolerance", "| §6 max gradient disagreement "
+                                                    "(version graph vs forward Jacobian)",
+                                                    "| §6 final-storage control detected"]
+    assert ("Not run in these results: the byte suite (§6), the engine and complex-step suite (§7, Table 3), "
+            "the joint-alias suite (Table 3, §7).") in section
+    assert "### Engines by write density" not in section and "## Cost runtime" not in text

@@ -6,6 +6,7 @@ import pytest
 
 from stateaware.analysis.sql import ReadOnlyError, format_result, query
 from stateaware.analysis.views import VIEWS, connect
+from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import Identity, RecordWriter
 
@@ -21,11 +22,58 @@ def test_views_exist_with_their_columns_on_an_empty_directory(tmp_path):
     con = connect(tmp_path / "nothing-here")
     for view in VIEWS:
         names = [r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()]
-        assert names[:4] == ["run_id", "cohort", "process_index", "source_hash"], view
+        assert names[:2] == ["run_id", "cohort"], view
         assert con.execute(f"SELECT count(*) FROM {view}").fetchone() == (0,)
     for table, schema in TABLES.items():
         view = "attempts" if table == "processes" else table
         assert [r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()] == schema.names
+    # The analysis' own tables (README queries `comparisons`) exist before any report ran.
+    for table, schema in RESULT_TABLES.items():
+        assert [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()] == schema.names
+    assert set(RESULT_TABLES) <= set(VIEWS) and "comparisons" in RESULT_TABLES
+
+
+def test_the_views_sql_of_an_empty_directory_has_the_comparisons_view_too(tmp_path):
+    import duckdb
+
+    from stateaware.analysis.views import views_sql
+
+    con = duckdb.connect()
+    for statement in views_sql(tmp_path):
+        con.execute(statement)
+    assert con.execute("SELECT count(*) FROM comparisons").fetchone() == (0,)
+    assert [r[0] for r in con.execute("DESCRIBE comparisons").fetchall()] == RESULT_TABLES["comparisons"].names
+
+
+def test_records_written_before_check_was_renamed_read_as_check_name(tmp_path, sql):
+    """A schema-4 part has ``check`` (a DuckDB keyword); the view reads it as ``check_name``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stateaware.records.schema import SCHEMA_VERSION
+
+    writer = RecordWriter(tmp_path, Identity("new", "co", 0, "h" * 64, "cpu", 1.0))
+    writer.write("records", [{"method": "a", "check_name": "bytes", "outcome": "match"}], part="now")
+    old = pq.read_table(next((tmp_path / "records").rglob("*.parquet")))
+    old = old.rename_columns(["check" if n == "check_name" else n for n in old.column_names])
+    old = old.set_column(old.column_names.index("run_id"), "run_id", pa.array(["old"], pa.string()))
+    old = old.replace_schema_metadata({b"stateaware.schema_version": str(SCHEMA_VERSION - 1).encode()})
+    folder = tmp_path / "records" / "cohort=co" / "run_id=old"
+    folder.mkdir(parents=True)
+    pq.write_table(old, folder / "old.parquet")
+    assert sql(tmp_path, "SELECT run_id, check_name FROM records ORDER BY run_id") == [("new", "bytes"),
+                                                                                       ("old", "bytes")]
+    assert sql(tmp_path, "SELECT count(*) FROM damaged_parts") == [(0,)]
+    # ... and the plain-SQL views say the same.
+    import duckdb
+
+    from stateaware.analysis.views import views_sql
+
+    con = duckdb.connect()
+    for statement in views_sql(tmp_path):
+        con.execute(statement)
+    assert con.execute("SELECT run_id, check_name FROM records ORDER BY run_id").fetchall() == [("new", "bytes"),
+                                                                                                ("old", "bytes")]
 
 
 def test_processes_shows_the_latest_attempt_and_attempts_all(tmp_path, sql):

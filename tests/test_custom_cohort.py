@@ -63,6 +63,10 @@ def test_the_example_runs_from_a_copy_outside_the_repository_in_fresh_workers(tm
         ("prefix_sums", "numpy/python step time", "numpy", "python", "cpu_ms", "cpu", 3)]
     text = (out / "report" / "report.md").read_text()
     assert "| prefix_sums |" in text and "complete (3 of 3 processes)" in text
+    # Its section, found by the recorded kind (the generic one: the kind declares no REPORT).
+    section = text.split("## prefix_sums (cohort kind `prefix_sums`)\n", 1)[1].split("\n## ", 1)[0]
+    assert "| numpy | 3 | 15 |" in section and "| python | 3 | 15 |" in section  # processes, measured steps
+    assert "| numpy/python step time | cpu |" in section
 
 
 def _write_kind(root: Path, module: str, body: str, *, packages: bool = True) -> Path:

@@ -39,7 +39,7 @@ def results(tmp_path_factory):
 
 def test_one_row_per_program_and_method(results):
     rows = dict(((c, m), n) for c, m, n in results.execute(
-        'SELECT "check", method, count(*) FROM records GROUP BY ALL').fetchall())
+        'SELECT check_name, method, count(*) FROM records GROUP BY ALL').fetchall())
     assert rows == {
         ("derivative", "version_graph"): 18, ("derivative", "final_storage_control"): 18,
         ("bytes", "snapshot"): 18, ("bytes", "region_undo"): 18, ("bytes", "wrong_rng_control"): 18,
@@ -49,7 +49,7 @@ def test_one_row_per_program_and_method(results):
         ("joint_alias", "admission"): 6,
     }
     seeds = results.execute("SELECT count(DISTINCT seed), min(seed), max(seed) FROM records "
-                            "WHERE \"check\" = 'derivative'").fetchone()
+                            "WHERE check_name = 'derivative'").fetchone()
     assert seeds == (18, 610000, 610017)
     assert results.execute("SELECT DISTINCT backend FROM records").fetchall() == [("finite",)]
 
@@ -63,12 +63,12 @@ def test_valid_paths_match_and_admission_is_unsupported(results):
     errors = results.execute("SELECT max(max_error) FROM records WHERE method NOT LIKE '%control'").fetchone()[0]
     assert errors < 1e-12
     # programs 0..3 all have dimension 32: one coordinate per input cell
-    assert results.execute("SELECT sum(coordinates) FROM records WHERE \"check\" = 'complex_step'").fetchone()[0] == 4 * 32
+    assert results.execute("SELECT sum(coordinates) FROM records WHERE check_name = 'complex_step'").fetchone()[0] == 4 * 32
 
 
 def test_engine_rows_carry_retained_bytes_and_write_density(results):
     rows = results.execute("SELECT writes, count(*), min(retained_bytes) FROM records "
-                           "WHERE \"check\" = 'engines' GROUP BY writes ORDER BY writes").fetchall()
+                           "WHERE check_name = 'engines' GROUP BY writes ORDER BY writes").fetchall()
     assert [(w, n) for w, n, _ in rows] == [("dense", 30), ("sparse", 30)]
     assert all(b > 0 for *_, b in rows)
 

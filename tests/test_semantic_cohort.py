@@ -117,8 +117,10 @@ _IDENTITY = {"run_id", "cohort", "process_index", "source_hash", "schema_version
 def _golden() -> list[dict]:
     """Seed key 420000's 118 records as the code wrote them before the cohort shared JAX's
     compilation cache and ran as two processes (written by that code, not by this test)."""
-    with gzip.open(GOLDEN, "rt") as handle:
-        return json.load(handle)
+    from stateaware.records.schema import RENAMED
+
+    with gzip.open(GOLDEN, "rt") as handle:  # written before columns were renamed: read under today's names
+        return [{RENAMED.get(k, (k,))[0]: v for k, v in row.items()} for row in json.load(handle)]
 
 
 def _located(value):

@@ -82,9 +82,9 @@ def run_processes(tmp_path: Path, doc: dict, hardware: dict, processes: int, ind
 def check_common(con, methods: int, timed: int, steps: int, processes: int):
     assert con.execute("SELECT count(*) FROM policies").fetchone()[0] == methods * processes
     # semantic checks: each executable method in FP32 and FP64, plus the negative control
-    outcomes = dict(con.execute('SELECT "check", list(DISTINCT outcome) FROM records GROUP BY "check"').fetchall())
+    outcomes = dict(con.execute('SELECT check_name, list(DISTINCT outcome) FROM records GROUP BY check_name').fetchall())
     assert outcomes["semantic"] == ["match"]
-    assert con.execute("SELECT count(*) FROM records WHERE \"check\" = 'semantic'").fetchone()[0] == 2 * timed * processes
+    assert con.execute("SELECT count(*) FROM records WHERE check_name = 'semantic'").fetchone()[0] == 2 * timed * processes
     # timings: (warmup + steps) rows per timed method per process, measured peaks only
     assert con.execute("SELECT count(*) FROM timings").fetchone()[0] == timed * steps * processes
     sources = {r[0] for r in con.execute("SELECT DISTINCT peak_source FROM timings").fetchall()}
@@ -102,7 +102,7 @@ def test_fair44_runs_seven_methods_on_the_frozen_card(tmp_path, cards):
     assert digests == {frozen["large_sparse"]}
     # the budget lies below the measured eager anchor and every planned policy is feasible
     assert con.execute("SELECT bool_and(feasible) FROM policies").fetchone()[0]
-    control = con.execute("SELECT list(DISTINCT outcome) FROM records WHERE \"check\" = 'semantic_control'").fetchone()[0]
+    control = con.execute("SELECT list(DISTINCT outcome) FROM records WHERE check_name = 'semantic_control'").fetchone()[0]
     assert control == ["diverge"]
 
 

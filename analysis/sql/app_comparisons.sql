@@ -8,7 +8,7 @@ WITH latest AS (SELECT coalesce((SELECT arg_max(run_id, started_at) FROM runs WH
                     (SELECT max(peak_allocated_bytes) FROM peaks p WHERE p.cohort = 'cifar' AND p.run_id = r.run_id
                        AND p.seed = r.seed AND p.method = r.method) AS allocated
              FROM records r WHERE r.cohort = 'cifar' AND r.run_id = (SELECT run_id FROM latest)
-               AND r.check = 'test_scores' AND coalesce(r.observed, true)),
+               AND r.check_name = 'test_scores' AND coalesce(r.observed, true)),
      pairs AS (SELECT d.method AS denominator, n.seed,
                       n.allocated / d.allocated AS allocated_ratio, n.seconds / d.seconds AS seconds_ratio
                FROM per n JOIN per d ON n.seed = d.seed

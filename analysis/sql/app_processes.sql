@@ -13,5 +13,5 @@ SELECT r.seed, r.method, p.allocated AS peak_allocated_bytes, p.reserved AS peak
        r.test_mean_loss, r.checksum_verified, r.hardware, coalesce(r.observed, true) AS observed,
        r.card_source
 FROM records r LEFT JOIN peaks_ p USING (seed, method)
-WHERE r.cohort = 'cifar' AND r.run_id = (SELECT run_id FROM latest) AND r.check = 'test_scores'
+WHERE r.cohort = 'cifar' AND r.run_id = (SELECT run_id FROM latest) AND r.check_name = 'test_scores'
 ORDER BY r.seed, r.method

@@ -10,11 +10,11 @@ WITH latest AS (SELECT coalesce((SELECT arg_max(run_id, started_at) FROM runs WH
                     (SELECT max(peak_reserved_bytes) FROM peaks p WHERE p.cohort = 'cifar' AND p.run_id = r.run_id
                        AND p.seed = r.seed AND p.method = r.method) AS reserved
              FROM records r WHERE r.cohort = 'cifar' AND r.run_id = (SELECT run_id FROM latest)
-               AND r.check = 'test_scores' AND coalesce(r.observed, true))
+               AND r.check_name = 'test_scores' AND coalesce(r.observed, true))
 SELECT method, count(*) AS seeds,
        min(allocated) / 1048576.0 AS min_allocated_mib, max(allocated) / 1048576.0 AS max_allocated_mib,
        min(reserved) / 1048576.0 AS min_reserved_mib, max(reserved) / 1048576.0 AS max_reserved_mib,
        avg(encoder_seconds) AS mean_encoder_seconds, min(encoder_seconds) AS min_encoder_seconds,
        max(encoder_seconds) AS max_encoder_seconds
 FROM per GROUP BY method
-ORDER BY list_position(['eager', 'whole', 'regions', 'functional', 'deferred', 'agnostic', 'joint'], method)
+ORDER BY list_position($methods, method)  -- stateaware.app.protocol.METHODS

@@ -1,7 +1,7 @@
 -- Retained-byte ratios of the engine study, by write density (closing note of issue 7).
 -- Per program: region_journal / whole, region_journal / eager and guarded_region / whole
 -- retained bytes; reported as the geometric mean over programs and the min/max.
--- Rows: records with check = 'engines' (one per program x engine; seed = the program).
+-- Rows: records with check_name = 'engines' (one per program x engine; seed = the program).
 -- Only the latest run of each cohort counts (by runs.started_at), so a re-run never
 -- double-counts programs; with no runs rows (records written outside the launcher) every
 -- finite row counts.
@@ -9,7 +9,7 @@ WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs G
      f AS (SELECT * FROM records WHERE backend = 'finite'
            AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
      e AS (SELECT seed, writes, method, retained_bytes::DOUBLE AS bytes
-           FROM f WHERE "check" = 'engines'),
+           FROM f WHERE check_name = 'engines'),
      p AS (
         SELECT seed, any_value(writes) AS writes,
                max(bytes) FILTER (WHERE method = 'region_journal') AS region,

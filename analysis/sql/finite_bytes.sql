@@ -1,5 +1,5 @@
 -- Paper §6 and eq. 2, byte suite: exact bytes and generator state.
--- Rows: records with check = 'bytes' (one per program x method; seed = the program).
+-- Rows: records with check_name = 'bytes' (one per program x method; seed = the program).
 -- 'snapshot' and 'region_undo' are valid paths: outcome 'match' = bytes and generator state
 -- reproduced exactly. 'wrong_rng_control' is the control: 'diverge' = detected, so
 -- "detected N/N" = control rows that diverged / all control rows.
@@ -9,7 +9,7 @@
 WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs GROUP BY cohort),
      f AS (SELECT * FROM records WHERE backend = 'finite'
            AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
-     b AS (SELECT * FROM f WHERE "check" = 'bytes')
+     b AS (SELECT * FROM f WHERE check_name = 'bytes')
 SELECT
     count(DISTINCT seed)                                                            AS programs,
     count(*) FILTER (WHERE method = 'snapshot' AND outcome = 'match')                AS snapshot_matches,

@@ -1,5 +1,5 @@
 -- Paper §7 and Table 3, engine study: five preservation engines and complex step.
--- Rows: records with check = 'engines' (one per program x engine) and check = 'complex_step'
+-- Rows: records with check_name = 'engines' (one per program x engine) and check_name = 'complex_step'
 -- (one per checked program; coordinates = input coordinates compared).
 -- outcome 'match' = the engine recovered exactly the forward reads, restored the live
 -- storage, and its reconstructed gradient is within tolerance of the forward Jacobian.
@@ -9,8 +9,8 @@
 WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs GROUP BY cohort),
      f AS (SELECT * FROM records WHERE backend = 'finite'
            AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
-     e AS (SELECT * FROM f WHERE "check" = 'engines'),
-     c AS (SELECT * FROM f WHERE "check" = 'complex_step')
+     e AS (SELECT * FROM f WHERE check_name = 'engines'),
+     c AS (SELECT * FROM f WHERE check_name = 'complex_step')
 SELECT
     (SELECT count(DISTINCT seed) FROM e)                                AS programs,
     (SELECT count(*) FILTER (WHERE outcome = 'match') FROM e)           AS engine_matches,

@@ -1,5 +1,5 @@
 -- Paper Table 1, per engine: recoveries, gradient error and retained bytes by write density.
--- Rows: records with check = 'engines'; retained_bytes = bytes the engine kept for one program
+-- Rows: records with check_name = 'engines'; retained_bytes = bytes the engine kept for one program
 -- (measured nbytes of its arrays); writes = the generator's sparse | dense setting.
 -- Only the latest run of each cohort counts (by runs.started_at), so a re-run never
 -- double-counts programs; with no runs rows (records written outside the launcher) every
@@ -16,6 +16,6 @@ SELECT
     avg(retained_bytes)                           AS mean_retained_bytes,
     avg(write_fraction)                           AS mean_write_fraction
 FROM f
-WHERE "check" = 'engines'
+WHERE check_name = 'engines'
 GROUP BY method, writes
 ORDER BY writes, method;

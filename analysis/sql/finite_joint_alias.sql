@@ -1,5 +1,5 @@
 -- Paper §7 and Table 3, joint-alias stress test.
--- Rows: records with check = 'joint_alias': one per program x engine (outcome 'match' =
+-- Rows: records with check_name = 'joint_alias': one per program x engine (outcome 'match' =
 -- restored bytes, generator state, alias views and a repeated backward all agree and the
 -- gradient is within tolerance), and one method = 'admission' row per integer-write variant
 -- (outcome 'unsupported' = refused before execution; no gradient exists for it).
@@ -9,7 +9,7 @@
 WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id FROM runs GROUP BY cohort),
      f AS (SELECT * FROM records WHERE backend = 'finite'
            AND ((SELECT count(*) FROM runs) = 0 OR run_id IN (SELECT run_id FROM latest))),
-     j AS (SELECT * FROM f WHERE "check" = 'joint_alias')
+     j AS (SELECT * FROM f WHERE check_name = 'joint_alias')
 SELECT
     count(DISTINCT seed) FILTER (WHERE method <> 'admission')                       AS programs,
     count(*) FILTER (WHERE method <> 'admission' AND outcome = 'match')              AS recoveries_matched,

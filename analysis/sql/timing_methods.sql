@@ -33,4 +33,4 @@ FROM plans p LEFT JOIN per_process m USING (cohort, run_id, cell, method)
 GROUP BY ALL
 ) AS summary
 ORDER BY cohort, cell,
-         list_position(['eager', 'whole', 'regions', 'functional', 'agnostic', 'eager_whole', 'joint'], method);
+         list_position($methods, method);  -- stateaware.cost_runtime.METHODS

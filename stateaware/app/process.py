@@ -145,7 +145,7 @@ def _run_pair(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
                                                 ("test_scores", artifacts / "scores.bin", probe["sha256"]))],
           part=part)
     write("records", [{**base, "backend": "torch", "family": "cifar", "precision": "fp32",
-                       "workload": "cifar", "check": "test_scores", "sha256": probe["sha256"],
+                       "workload": "cifar", "check_name": "test_scores", "sha256": probe["sha256"],
                        "encoder_sha256": enc["sha256"], "encoder_seconds": encoder_seconds,
                        "observed": observed, "card_source": card_source,
                        "test_accuracy": probe["accuracy"], "test_mean_loss": probe["mean_loss"],

@@ -101,7 +101,7 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     checked = dataclasses.replace(shape, batch=min(shape.batch, int(semantic_batch))) if semantic_batch else shape
     note["semantic_batch"] = checked.batch
     checks = semantic_checks(checked, executable, seed=seed, device=device)
-    write("records", [{"backend": "torch", "check": "semantic" if c.method in executable else "semantic_control",
+    write("records", [{"backend": "torch", "check_name": "semantic" if c.method in executable else "semantic_control",
                        "family": "cost_runtime", "seed": seed, "workload": shape.workload,
                        "detail": json.dumps({"cell": name, **note}, sort_keys=True, default=str), **c.row()}
                       for c in checks], part=f"semantic-cell={name}")

@@ -59,6 +59,7 @@ class RunPlan:
     out: Path
     specs: tuple[ProcessSpec, ...]
     statuses: dict[int, str]  # latest recorded status per process index, if any
+    report_sections: tuple[str, ...] = ()  # the kind's REPORT, recorded in the runs row
 
     @property
     def pending(self) -> list[ProcessSpec]:
@@ -176,7 +177,7 @@ def quarantine_damaged(plan: RunPlan) -> list[str]:
 
 def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
     """Expand the cohort into process specs and read which ones already completed."""
-    from stateaware.cohorts import load_kind
+    from stateaware.cohorts import load_kind, report_sections
     from stateaware.config import ConfigError
 
     cohort = OmegaConf.to_container(cfg.cohort, resolve=True)
@@ -184,6 +185,10 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
     processes = int(cfg.processes)
     run_id = cfg.run_id or _default_run_id(cohort, processes, hardware, source_hash)
     kind = load_kind(cohort["kind"])
+    try:
+        sections = report_sections(cohort["kind"], kind)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     expand: Callable[..., list[dict]] | None = getattr(kind, "expand", None)
     try:
         per_process = expand(cohort, hardware, processes) if expand else [{} for _ in range(processes)]
@@ -203,7 +208,8 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
         )
         for i, extra in enumerate(per_process)
     )
-    return RunPlan(run_id, cohort["name"], source_hash, out, specs, latest_statuses(out, cohort["name"], run_id))
+    return RunPlan(run_id, cohort["name"], source_hash, out, specs, latest_statuses(out, cohort["name"], run_id),
+                   sections)
 
 
 def max_parallel(cfg: DictConfig, timing: bool) -> int:

@@ -71,13 +71,17 @@ def versions() -> dict[str, str | None]:
     }
 
 
-def collect_manifest(cfg: DictConfig, run_id: str, source_hash: str, processes: int) -> dict[str, Any]:
+def collect_manifest(cfg: DictConfig, run_id: str, source_hash: str, processes: int, *,
+                     report_sections: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The run's manifest; ``report_sections`` is the kind's declared ``REPORT`` (the plan read it)."""
     import stateaware
 
     commit, dirty = git_state(Path(stateaware.__file__).parent)
     return {
         "run_id": run_id,
         "cohort": cfg.cohort.name,
+        "kind": cfg.cohort.kind,
+        "report_sections": list(report_sections),
         "source_hash": source_hash,
         "processes": processes,
         "launcher": cfg.launcher.name,
@@ -117,5 +121,9 @@ def write_manifest(out: Path | str, manifest: dict[str, Any], *, say: Callable[[
                                           "torch", "jax", "cuda", "driver", "launches")}
     row["started_at"] = datetime.fromisoformat(manifest["started_at"])
     row["config_yaml"] = OmegaConf.to_yaml(OmegaConf.create(manifest["config"]))
+    # What the report picks sections by; null in a manifest written before they were recorded
+    # (the report then derives them from config_yaml's cohort.kind).
+    row["kind"] = manifest.get("kind")
+    row["report_sections"] = manifest.get("report_sections")
     RecordWriter(out, identity).write("runs", [row], part="manifest")
     return manifest

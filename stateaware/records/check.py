@@ -12,7 +12,8 @@ large run costs milliseconds. What it catches:
   cut anywhere loses it), a footer whose column chunks point past the end of the file;
 - another schema: a missing column, a column of another type, a column the table does not
   have. A part written by an older ``SCHEMA_VERSION`` of our own writer (its file metadata
-  says so) may lack the columns added since; identity columns are never optional.
+  says so) may lack the columns added since, and carry a column under the name it had then
+  (``schema.RENAMED``); identity columns are never optional.
 
 What the footer alone does not catch: a page corrupted in the middle of an intact file;
 ``decode=True`` reads the data too (once per launch, for resume, is affordable; on every
@@ -26,9 +27,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
+from stateaware.records.schema import IDENTITY, RENAMED, SCHEMA_VERSION, schema_for
 
-__all__ = ["part_problem"]
+__all__ = ["old_names", "part_problem"]
 
 _IDENTITY_NAMES = frozenset(f.name for f in IDENTITY)
 
@@ -89,16 +90,34 @@ def _data_end(meta: pq.FileMetaData) -> int:
 
 def _schema_problem(found: pa.Schema, schema: pa.Schema) -> str | None:
     expected = {f.name: f.type for f in schema}
-    extra = [n for n in found.names if n not in expected]
+    version = _older_version(found)
+    names = {n: _current_name(n, version, expected) for n in found.names}
+    extra = [n for n, current in names.items() if current not in expected]
     if extra:
         return f"column(s) {_names(extra)} not in the table (a foreign file?)"
     for field in found:
-        if field.type != expected[field.name]:
-            return f"column {field.name!r} is {field.type}, expected {expected[field.name]}"
-    missing = [n for n in schema.names if n not in set(found.names)]
+        if field.type != expected[names[field.name]]:
+            return f"column {field.name!r} is {field.type}, expected {expected[names[field.name]]}"
+    missing = [n for n in schema.names if n not in set(names.values())]
     if missing and (_older_version(found) is None or _IDENTITY_NAMES.intersection(missing)):
         return f"missing column(s) {_names(missing)}"
     return None
+
+
+def _current_name(name: str, version: int | None, expected: dict[str, pa.DataType]) -> str:
+    """``name`` as this code calls it: renamed when the part predates the rename."""
+    renamed = RENAMED.get(name)
+    if renamed is not None and name not in expected and version is not None and version < renamed[1]:
+        return renamed[0]
+    return name
+
+
+def old_names(found: pa.Schema) -> dict[str, str]:
+    """``{old name: new name}`` of the renamed columns a part carries under their old name."""
+    version = _older_version(found)
+    present = set(found.names)
+    return {n: RENAMED[n][0] for n in found.names
+            if n in RENAMED and version is not None and version < RENAMED[n][1] and RENAMED[n][0] not in present}
 
 
 def _older_version(found: pa.Schema) -> int | None:

@@ -30,6 +30,7 @@ import pyarrow as pa
 __all__ = [
     "SCHEMA_VERSION",
     "IDENTITY",
+    "RENAMED",
     "TABLES",
     "OUTCOMES",
     "STATUSES",
@@ -41,8 +42,15 @@ __all__ = [
 #: 3: records.outcome may be ``error`` (an unexpected exception; before, it read ``reject``);
 #: 4: timings.cpu_ms, epochs.cpu_seconds; processes: the system context (load, CPUs,
 #:    affinity, governor, other processes' CPU share, torch threads, GPU clocks and
-#:    temperature) — issue 17.
-SCHEMA_VERSION = 4
+#:    temperature) — issue 17;
+#: 5: runs.kind and runs.report_sections (the report picks sections by them, issue 16);
+#:    records.check renamed records.check_name (``check`` is a DuckDB keyword: see RENAMED).
+SCHEMA_VERSION = 5
+
+#: Columns renamed since an older schema version: old name -> (new name, version that renamed
+#: it). A part stamped with an older version may carry the old name; the part check accepts
+#: it there and the views read it under the new name, so old results still query and render.
+RENAMED: dict[str, tuple[str, int]] = {"check": ("check_name", 5)}
 
 #: Semantic outcomes (paper Table 2): ``match`` preserved execution, ``reject`` the
 #: framework refused explicitly, ``diverge`` an observed mismatch, ``unsupported`` refused
@@ -101,6 +109,11 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("driver", pa.string()),
         ("config_yaml", pa.string()),
         ("launches", pa.int32()),  # 1, plus one per resume of the same run
+        # The cohort kind (its module: a name in stateaware.cohorts or a dotted path) and the
+        # report sections it declares (module names, cohorts/__init__.py ``REPORT``), written
+        # when the run is planned so the report never imports a kind. Null before version 5.
+        ("kind", pa.string()),
+        ("report_sections", pa.list_(pa.string())),
     ],
     "processes": [
         ("status", pa.string()),  # one of STATUSES
@@ -145,7 +158,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("precision", pa.string()),  # fp32 | fp64
         ("seed", pa.int64()),
         ("outcome", pa.string()),  # one of OUTCOMES
-        ("check", pa.string()),  # which check produced the row when a cohort runs several
+        ("check_name", pa.string()),  # which check produced the row when a cohort runs several (``check`` before 5)
         ("phase", pa.string()),  # forward | backward1 | backward2 | state_readback | ...
         ("exception_type", pa.string()),
         ("exception_message", pa.string()),

@@ -104,7 +104,7 @@ def _row(seed: int, family: str, precision: str, backend: str, method: str, obs:
     message = obs.exception_message
     return {
         "backend": backend, "method": method, "family": family, "precision": precision,
-        "seed": seed, "outcome": verdict.outcome, "check": CHECK, "phase": verdict.phase,
+        "seed": seed, "outcome": verdict.outcome, "check_name": CHECK, "phase": verdict.phase,
         "exception_type": obs.exception_type,
         "exception_message": message[:_MESSAGE_CHARS] if message is not None else None,
         "max_error": verdict.max_error, "tolerance": TOLERANCE[precision],

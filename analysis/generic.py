@@ -1,0 +1,103 @@
+"""The report section of a cohort kind that declares none (``cohorts/__init__.py``, ``REPORT``).
+
+Per run of the connection (the report hands it the runs of one kind):
+
+- a run whose processes wrote ``timings`` rows gets a per-method table — processes,
+  measured steps, the median measured step time on the run's declared clock
+  (``stateaware.clocks``: the cohort's ``comparisons_clock``) with the other clock beside
+  it, and the largest measured peak and its source where the rows have peaks — then the
+  cohort's prespecified comparisons (the ``comparisons`` view ``analysis report`` fills
+  from the stored config) with their intervals;
+- any other run gets one line counting its rows per record table.
+
+Medians over all measured steps of all processes are descriptive; the intervals come from
+the comparisons (a paired process bootstrap). Needs only DuckDB and the recorded config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateaware.records.schema import TABLES
+
+__all__ = ["TITLE", "title_for", "render"]
+
+#: The heading when no kind is named (the report titles each kind's section with title_for).
+TITLE = "Cohorts without a section of their own"
+
+#: The record tables counted for a run without timings (runs and processes describe every run).
+_COUNTED = tuple(t for t in TABLES if t not in ("runs", "processes"))
+
+
+def title_for(kind: str, cohorts: list[str]) -> str:
+    """The heading of ``kind``'s generic section: its cohorts and the kind."""
+    return f"{', '.join(cohorts)} (cohort kind `{kind}`)"
+
+
+def _clock(con: Any, run_id: str) -> str:
+    from stateaware.analysis.run_config import config_of
+    from stateaware.clocks import declared_clock
+
+    doc = config_of(con.execute("SELECT any_value(config_yaml) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0])
+    try:
+        return declared_clock(doc.get("cohort") or {}, doc.get("hardware") or {})
+    except ValueError:  # a recorded value this code does not know: say wall, the clock every row has
+        return "wall"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _timing_table(con: Any, run_id: str) -> list[str]:
+    from stateaware.clocks import CLOCKS
+
+    clock = _clock(con, run_id)
+    other = next(c for c in CLOCKS if c != clock)
+    rows = con.execute(
+        f"SELECT method, count(DISTINCT process_index), count(*), median({CLOCKS[clock]}), median({CLOCKS[other]}), "
+        "max(peak_allocated_bytes), string_agg(DISTINCT peak_source, ', ') FROM timings "
+        "WHERE run_id = ? AND NOT coalesce(warmup, false) GROUP BY method ORDER BY method", [run_id]).fetchall()
+    peaks = any(r[5] is not None for r in rows)
+    head = f"| method | processes | measured steps | median {clock} ms | median {other} ms |"
+    lines = [head + (" max peak allocated bytes | peak source |" if peaks else ""),
+             "|---|---:|---:|---:|---:|" + ("---:|---|" if peaks else "")]
+    for method, processes, steps, declared, second, peak, source in rows:
+        line = f"| {method} | {processes} | {steps} | {_ms(declared)} | {_ms(second)} |"
+        if peaks:
+            line += f" {'—' if peak is None else f'{peak:,}'} | {source or '—'} |"
+        lines.append(line)
+    lines += ["", f"Step times: medians over every measured step of every process; `{clock}` is the run's declared "
+              f"clock (`wall`: synchronized wall time, `cpu`: the timed thread's CPU time)."]
+    comparisons = con.execute(
+        "SELECT comparison, clock, estimate, lower, upper, confidence, processes, other_clock, other_estimate, "
+        "other_lower, other_upper FROM comparisons WHERE run_id = ? ORDER BY comparison", [run_id]).fetchall()
+    if comparisons:
+        lines += ["", "| comparison | clock | estimate | interval | confidence | processes | excludes 1 | "
+                      "other clock: estimate [interval] |", "|---|---|---:|---|---:|---:|---|---|"]
+        for name, c_clock, est, lo, hi, conf, n, o_clock, o_est, o_lo, o_hi in comparisons:
+            beside = "—" if o_est is None else f"{o_clock}: {o_est:.4f} [{o_lo:.4f}, {o_hi:.4f}]"
+            lines.append(f"| {name} | {c_clock or '—'} | {est:.4f} | [{lo:.4f}, {hi:.4f}] | {conf:.4f} | {n} | "
+                         f"{'yes' if lo > 1 or hi < 1 else 'no'} | {beside} |")
+    return lines
+
+
+def _counts(con: Any, run_id: str) -> str:
+    counts = {t: con.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0] for t in _COUNTED}
+    found = {t: n for t, n in counts.items() if n}
+    if not found:
+        return "0 rows in any record table."
+    return (f"{sum(found.values()):,} rows in tables " + ", ".join(f"`{t}` ({n:,})" for t, n in found.items())
+            + ".")
+
+
+def render(con: Any) -> str:
+    """Markdown for every run in ``con``: its timing table and comparisons, or its row counts."""
+    runs = con.execute("SELECT run_id, cohort, processes FROM runs ORDER BY cohort, started_at").fetchall()
+    lines: list[str] = []
+    for run_id, cohort, processes in runs:
+        timed = con.execute("SELECT count(*) FROM timings WHERE run_id = ?", [run_id]).fetchone()[0]
+        lines += [f"### {cohort} (`{run_id}`, {processes} process{'es' if processes != 1 else ''})", ""]
+        lines += _timing_table(con, run_id) if timed else [_counts(con, run_id)]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
