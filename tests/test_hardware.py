@@ -43,13 +43,13 @@ def test_resolved_config_names_the_profile(compose, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("hardware", ["cpu", "auto"])
 def test_a_cohort_entry_of_scales_is_the_runs_scale(compose, monkeypatch, tmp_path, hardware):
-    # three_workload's CPU shapes are 1/512 of the paper's bytes, the others 1/2048: the run's
+    # three_workload's CPU shapes are 1/256 of the paper's bytes, the others 1/2048: the run's
     # hardware.scale — hence every record's scale — and the budget byte scale follow the entry.
     from stateaware.config import resolve_hardware
 
     monkeypatch.setenv("PATH", str(tmp_path))  # auto: no nvidia-smi, so the cpu profile
     three = resolve_hardware(compose("cohort=three_workload", f"hardware={hardware}"))
-    assert three.hardware.scale == 1 / 512 and three.hardware.params.cost_runtime.byte_scale == 1 / 512
+    assert three.hardware.scale == 1 / 256 and three.hardware.params.cost_runtime.byte_scale == 1 / 256
     other = resolve_hardware(compose("cohort=confirm44", f"hardware={hardware}"))
     assert other.hardware.scale == 1 / 2048 and other.hardware.params.cost_runtime.byte_scale == 1 / 2048
     shape = three.hardware.params.cost_runtime.three_workload

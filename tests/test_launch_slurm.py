@@ -187,3 +187,25 @@ def test_code_edited_after_submission_does_not_change_what_queued_jobs_run(tmp_p
     hashes = sql(out, "SELECT DISTINCT source_hash FROM processes")
     assert len(hashes) == 1
     assert sql(out, "SELECT count(*) FROM processes WHERE status = 'completed'") == [(2,)]
+
+
+def test_a_users_own_kind_runs_under_slurm_from_its_folder(tmp_path, sql):
+    # examples/custom_cohort copied outside the repository: the kind module lives only in
+    # the user's folder, so the Slurm workers can import it only from the run's snapshot.
+    from tests.test_custom_cohort import EXAMPLE, _outside_env
+
+    folder = tmp_path / "custom_cohort"
+    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__", "results"))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "stateaware", "--config-dir", "conf", "cohort=prefix_sums", "launcher=slurm",
+         f"out={out}", "processes=2", "hardware=cpu", "launcher.poll_s=1", "launcher.mem_gb=0.25",
+         "launcher.cpus_per_task=1", "cohort.params.length=500", "cohort.params.warmup=1", "cohort.params.steps=2"],
+        cwd=folder, env=_outside_env(), capture_output=True, text=True, timeout=2 * _WAIT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = sql(out, "SELECT process_index, status, launcher FROM processes ORDER BY 1")
+    assert rows == [(0, "completed", "slurm"), (1, "completed", "slurm")]
+    assert sql(out, "SELECT method, count(*) FROM timings WHERE NOT warmup GROUP BY 1 ORDER BY 1") == [
+        ("numpy", 4), ("python", 4)]
+    (code,) = {h for (h,) in sql(out, "SELECT DISTINCT source_hash FROM processes")}
+    assert (out / ".snapshots" / code[:16] / "prefix_sums.py").read_bytes() == (folder / "prefix_sums.py").read_bytes()

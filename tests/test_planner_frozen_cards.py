@@ -3,7 +3,7 @@ same digests (cohorts name them) and the same plans as the three-option planner 
 
 tests/data/frozen_card_plans.json was written by the planner before ``offload`` existed:
 per card, its digest and, at five budgets from its least to its all-eager peak, each
-planner's plan digest and predicted peak. Cards frozen later (three_workload at 2 MiB)
+planner's plan digest and predicted peak. Cards frozen later (three_workload at 4 MiB)
 were added the same way by the planner of their day, so they pin its plans from then on.
 """
 
