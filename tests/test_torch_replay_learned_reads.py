@@ -188,3 +188,19 @@ def test_learned_profiles_raise_exactly_when_recording_every_call_does(program, 
             assert e == f
         else:
             assert isinstance(f, torch.Tensor) and torch.equal(e, f)
+
+
+def test_a_shorter_list_argument_than_the_learned_call_is_learned_again():
+    mem = torch.ones(6, dtype=D)
+
+    def segment(x, extras):
+        for e in extras:
+            x = x + e
+        return torch.tanh(x + mem)
+
+    a, b = torch.zeros(6, dtype=D), torch.ones(6, dtype=D)
+    checkpoint(segment, _x(), [a, b]).sum().backward()  # learns extras[0] and extras[1]
+    out = checkpoint(segment, _x(), [a])  # one item: no extras[1] to watch, so recorded
+    a.add_(1)
+    with pytest.raises(UndeclaredStateError, match="modified in place before the replay"):
+        out.sum().backward()

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import types
 import weakref
-from collections import OrderedDict
 from typing import Any, Callable
 
 import torch
@@ -46,8 +45,8 @@ __all__ = ["READ_RECORDING", "set_read_recording", "observe", "learn"]
 #: Values of :func:`set_read_recording`.
 READ_RECORDING = ("first_call", "every_call")
 _mode = ["first_call"]
-_MAX_PROFILES = 512  # call shapes kept (least recently used dropped): a bound, never a cache of the world
-_profiles: "OrderedDict[tuple, _Profile]" = OrderedDict()
+_MAX_PROFILES = 512  # call shapes kept (the oldest learned dropped first): a bound, never a cache of the world
+_profiles: dict[tuple, _Profile] = {}  # insertion-ordered
 # Arguments keyed by value, not type: an index (``model.layer(i, h)``) or a flag picks
 # which tensors a call reads. A value that changes on every call (a step counter) makes
 # every call a new shape: recorded, as with "every_call".
@@ -93,9 +92,8 @@ def observe(fn: Callable, args: tuple, kwargs: dict) -> tuple[Reads, tuple | Non
     if profile is not None:
         tensors = _resolve(profile, args, kwargs)
         if tensors is not None:
-            _profiles.move_to_end(key)
             return Witness(tensors), None
-        del _profiles[key]
+        _profiles.pop(key, None)  # pop, not del: another thread may have dropped it
     return Touched(), key
 
 
@@ -121,8 +119,8 @@ def learn(key: tuple | None, reads: Reads, args: tuple, kwargs: dict) -> None:
         else:
             ambient.append(weakref.ref(t))
     _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient))
-    while len(_profiles) > _MAX_PROFILES:
-        _profiles.popitem(last=False)
+    while len(_profiles) > _MAX_PROFILES:  # oldest learned first out
+        _profiles.pop(next(iter(_profiles)), None)
 
 
 def _resolve(profile: _Profile, args: tuple, kwargs: dict) -> list[torch.Tensor] | None:
@@ -134,7 +132,10 @@ def _resolve(profile: _Profile, args: tuple, kwargs: dict) -> list[torch.Tensor]
         out.append(t)
     for where in profile.arg_reads:
         kind = where[0]
-        t = args[where[1]] if kind == "arg" else args[where[1]][where[2]] if kind == "item" else kwargs.get(where[1])
+        try:
+            t = args[where[1]] if kind == "arg" else args[where[1]][where[2]] if kind == "item" else kwargs.get(where[1])
+        except IndexError:  # a shorter list than the learned call's: learn this shape again
+            return None
         if not isinstance(t, torch.Tensor):
             return None
         out.append(t)
