@@ -55,3 +55,23 @@ def test_split_is_fixed_disjoint_and_sized():
     assert np.array_equal(fit, f2) and np.array_equal(val, v2)
     with pytest.raises(ValueError, match="fit="):
         data.split(10, 8, 5)
+
+
+@pytest.mark.parametrize("filters", ["python's data filter", "no extraction filters (Python < 3.11.4)"])
+def test_a_member_outside_the_folder_is_refused_and_plain_archives_extract(archive, tmp_path, monkeypatch, filters):
+    import io
+    import tarfile
+
+    if filters.startswith("no"):
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    got = data.load(archive, extract_to=tmp_path / "ok", verify_checksum=False)
+    assert got.train_labels.shape == (40,) and got.test_labels.shape == (12,)
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        payload = b"escaped"
+        member = tarfile.TarInfo("../outside.txt")
+        member.size = len(payload)
+        tar.addfile(member, io.BytesIO(payload))
+    with pytest.raises(data.ArchiveError, match="cannot be extracted"):
+        data.load(evil, extract_to=tmp_path / "x", verify_checksum=False)
+    assert not (tmp_path / "outside.txt").exists()

@@ -91,7 +91,7 @@ def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
         root.mkdir(parents=True, exist_ok=True)
         try:
             with tarfile.open(path, "r:gz") as tar:
-                tar.extractall(root, filter="data")
+                _extract_data(tar, root)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise ArchiveError(f"CIFAR-100 archive at {path} cannot be extracted ({exc}): {help_text}") from None
         marker.write_text(sha)
@@ -107,6 +107,24 @@ def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
         test_images=np.ascontiguousarray(test.data), test_labels=np.asarray(test.targets, dtype=np.int64),
         classes=len(train.classes), archive_sha256=sha, checksum_verified=bool(verify_checksum))
 
+
+
+def _extract_data(tar: tarfile.TarFile, root: Path) -> None:
+    """Extract an archive of plain files and folders under ``root``, refusing anything else.
+
+    Python's ``filter="data"`` does this where it exists (3.11.4+, 3.12); Debian 12's 3.11.2
+    has no extraction filters, so there every member is checked the same way first: a
+    regular file or a folder, with a relative name that stays under ``root``.
+    """
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(root, filter="data")
+        return
+    inside = root.resolve()
+    for member in tar.getmembers():
+        target = (inside / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or target != inside and inside not in target.parents:
+            raise tarfile.TarError(f"refusing member {member.name!r}: not a plain file or folder under {root}")
+    tar.extractall(root)
 
 def _unverified_class():
     from torchvision.datasets import CIFAR100
