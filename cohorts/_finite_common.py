@@ -3,7 +3,7 @@
 Record convention (one row per program x method or check, ``backend='finite'``):
 
 - ``seed``: the program's seed, one per program (``first_seed + program index``);
-  ``family``: its pattern; ``check``: the suite (``derivative``, ``bytes``, ``engines``,
+  ``family``: its pattern; ``check_name``: the suite (``derivative``, ``bytes``, ``engines``,
   ``complex_step``, ``joint_alias``); ``dimension``/``operations``: its shape.
 - ``outcome``: ``match`` when the check holds; ``diverge`` when it does not. For the
   deliberate controls (``final_storage_control``, ``wrong_rng_control``) a ``diverge`` is

@@ -47,7 +47,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stateaware.app.protocol import process_pairs, protocol_of, split_sizes
+from stateaware.app.protocol import process_pairs
 from stateaware.launch.params import Param
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
@@ -61,7 +61,7 @@ PARAMS = {
     "verify_checksum": Param(bool),
 }
 
-__all__ = ["expand", "run", "summary", "protocol_of", "split_sizes"]
+__all__ = ["expand", "run", "summary"]
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
 REPORT = ("stateaware.analysis.application",)

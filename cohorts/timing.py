@@ -25,7 +25,7 @@ three_workload}.yaml``):
                  ``auto`` (frozen if named, else measure) or ``measure``.
 ``shuffle``      run the methods in an order drawn from the process seed (default true).
 ``warmup``, ``steps``  per method; ``hardware.cost_runtime.overrides.<cohort>`` may reduce them
-                 on a profile (recorded in the policies rows' detail and by the report).
+                 on a profile (recorded in the semantic records rows' detail, and the report says so).
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateaware.cost_runtime import METHODS
-from stateaware.cost_runtime.cells import GRIDS, cells_of, effective_params, process_cells
-from stateaware.cost_runtime.cells import shape_of as _shape  # noqa: F401 - the name tests profile cells with
+from stateaware.cost_runtime.cells import GRIDS, effective_params, process_cells
 from stateaware.launch.params import Param
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
@@ -54,7 +53,7 @@ PARAMS = {
     "steps": Param(int, minimum=1, required=True),
 }
 
-__all__ = ["METHODS", "PARAMS", "expand", "run", "summary", "cells_of", "effective_params"]
+__all__ = ["PARAMS", "expand", "run", "summary"]
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
 REPORT = ("stateaware.analysis.timing",)

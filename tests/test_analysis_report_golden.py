@@ -98,16 +98,17 @@ def small_results(out: Path, cards_dir: Path) -> Path:
         run_cohort(out, doc, cpu, load_kind(doc["kind"]).expand(doc, cpu, 2), started(), source)
 
     # Timing cohorts on the tiny hardware profile of tests/test_timing_cohorts.py.
+    from stateaware.cost_runtime.cells import cells_of, shape_of
     from stateaware.cost_runtime.frozen_cards import freeze
     from stateaware.cost_runtime.profile import profile_card
 
     kind = load_kind("timing")
     bare = timing_tests.tiny_hardware(cards_dir)
-    cells = {c["cell"]: c for c in kind.cells_of({"cells": ["large_sparse"]}, bare)}
-    cells.update({c["cell"]: c for c in kind.cells_of({"grid": "three_workload"}, bare)})
+    cells = {c["cell"]: c for c in cells_of({"cells": ["large_sparse"]}, bare)}
+    cells.update({c["cell"]: c for c in cells_of({"grid": "three_workload"}, bare)})
     frozen = {}
     for name, cell in cells.items():
-        card = profile_card(kind._shape(cell), seed=0, repeats=1, provenance={"cell": name})
+        card = profile_card(shape_of(cell), seed=0, repeats=1, provenance={"cell": name})
         _, frozen[name] = freeze(card, name, cards_dir)
     tiny = timing_tests.tiny_hardware(cards_dir, frozen)
     for name, processes in (("confirm32", 2), ("three_workload", 3)):

@@ -28,11 +28,11 @@ def _freeze_tiny_card(directory: Path, **shape) -> str:
     """Freeze the card of ``TINY`` (with ``shape`` overrides) under ``directory``; its digest."""
     import dataclasses
 
-    from stateaware.app import encoder_card as card, train
+    from stateaware.app import encoder_card as card
+    from stateaware.app.protocol import protocol_from
     from stateaware.cost_runtime.frozen_cards import freeze
 
-    fields = {f.name for f in dataclasses.fields(train.Protocol)}
-    proto = train.Protocol(**{k: v for k, v in {**TINY, **shape}.items() if k in fields})
+    proto = protocol_from({**TINY, **shape})
     c = card.profile_protocol(proto, seed=0, repeats=1, provenance={"protocol": dataclasses.asdict(proto)})
     return freeze(c.to_dict(), "cifar-test", directory)[1]
 
@@ -220,7 +220,7 @@ def test_an_infeasible_plan_is_recorded_and_never_executed(tmp_path):
 
 
 def test_split_sizes_shrink_in_the_protocols_ratio_on_a_small_archive(capsys):
-    from stateaware.cohorts.cifar import split_sizes
+    from stateaware.app.protocol import split_sizes
 
     assert split_sizes(40000, 10000, 50000) == (40000, 10000)  # the paper's split of the official archive
     assert split_sizes(None, None, 100) == (100, 0) and split_sizes(80, None, 100) == (80, 20)

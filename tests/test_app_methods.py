@@ -13,6 +13,7 @@ from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 from stateaware.app import encoder_card as card, moco, train
 from stateaware.app.model import l2_normalize
+from stateaware.app.protocol import Protocol
 from stateaware.torch_replay import UndeclaredStateError
 
 SMALL = dict(width=4, dim=16, queue_size=48)
@@ -185,7 +186,7 @@ def test_replayed_steps_free_what_they_allocate():
 
 
 def test_step_peaks_one_observation_per_reset_and_one_at_exit(tmp_path):
-    proto = train.Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=0,
+    proto = Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=0,
                            peaks="step")
     images = torch.randint(0, 256, (20, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     observer = train.Observer(torch.device("cpu"), lambda: 0)
@@ -204,7 +205,7 @@ def test_step_peaks_one_observation_per_reset_and_one_at_exit(tmp_path):
 def test_protocol_card_bytes_are_deterministic_and_freeze_round_trips(tmp_path):
     from stateaware.cost_runtime.frozen_cards import freeze, load_frozen
 
-    proto = train.Protocol(image=8, width=2, dim=8, queue_size=32, batch=8)
+    proto = Protocol(image=8, width=2, dim=8, queue_size=32, batch=8)
     a = card.profile_protocol(proto, seed=0, repeats=1)
     b = card.profile_protocol(proto, seed=0, repeats=1)
     bytes_of = lambda c: [(o, v.retained_bytes, v.temp_bytes) for s in c.segments for o, v in s.items()]  # noqa: E731
@@ -268,7 +269,7 @@ def test_every_op_of_training_and_probe_is_deterministic_on_cuda(tmp_path):
             self.names.add(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
 
-    proto = train.Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=1,
+    proto = Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=1,
                            probe_batch=8, peaks="epoch")
     images = torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     labels = torch.arange(16) % 4

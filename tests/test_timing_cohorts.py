@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 import stateaware.conf
 from stateaware.cohorts import timing
+from stateaware.cost_runtime.cells import cells_of, shape_of
 from stateaware.cost_runtime.frozen_cards import FrozenCardError, freeze
 from stateaware.cost_runtime.measure import PEAK_SOURCES
 from stateaware.cost_runtime.profile import profile_card
@@ -54,10 +55,10 @@ def cards(tmp_path_factory):
     hardware = tiny_hardware(folder)
     frozen = {}
     names = ["large_sparse"]
-    cells = {c["cell"]: c for c in timing.cells_of({"cells": names}, hardware)}
-    cells.update({c["cell"]: c for c in timing.cells_of({"grid": "three_workload"}, hardware)})
+    cells = {c["cell"]: c for c in cells_of({"cells": names}, hardware)}
+    cells.update({c["cell"]: c for c in cells_of({"grid": "three_workload"}, hardware)})
     for name, cell in cells.items():
-        doc = profile_card(timing._shape(cell), seed=0, repeats=1, provenance={"cell": name})
+        doc = profile_card(shape_of(cell), seed=0, repeats=1, provenance={"cell": name})
         _, frozen[name] = freeze(doc, name, folder)
     return folder, frozen
 

@@ -30,7 +30,7 @@ from stateaware.app import moco, scores
 from stateaware.app.protocol import Protocol
 from stateaware.app.model import backbone_features, cifar_resnet18, feature_dim, l2_normalize
 
-__all__ = ["Protocol", "Observer", "augment", "center", "train_encoder", "probe", "deterministic"]
+__all__ = ["Observer", "augment", "center", "train_encoder", "probe", "deterministic"]
 
 #: CIFAR-100 channel statistics of the training set (input normalisation constants).
 _MEAN = (0.5071, 0.4865, 0.4409)
