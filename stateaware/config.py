@@ -34,6 +34,8 @@ __all__ = [
     "register_configs",
     "available_cohorts",
     "conf_file",
+    "hardware_file",
+    "cohort_scale",
     "resolve_hardware",
     "launcher_cpus",
     "validate",
@@ -177,13 +179,7 @@ def conf_file(group: str, name: str, key: str | None = None, conf_dir: str | os.
     other fields may interpolate the composed config (``${hardware.name}``). A missing file
     is a ``ConfigError`` naming the group's files.
     """
-    folder = Path(conf_dir) if conf_dir is not None else _conf_dir()
-    path = folder / group / f"{name}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in (folder / group).glob("*.yaml"))
-        raise ConfigError(f"{group}={name}: no file {path}; valid names are: {', '.join(known) or '(none)'} "
-                          "(pass --conf DIR for another config folder)")
-    node = OmegaConf.load(path)
+    path, node = _conf_node(group, name, conf_dir)
     if key is not None:
         if key not in node:
             raise ConfigError(f"{path} has no {key!r} section; add one")
@@ -191,9 +187,42 @@ def conf_file(group: str, name: str, key: str | None = None, conf_dir: str | os.
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
+def hardware_file(name: str, cohort: str | None = None, conf_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """``<conf>/hardware/<name>.yaml`` as plain data, as a run of cohort ``cohort`` gets it.
+
+    Its ``scale`` is :func:`cohort_scale`'s, set before the file's interpolations resolve,
+    so a field that follows it (``byte_scale: ${...scale}``) does as in a run
+    (:func:`resolve_hardware`). A missing file is a ``ConfigError`` as :func:`conf_file`'s.
+    """
+    _, node = _conf_node("hardware", name, conf_dir)
+    node.scale = cohort_scale(node, cohort)
+    return OmegaConf.to_container(node, resolve=True)
+
+
+def _conf_node(group: str, name: str, conf_dir: str | os.PathLike[str] | None) -> tuple[Path, Any]:
+    folder = Path(conf_dir) if conf_dir is not None else _conf_dir()
+    path = folder / group / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (folder / group).glob("*.yaml"))
+        raise ConfigError(f"{group}={name}: no file {path}; valid names are: {', '.join(known) or '(none)'} "
+                          "(pass --conf DIR for another config folder)")
+    return path, OmegaConf.load(path)
+
+
+def cohort_scale(hardware: Any, cohort: str | None) -> float:
+    """The byte scale of cohort ``cohort``'s shapes on hardware profile ``hardware`` (a dict
+    or ``DictConfig``): its entry of ``hardware.scales`` when it has one, else
+    ``hardware.scale`` (1.0 when absent). A run records it (:func:`resolve_hardware`), and so
+    does a card frozen for the cohort (``python -m stateaware.cost_runtime.freeze --cohort``)."""
+    scales = hardware.get("scales") or {}
+    if cohort is not None and cohort in scales:
+        return float(scales[cohort])
+    return float(hardware.get("scale", 1.0))
+
+
 def resolve_hardware(cfg: DictConfig) -> DictConfig:
     """``cfg`` with ``hardware=auto`` replaced by the profile this machine gets, and
-    ``hardware.scale`` set to the cohort's entry of ``hardware.scales`` when it has one."""
+    ``hardware.scale`` set to the cohort's (:func:`cohort_scale`)."""
     resolved = cfg
     if cfg.hardware.name == "auto":
         from stateaware.hardware import choose_profile
@@ -204,12 +233,11 @@ def resolve_hardware(cfg: DictConfig) -> DictConfig:
         resolved = cfg.copy()
         with _writable(resolved):
             resolved.hardware = profile
-    scales = resolved.hardware.get("scales") or {}
-    cohort = resolved.cohort.get("name") if "cohort" in resolved else None
-    if cohort in scales and float(scales[cohort]) != float(resolved.hardware.scale):
+    scale = cohort_scale(resolved.hardware, resolved.cohort.get("name") if "cohort" in resolved else None)
+    if scale != float(resolved.hardware.scale):
         resolved = resolved.copy() if resolved is cfg else resolved
         with _writable(resolved):
-            resolved.hardware.scale = float(scales[cohort])
+            resolved.hardware.scale = scale
     return resolved
 
 

@@ -241,3 +241,32 @@ def test_dry_run_lists_each_process_seed_and_method(compose, tmp_path, capsys):
     assert "shared params: archive, protocols, seeds" in printed
     assert "launch      method: joint; train_seed: 2702" in printed and "14 of 14 processes would launch" in printed
     assert not any((tmp_path / "out").rglob("*"))  # nothing written
+
+
+def test_the_card_command_profiles_the_cohorts_protocol_and_records_the_cohorts_scale(tmp_path, capsys):
+    import dataclasses
+    import json
+
+    from stateaware.app.encoder_card import main
+    from stateaware.app.protocol import protocol_from
+
+    conf = tmp_path / "conf"
+    (conf / "hardware").mkdir(parents=True)
+    (conf / "cohort").mkdir()
+    (conf / "hardware" / "lab.yaml").write_text("name: lab\ndevice: cpu\nscale: 1.0\nscales: {mine: 0.125}\n")
+    (conf / "hardware" / "bare.yaml").write_text("name: bare\ndevice: cpu\n")
+    (conf / "cohort" / "mine.yaml").write_text(yaml.safe_dump({"name": "mine", "kind": "cifar",
+                                                               "params": {"protocols": {"lab": TINY}}}))
+    cards = tmp_path / "cards"
+    assert main(["--conf", str(conf), "--hardware", "lab", "--cohort", "mine", "--repeats", "1",
+                 "--directory", str(cards)]) == 0
+    (path,) = cards.glob("cifar-lab-*.json")
+    digest = capsys.readouterr().out.split()[1]
+    assert path.name == f"cifar-lab-{digest[:12]}.json"
+    provenance = json.loads(path.read_text())["provenance"]
+    assert provenance["scale"] == 0.125  # the cohort's entry of scales, as a run of it records
+    assert provenance["protocol"] == dataclasses.asdict(protocol_from(TINY))
+    with pytest.raises(SystemExit) as exit_:
+        main(["--conf", str(conf), "--hardware", "bare", "--cohort", "mine"])
+    assert exit_.value.code == 2
+    assert "no entry for hardware 'bare'; valid entries are: lab" in capsys.readouterr().err

@@ -54,3 +54,17 @@ def test_a_cohort_entry_of_scales_is_the_runs_scale(compose, monkeypatch, tmp_pa
     assert other.hardware.scale == 1 / 2048 and other.hardware.params.cost_runtime.byte_scale == 1 / 2048
     shape = three.hardware.params.cost_runtime.three_workload
     assert shape.buffer_bytes == round((1 << 30) * three.hardware.scale)  # the paper's 1 GiB at that scale
+
+
+def test_a_command_outside_a_run_reads_the_profile_as_the_cohorts_run_gets_it():
+    # python -m stateaware.cost_runtime.freeze --cohort / app.encoder_card read the profile
+    # through hardware_file: the same scale as resolve_hardware's, and byte_scale follows it.
+    from stateaware.config import ConfigError, hardware_file
+
+    three = hardware_file("cpu", "three_workload")
+    assert three["scale"] == 1 / 256 and three["params"]["cost_runtime"]["byte_scale"] == 1 / 256
+    other = hardware_file("cpu", "confirm44")
+    assert other["scale"] == 1 / 2048 and other["params"]["cost_runtime"]["byte_scale"] == 1 / 2048
+    assert hardware_file("cpu") == other
+    with pytest.raises(ConfigError, match="hardware=h200: no file .*; valid names are: auto, cpu, h100"):
+        hardware_file("h200")

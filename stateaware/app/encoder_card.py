@@ -139,13 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m stateaware.app.encoder_card --hardware cpu``: profile the cifar cohort's protocol
     for that hardware profile and freeze the card (``stateaware.cost_runtime.frozen_cards.freeze``);
     prints the digest to put under ``params.protocols.<hardware>.card``. The cohort and hardware
-    files are read from ``--conf`` (default: the packaged ``conf/``) by ``stateaware.config.conf_file``."""
+    files are read from ``--conf`` (default: the packaged ``conf/``) by ``stateaware.config``."""
     import argparse
     import dataclasses
 
-    from stateaware.app.protocol import protocol_from
+    from stateaware.app.protocol import protocol_from, protocol_of
     from stateaware.app.train import deterministic
-    from stateaware.config import ConfigError, conf_file
+    from stateaware.config import ConfigError, conf_file, hardware_file
     from stateaware.cost_runtime.frozen_cards import freeze
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.app.encoder_card", description=main.__doc__.split("\n")[0])
@@ -160,13 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Only the params: the cohort's ``processes`` interpolates the composed config's hardware.
         params = conf_file("cohort", args.cohort, "params", conf_dir=args.conf)
-        hardware = conf_file("hardware", args.hardware, conf_dir=args.conf)
-    except ConfigError as exc:
+        hardware = hardware_file(args.hardware, args.cohort, conf_dir=args.conf)
+        proto_cfg = protocol_of(params, {"name": args.hardware})
+    except (ConfigError, ValueError) as exc:
         parser.error(str(exc))
-    if args.hardware not in params["protocols"]:
-        parser.error(f"--hardware {args.hardware!r}: the {args.cohort} cohort has protocols for "
-                     f"{', '.join(params['protocols'])}")
-    proto_cfg = params["protocols"][args.hardware]
     proto = protocol_from(proto_cfg)
     with deterministic(proto_cfg.get("threads")):  # the settings the cohort's processes time under
         card = profile_protocol(proto, seed=0, device=args.device or hardware.get("device", "cpu"),

@@ -12,7 +12,7 @@ measured once, reviewed, committed, and then named by digest.
 
 :func:`freeze_cells` takes the hardware profile and cells as data; only :func:`main`
 reads config files (``conf/hardware/<name>.yaml`` and ``conf/cohort/<name>.yaml`` of
-``--conf``, default the packaged ``conf/``) through ``stateaware.config.conf_file``.
+``--conf``, default the packaged ``conf/``) through ``stateaware.config``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def freeze_cells(hardware: dict[str, Any], cells: list[dict[str, Any]], *, seed:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stateaware.config import ConfigError, conf_file
+    from stateaware.config import ConfigError, conf_file, hardware_file
     from stateaware.cost_runtime.cells import cells_of
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.cost_runtime.freeze", description=__doc__.split("\n")[0])
@@ -64,11 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=None, help="cards directory (default: conf/cards)")
     args = parser.parse_args(argv)
     try:
-        hardware = conf_file("hardware", args.hardware, conf_dir=args.conf)
-        params = {"cells": args.cell} if args.cell else conf_file("cohort", args.cohort, "params", conf_dir=args.conf)
         # A cohort with its own byte scale on this profile (hardware.scales) records that
-        # scale, as stateaware.config.resolve_hardware sets it for a run.
-        hardware["scale"] = float((hardware.get("scales") or {}).get(args.cohort, hardware.get("scale", 1.0)))
+        # scale, as a run of it does (stateaware.config.cohort_scale).
+        hardware = hardware_file(args.hardware, args.cohort, conf_dir=args.conf)
+        params = {"cells": args.cell} if args.cell else conf_file("cohort", args.cohort, "params", conf_dir=args.conf)
         cells = cells_of(params, hardware)
     except (ConfigError, ValueError) as exc:
         parser.error(str(exc))
