@@ -133,7 +133,7 @@ def test_undeclared_queue_is_refused_not_differentiated():
 
 
 def test_card_has_a_region_option_only_for_the_queue_and_plans_under_a_budget():
-    from stateaware.cost_runtime.plans import anchors, budget_at
+    from stateaware.cost_runtime.plans import anchors, budget_at, plan
 
     m = moco.build(5, **SMALL)
     opt = torch.optim.SGD(m.query.parameters(), lr=0.05, momentum=0.9)
@@ -148,7 +148,8 @@ def test_card_has_a_region_option_only_for_the_queue_and_plans_under_a_budget():
     assert c.segments[-1]["region"].retained_bytes == 8 * (16 * 4 + 8)
     min_ew, eager = anchors(c)
     assert eager > min_ew
-    plans = card.plan_policies(c, budget_at(c, 0.5))
+    plans = {method: plan(c, budget_at(c, 0.5), planner) for method, planner in moco.PLANNED.items()}
+    assert sorted(plans) == ["agnostic", "joint"]
     for row in plans.values():
         assert row["feasible"] and len(row["policy"]) == 7 and row["predicted_peak_bytes"] <= budget_at(c, 0.5)
 

@@ -1,4 +1,4 @@
-"""A profile card of the query encoder's segments, and the planned methods' policies.
+"""A profile card of the query encoder's segments, and the command that freezes it.
 
 Per segment (the six encoder segments, then the contrast segment) the card lists
 ``eager`` and ``whole``, and for the contrast segment ``region`` (the enqueue rows); an
@@ -28,7 +28,7 @@ from stateaware.app.model import l2_normalize
 from stateaware.app.moco import Moco, contrast, n_segments, persistent_bytes, queue_rows
 from stateaware.cost_runtime.measure import synchronize
 
-__all__ = ["profile_card", "profile_protocol", "persistent_bytes", "plan_policies", "main"]
+__all__ = ["profile_card", "profile_protocol", "main"]
 
 
 def _saved_bytes(fn, exclude: set[int]) -> int:
@@ -109,14 +109,6 @@ def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x
                           "ms": f"measured, median of {repeats} forwards", "batch": int(x_q.shape[0]),
                           "image": list(x_q.shape[1:]), "device": str(device), **(provenance or {})}}
     return card_from_dict(doc)
-
-
-def plan_policies(card: Any, budget_bytes: int) -> dict[str, dict[str, Any]]:
-    """Per planned method (``agnostic``, ``joint``), the ``policies`` row under ``budget_bytes``."""
-    from stateaware.app.moco import PLANNED
-    from stateaware.cost_runtime.plans import plan
-
-    return {method: plan(card, int(budget_bytes), planner) for method, planner in PLANNED.items()}
 
 
 def profile_protocol(proto: Any, *, seed: int, device: str | torch.device = "cpu", repeats: int = 3,

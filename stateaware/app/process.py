@@ -35,8 +35,9 @@ def run_pair(params: dict[str, Any], hardware: dict[str, Any], write: Write, *, 
     from stateaware.app import train
     from stateaware.app.protocol import protocol_of
 
-    with train.deterministic(protocol_of(params, hardware).get("threads")):
-        _run_pair(params, hardware, write, out=Path(out), artifacts=Path(artifacts))
+    proto_cfg = protocol_of(params, hardware)
+    with train.deterministic(proto_cfg.get("threads")):
+        _run_pair(params, proto_cfg, hardware, write, out=Path(out), artifacts=Path(artifacts))
 
 
 def _images(array):
@@ -49,7 +50,8 @@ def _take(n: int | None, total: int) -> int:
     return total if n is None else min(int(n), total)
 
 
-def _run_pair(params: dict[str, Any], hardware: dict[str, Any], write: Write, *, out: Path, artifacts: Path) -> None:
+def _run_pair(params: dict[str, Any], proto_cfg: dict[str, Any], hardware: dict[str, Any], write: Write, *,
+              out: Path, artifacts: Path) -> None:
     import dataclasses
     import json
     import tempfile
@@ -59,16 +61,16 @@ def _run_pair(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
 
     from stateaware.app import data, moco, train
     from stateaware.app import encoder_card as app_card
-    from stateaware.app.protocol import (budget_bytes, check_card_shape, protocol_from, protocol_of, split_sizes,
-                                         workload_columns)
+    from stateaware.app.protocol import budget_bytes, check_card_shape, protocol_from, split_sizes, workload_columns
     from stateaware.cost_runtime.frozen_cards import load_frozen
+    from stateaware.cost_runtime.plans import fixed_plan
+    from stateaware.cost_runtime.plans import plan as plan_of
     from stateaware.planner.records import policy_row, profile_rows
 
     method, seed = str(params["method"]), int(params["train_seed"])
     if method not in moco.METHODS:
         raise ValueError(f"params.method={method!r}; valid methods are: {', '.join(moco.METHODS)}")
     hardware_name = str(hardware.get("name", "cpu"))
-    proto_cfg = protocol_of(params, hardware)
     proto = protocol_from(proto_cfg)
     device = torch.device(str(hardware.get("device", "cpu")))
     verify = bool(proto_cfg.get("verify_checksum", params.get("verify_checksum", True)))
@@ -105,22 +107,18 @@ def _run_pair(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     columns = workload_columns(proto, budget, hardware_name, moco.n_segments())
     part = f"seed={seed}-method={method}"
     if method in moco.PLANNED:
-        plan = app_card.plan_policies(card, budget)[method]
+        plan = plan_of(card, budget, moco.PLANNED[method])
         if not plan["feasible"]:
             # Outcomes are data: the infeasible plan is recorded and never executed.
             write("policies", [policy_row(plan, method, seed=seed, **columns)], part=part)
             return
         policy = tuple(plan["policy"])
     else:
-        from stateaware.cost_runtime.plans import predict
-
         policy = moco.fixed_policy(method)
-        # functional keeps queue versions out of place: not a card option, so no prediction.
-        peak, ms = (None, None) if method == "functional" else predict(card, policy)
-        # functional's out-of-place queue is no per-segment option: recorded without a policy,
-        # as the cost runtime records it (its encoder segments run whole; detail says so).
-        plan = {"planner": None, "feasible": True, "policy": None if method == "functional" else list(policy),
-                "predicted_peak_bytes": peak, "predicted_ms": ms, "card_digest": card.digest}
+        # functional's out-of-place queue is no per-segment option: recorded without a policy
+        # or prediction, as the cost runtime records it (its encoder segments run whole;
+        # detail says so).
+        plan = fixed_plan(card, None if method == "functional" else policy)
 
     # The complete encoder process (observed unless the seed is quality-only), then the probe.
     observer = train.Observer(device, lambda: 0) if observed else None

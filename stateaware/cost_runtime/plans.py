@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["PLANNERS", "predict", "plan", "plan_methods", "anchors", "position_of", "budget_at"]
+__all__ = ["PLANNERS", "predict", "plan", "fixed_plan", "plan_methods", "anchors", "position_of", "budget_at"]
 
 #: Planner names, as ``policies.planner`` records them.
 PLANNERS = ("joint", "eager_whole", "agnostic")
@@ -58,6 +58,19 @@ def plan(card: Any, budget_bytes: int, planner: str) -> dict[str, Any]:
     if planner not in PLANNERS:
         raise ValueError(f"planner={planner!r}; valid planners are: {', '.join(PLANNERS)}")
     return plan_columns(planner_plan(card, int(budget_bytes), planner=planner))
+
+
+def fixed_plan(card: Any, policy: Sequence[str] | None, planner: str | None = None) -> dict[str, Any]:
+    """The plan columns of a policy no planner chose: always ``feasible`` (the budget
+    evaluates a fixed policy, it does not gate it), with the static model's prediction on
+    ``card``. ``policy`` None is ``functional``'s: its out-of-place state is no card option,
+    so it has no policy or prediction. The search columns (frontier, digest) are None."""
+    from stateaware.planner.records import PLAN_COLUMNS
+
+    peak, ms = (None, None) if policy is None else predict(card, policy)
+    return {**dict.fromkeys(PLAN_COLUMNS), "planner": planner, "feasible": True,
+            "policy": None if policy is None else list(policy), "predicted_peak_bytes": peak, "predicted_ms": ms,
+            "card_digest": card.digest}
 
 
 def anchors(card: Any) -> tuple[int, int]:
@@ -105,16 +118,9 @@ def plan_methods(card: Any, budget_bytes: int, methods: Sequence[str]) -> dict[s
         if method in PLANNED:
             rows[method] = plan(card, budget_bytes, PLANNED[method])
         elif method in UNIFORM:
-            policy = [UNIFORM[method]] * card.n_segments
-            peak, ms = predict(card, policy)
-            rows[method] = {"planner": UNIFORM[method], "policy": policy, "feasible": True,
-                            "predicted_peak_bytes": peak, "predicted_ms": ms, "min_peak_bytes": None,
-                            "frontier_size": None, "truncated": None, "card_digest": card.digest,
-                            "plan_digest": None}
+            rows[method] = fixed_plan(card, [UNIFORM[method]] * card.n_segments, planner=UNIFORM[method])
         elif method == "functional":
-            rows[method] = {"planner": None, "policy": None, "feasible": True, "predicted_peak_bytes": None,
-                            "predicted_ms": None, "min_peak_bytes": None, "frontier_size": None,
-                            "truncated": None, "card_digest": card.digest, "plan_digest": None}
+            rows[method] = fixed_plan(card, None)
         else:
             raise ValueError(f"method={method!r}; valid methods are: {', '.join((*UNIFORM, 'functional', *PLANNED))}")
     return rows
