@@ -62,3 +62,21 @@ def test_rows_write_through_the_record_writer_and_read_back(tmp_path):
     assert table.num_rows == 48 and {f.name for f in IDENTITY} <= set(table.column_names)
     assert card_from_profile_rows(table.to_pylist()).digest == card.digest
     assert pq.read_table(policies).column("feasible").to_pylist() == [False, True]
+
+
+def test_a_fixed_policys_plan_columns_make_a_row_and_unknown_or_disagreeing_columns_are_refused():
+    from stateaware.cost_runtime.plans import fixed_plan, predict
+
+    card = load_card(HANDWRITTEN)
+    eager = ["eager"] * card.n_segments
+    row = policy_row(fixed_plan(card, eager), "eager", seed=3, workload="feature_queue", budget_bytes=5)
+    assert set(row) <= _columns("policies")
+    assert (row["method"], row["planner"], row["feasible"], row["seed"], row["budget_bytes"]) == ("eager", None, True, 3, 5)
+    assert row["policy"] == eager and (row["predicted_peak_bytes"], row["predicted_ms"]) == predict(card, eager)
+    assert row["plan_digest"] is None and row["frontier_size"] is None and row["card_digest"] == card.digest
+    functional = policy_row(fixed_plan(card, None), "functional")
+    assert functional["policy"] is None and functional["predicted_peak_bytes"] is None and functional["seed"] is None
+    with pytest.raises(ValueError, match=r"unknown plan column\(s\) shape; valid columns are: planner, feasible"):
+        policy_row({"shape": 1}, "eager")
+    with pytest.raises(ValueError, match="budget_bytes=5 disagrees with the plan's budget 1073741824"):
+        policy_row(plan(card, 1 << 30, "joint"), budget_bytes=5)
