@@ -228,8 +228,7 @@ def resolve_hardware(cfg: DictConfig) -> DictConfig:
         from stateaware.hardware import choose_profile
 
         chosen = choose_profile(cfg.hardware.min_gpu_gib)
-        profile = OmegaConf.merge(OmegaConf.structured(HardwareConfig),
-                                  OmegaConf.load(_conf_dir() / "hardware" / f"{chosen}.yaml"))
+        profile = OmegaConf.merge(OmegaConf.structured(HardwareConfig), _conf_node("hardware", chosen, None)[1])
         resolved = cfg.copy()
         with _writable(resolved):
             resolved.hardware = profile
