@@ -22,10 +22,8 @@ import time
 import torch
 
 from read_recording import ms_per_step  # bench/ is the script's own folder, first on sys.path
+from stateaware.analysis.timing import PAPER_T8  # the paper's Table 8, as the report quotes it
 from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build
-
-#: Paper Table 8 (H100, 1024 MiB, 0.1%, 64 segments): regions/whole step time.
-PAPER_REGIONS_OVER_WHOLE = {"feature_queue": 0.3954, "prototype_memory": 0.6085, "unrolled_recurrence": 0.4895}
 
 
 def bandwidth_gb_s(mib: int = 64, repeats: int = 5) -> float:
@@ -51,7 +49,7 @@ def main() -> None:
     torch.set_num_threads(1)
     print(f"copy bandwidth (one thread, 64 MiB): {bandwidth_gb_s():.1f} GB/s")
     print(f"{'workload':20} {'MiB':>5} {'eager ms':>9} {'whole ms':>9} {'region ms':>9} "
-          f"{'whole/eager':>11} {'region/eager':>12} {'region/whole':>12} {'paper':>6}")
+          f"{'whole/eager':>11} {'region/eager':>12} {'region/whole':>12}  paper (H100, 1 GiB)")
     for name in WORKLOADS:
         for mib in args.mib:
             shape = Shape(workload=name, buffer_bytes=int(mib * 2**20), write_fraction=0.001, live_segments=64,
@@ -65,7 +63,7 @@ def main() -> None:
                         times[method].append(t)
             e, w, g = (statistics.median(times[m]) for m in times)
             print(f"{name:20} {mib:5g} {e:9.1f} {w:9.1f} {g:9.1f} {w / e:11.2f} {g / e:12.2f} {g / w:12.3f} "
-                  f"{PAPER_REGIONS_OVER_WHOLE[name]:6.4f}")
+                  f" {PAPER_T8[name][0]}")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,16 @@ def _package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
+def _source_files_under(root: Path) -> Iterable[tuple[str, Path]]:
+    """``(posix path relative to root, path)`` of the source files under ``root``: the
+    ``SOURCE_SUFFIXES``, hidden files and folders and ``__pycache__`` excluded."""
+    for path in root.rglob("*"):
+        if path.is_file() and path.suffix in SOURCE_SUFFIXES:
+            rel = path.relative_to(root)
+            if not any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+                yield rel.as_posix(), path
+
+
 def source_files(user_code: Sequence[str] = ()) -> list[tuple[str, Path]]:
     """``(package-relative name, path)`` of every file the source hash covers, sorted.
 
@@ -55,17 +65,12 @@ def source_files(user_code: Sequence[str] = ()) -> list[tuple[str, Path]]:
     files: dict[str, Path] = {}
     for name, root in dirs.items():
         prefix = name.replace(".", "/")
-        for path in root.rglob("*"):
-            if not path.is_file() or path.suffix not in SOURCE_SUFFIXES:
-                continue
-            rel = path.relative_to(root)
-            if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
-                continue
+        for rel, path in _source_files_under(root):
             # In a wheel, stateaware/cohorts is inside stateaware/: count it once, by its
             # own package's name.
             if name == "stateaware" and any(d in path.parents for d in nested):
                 continue
-            files[f"{prefix}/{rel.as_posix()}"] = path
+            files[f"{prefix}/{rel}"] = path
     for name in user_code:
         files.update(user_code_files(name))
     return sorted(files.items())
@@ -91,13 +96,7 @@ def user_code_files(module: str) -> list[tuple[str, Path]]:
         raise UserCodeError(f"module {module!r} is not importable from here (the current directory or PYTHONPATH)")
     if spec.submodule_search_locations:  # a package (or a namespace package: its first folder)
         root = Path(next(iter(spec.submodule_search_locations))).resolve()
-        found = []
-        for path in root.rglob("*"):
-            rel = path.relative_to(root)
-            if path.is_file() and path.suffix in SOURCE_SUFFIXES and \
-                    not any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
-                found.append((f"{module}/{rel.as_posix()}", path))
-        return sorted(found)
+        return sorted((f"{module}/{rel}", path) for rel, path in _source_files_under(root))
     origin = Path(spec.origin) if spec.origin and spec.has_location else None
     if origin is None or origin.suffix != ".py":
         raise UserCodeError(f"module {module!r} is not a Python source file ({spec.origin}); "

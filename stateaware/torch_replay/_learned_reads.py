@@ -14,19 +14,19 @@ before and after the forward — the same ``Reads`` that a recording gives, for 
 of reading those versions.
 
 A learned profile is used only for the same *call shape*: the key holds the function's
-code, the identities of its closure contents, of the globals its code names, of its
-bound ``self``; the module-structure generation (any module, parameter or buffer
-registration, e.g. ``self.mem = new``, starts over); the ``training`` flags of the
-modules it reaches directly and of their norm layers (which write running statistics
-only in training mode; ``model.train()``/``.eval()`` flips the reached module's own); and the types of its arguments, with the values of ``int``/``bool``/``str``/``None``
-ones (``model.layer(i, h)`` reads layer ``i``). A
-learned ambient tensor that has died (rebound attribute) starts over, too.
+code and bound ``self``; the identities of what it reaches (closure contents, defaults,
+globals its code names, nested callables: ``_reach``'s walk); the module-structure
+generation (any module, parameter or buffer registration, e.g. ``self.mem = new``, starts
+over); the ``training`` flags of the modules it reaches and of their norm layers (which
+write running statistics only in training mode; ``model.train()``/``.eval()`` flips the
+reached module's own); and the types of its arguments, with the values of
+``int``/``bool``/``str``/``None`` ones (``model.layer(i, h)`` reads layer ``i``). A learned
+tensor that has died (a rebound attribute) starts over, too.
 
 Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
 — control flow on tensor values, or a list or plain object in its closure whose tensors
 are replaced between calls — is watched on those calls only as far as its learned reads
-go. ``set_read_recording
-("every_call")`` records every call instead (the cost the module doc names).
+go. ``set_read_recording("every_call")`` records every call instead (the cost above).
 """
 
 from __future__ import annotations
@@ -143,27 +143,20 @@ def _resolve(profile: _Profile, args: tuple, kwargs: dict) -> list[torch.Tensor]
 
 
 def _key(fn: Any, args: tuple, kwargs: dict) -> tuple | None:
-    """The call shape (module doc), or ``None`` for a callable whose reach is not cheap to key."""
-    bound = None
-    if isinstance(fn, types.MethodType):
-        bound, fn = fn.__self__, fn.__func__
-    elif isinstance(fn, torch.nn.Module):
-        bound, fn = fn, type(fn).forward
-    if not isinstance(fn, types.FunctionType):
-        return None  # functools.partial, callable objects, builtins: recorded every call
-    code = fn.__code__
-    reached: list = [bound] if bound is not None else []
-    if fn.__closure__:
-        for cell in fn.__closure__:
-            try:
-                reached.append(cell.cell_contents)
-            except ValueError:  # an empty cell (a name assigned later in the enclosing scope)
-                reached.append(None)
-    names = fn.__globals__
-    reached += [names.get(n) for n in code.co_names if isinstance(names.get(n), (torch.Tensor, torch.nn.Module))]
-    if fn.__defaults__:
-        reached += fn.__defaults__
+    """The call shape (module doc), or ``None`` for a callable whose code is not one function's.
+
+    What the function reaches (closure, defaults, named globals, nested callables) is
+    ``_reach``'s walk, the one error messages name state by.
+    """
+    if isinstance(fn, torch.nn.Module):
+        code, bound = type(fn).forward.__code__, fn
+    else:
+        func = getattr(fn, "__func__", fn)
+        if not isinstance(func, types.FunctionType):
+            return None  # functools.partial, callable objects, builtins: recorded every call
+        code, bound = func.__code__, getattr(fn, "__self__", None)
+    reached = [obj for _, obj in _reach._roots(fn, (), {})]
     modes = tuple(_reach.training_flags(r) for r in (*reached, *args) if isinstance(r, torch.nn.Module))
     layout = tuple(a if type(a) in _BY_VALUE else type(a) for a in args)
     keywords = tuple((k, v if type(v) in _BY_VALUE else type(v)) for k, v in kwargs.items())
-    return (code, _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords)
+    return (code, id(bound), _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords)

@@ -96,10 +96,24 @@ def _roots(fn: Any, args: tuple, kwargs: dict) -> Iterator[tuple[str, Any]]:
         for i, d in enumerate(getattr(func, "__defaults__", None) or ()):
             yield f"default argument {i}", d
         g = getattr(func, "__globals__", {})
-        for var in code.co_names:
+        for var in _global_names(code, g):
             value = g.get(var)
             if isinstance(value, (torch.nn.Module, torch.Tensor, torch.Generator)):
                 yield var, value
+
+
+_globals_of: dict[tuple[Any, int], tuple[int, tuple[str, ...]]] = {}
+
+
+def _global_names(code: Any, names: dict) -> tuple[str, ...]:
+    """The names ``code`` uses that its module defines (``co_names`` also lists attribute
+    names), found again whenever the module's globals grow or shrink; read on every
+    checkpoint call, so worth a cache per code object."""
+    entry = _globals_of.get((code, id(names)))
+    if entry is None or entry[0] != len(names):
+        entry = (len(names), tuple(n for n in code.co_names if n in names))
+        _globals_of[(code, id(names))] = entry
+    return entry[1]
 
 
 def _tensors_of(name: str, obj: Any) -> Iterator[tuple[str, torch.Tensor]]:

@@ -245,8 +245,8 @@ def checkpoint(
       layout, ``int``/``str``/``bool`` argument values) and re-checks them by version
       counter on the calls after it: a tensor read, or silently written, only on some
       calls of one shape (control flow on tensor values; a list or plain object whose
-      contents are replaced between calls) is watched only on calls that record. ``set_read_recording("every_call")`` records
-      every call (a Python call per torch op).
+      contents are replaced between calls) is watched only on calls that record.
+      ``set_read_recording("every_call")`` records every call (a Python call per op).
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
       running statistics, ``.data`` aliases).
