@@ -33,10 +33,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from stateaware.analysis.arguments import default_results, one_line, results_dir
+from stateaware.analysis.arguments import one_line, results_dir
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
 
-__all__ = ["main", "default_results", "results_dir"]
+__all__ = ["main"]
 
 
 def _results_arg(parser: argparse.ArgumentParser) -> None:
