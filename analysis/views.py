@@ -209,55 +209,6 @@ def view_sql(files: Sequence[Path]) -> str:
             f"hive_types = {_HIVE_TYPES})")
 
 
-_DUCKDB_TYPES = {"string": "VARCHAR", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
-                 "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
-                 "list<item: string>": "VARCHAR[]"}
-
-
-def _empty_sql(schema: pa.Schema) -> str:
-    columns = ", ".join(f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {f.name}" for f in schema)
-    return f"SELECT {columns} WHERE false"
-
-
-def views_sql(results: Path | str, run_ids: Sequence[str] | None = None) -> list[str]:
-    """The ``CREATE VIEW`` statements for ``results``, in an order that runs as written.
-
-    Plain SQL, so the same views work in the ``duckdb`` CLI
-    (``python -m stateaware.analysis views --sql > views.sql; duckdb -init views.sql``).
-    Each view lists its checked part files (damaged ones left out, see :func:`damaged_parts`),
-    so it is a snapshot: re-generate it after new parts land. ``run_ids`` restricts every
-    view to those runs (a report of chosen runs). These statements need file access; the
-    read-only connection of :func:`connect` does not use them.
-    """
-    results = Path(results)
-    scope = _scope(run_ids)
-    statements = []
-    for folder, schema in _folders(results):
-        good, _ = scan_parts(results, folder, schema)
-        if good:
-            groups = _by_old_names(good, schema if schema is not None else _KNOWN.get(folder))
-            if len(groups) == 1 and not next(iter(groups)):
-                statements.append(f"CREATE VIEW {_view_name(folder)} AS {view_sql(good)}{scope};")
-            else:  # parts written before a rename: read their old column under its new name
-                union = " UNION ALL BY NAME ".join(
-                    f"SELECT * EXCLUDE ({', '.join(_quoted(o) for o, _ in renamed)}), "
-                    f"{', '.join(f'{_quoted(o)} AS {n}' for o, n in renamed)} FROM ({view_sql(paths)})"
-                    if renamed else view_sql(paths) for renamed, paths in groups.items())
-                statements.append(f"CREATE VIEW {_view_name(folder)} AS SELECT * FROM ({union}){scope};")
-        elif folder in _KNOWN:
-            statements.append(f"CREATE VIEW {_view_name(folder)} AS {_empty_sql(_KNOWN[folder])};")
-        if folder == "processes":
-            statements.append(_LATEST_ATTEMPT)
-    return statements
-
-
-def damaged_parts(results: Path | str, run_ids: Sequence[str] | None = None) -> list[DamagedPart]:
-    """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run)."""
-    results = Path(results)
-    found = [d for folder, schema in _folders(results) for d in scan_parts(results, folder, schema)[1]]
-    return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
-
-
 @dataclass(frozen=True)
 class Snapshot:
     """The checked part files of one results directory at one moment (see :func:`snapshot`)."""
@@ -283,6 +234,59 @@ def snapshot(results: Path | str) -> Snapshot:
         schema = schema if schema is not None else _first_schema(good[0])
         folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
     return Snapshot(tuple(folders))
+
+
+_DUCKDB_TYPES = {"string": "VARCHAR", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
+                 "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
+                 "list<item: string>": "VARCHAR[]"}
+
+
+def _empty_sql(schema: pa.Schema) -> str:
+    columns = ", ".join(f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {f.name}" for f in schema)
+    return f"SELECT {columns} WHERE false"
+
+
+def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *,
+              parts: Snapshot | None = None) -> list[str]:
+    """The ``CREATE VIEW`` statements for ``results``, in an order that runs as written.
+
+    Plain SQL, so the same views work in the ``duckdb`` CLI
+    (``python -m stateaware.analysis views --sql > views.sql; duckdb -init views.sql``).
+    Each view lists its checked part files (damaged ones left out, see :func:`damaged_parts`),
+    so it is a snapshot: re-generate it after new parts land. ``run_ids`` restricts every
+    view to those runs (a report of chosen runs). These statements need file access; the
+    read-only connection of :func:`connect` does not use them. ``parts``: as for :func:`connect`.
+    """
+    parts = parts if parts is not None else snapshot(results)
+    scope = _scope(run_ids)
+    statements = []
+    for folder, _schema, groups, _damaged in parts.folders:
+        good = [path for paths in groups.values() for path in paths]
+        if good:
+            if len(groups) == 1 and not next(iter(groups)):
+                statements.append(f"CREATE VIEW {_view_name(folder)} AS {view_sql(good)}{scope};")
+            else:  # parts written before a rename: read their old column under its new name
+                union = " UNION ALL BY NAME ".join(
+                    f"SELECT * EXCLUDE ({', '.join(_quoted(o) for o, _ in renamed)}), "
+                    f"{', '.join(f'{_quoted(o)} AS {n}' for o, n in renamed)} FROM ({view_sql(paths)})"
+                    if renamed else view_sql(paths) for renamed, paths in groups.items())
+                statements.append(f"CREATE VIEW {_view_name(folder)} AS SELECT * FROM ({union}){scope};")
+        elif folder in _KNOWN:
+            statements.append(f"CREATE VIEW {_view_name(folder)} AS {_empty_sql(_KNOWN[folder])};")
+        if folder == "processes":
+            statements.append(_LATEST_ATTEMPT)
+    return statements
+
+
+def damaged_parts(results: Path | str, run_ids: Sequence[str] | None = None, *,
+                  parts: Snapshot | None = None) -> list[DamagedPart]:
+    """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run).
+
+    ``parts``: as for :func:`connect`.
+    """
+    parts = parts if parts is not None else snapshot(results)
+    found = [d for _folder, _schema, _groups, damaged in parts.folders for d in damaged]
+    return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
 
 
 def connect(results: Path | str, run_ids: Sequence[str] | None = None, *,
