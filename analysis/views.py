@@ -45,7 +45,8 @@ from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.records.check import old_names, part_problem
 from stateaware.records.schema import RENAMED, TABLES
 
-__all__ = ["VIEWS", "DamagedPart", "Snapshot", "connect", "damaged_parts", "scan_parts", "snapshot", "view_sql", "views_sql"]
+__all__ = ["VIEWS", "DamagedPart", "Snapshot", "connect", "damaged_parts", "scan_parts", "snapshot", "view_sql",
+           "views_sql"]
 
 #: Views every connection has, beyond any extra result folders.
 VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")), *RESULT_TABLES)

@@ -32,7 +32,8 @@ def test_a_users_method_keeps_its_colour_from_run_to_run():
     import sys
 
     methods = ["mine", "ours_v2", "baseline", "régions", "x"]
-    code = "import sys; from stateaware.analysis.palette import colour; print(' '.join(colour(m) for m in sys.argv[1:]))"
+    code = ("import sys; from stateaware.analysis.palette import colour; "
+            "print(' '.join(colour(m) for m in sys.argv[1:]))")
     picked = set()
     for seed in ("1", "2"):
         out = subprocess.run([sys.executable, "-c", code, *methods], capture_output=True, text=True, check=True,
