@@ -33,10 +33,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from stateaware.analysis.arguments import default_results, one_line, results_dir
+from stateaware.analysis.arguments import one_line, results_dir
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
 
-__all__ = ["main", "default_results", "results_dir"]
+__all__ = ["main"]
 
 
 def _results_arg(parser: argparse.ArgumentParser) -> None:
@@ -87,13 +87,14 @@ def _sql(args: argparse.Namespace) -> int:
 
 
 def _views(args: argparse.Namespace) -> int:
-    from stateaware.analysis.views import PARTS_PREFIX, connect, damaged_parts, views_sql
+    from stateaware.analysis.views import PARTS_PREFIX, connect, damaged_parts, snapshot, views_sql
 
     results = results_dir(args.results)
     if args.sql:
-        for part in damaged_parts(results):
+        parts = snapshot(results)  # one check of every part for both the warnings and the views
+        for part in damaged_parts(results, parts=parts):
             print(f"warning: skipped {part}", file=sys.stderr)
-        print("\n".join(views_sql(results)))
+        print("\n".join(views_sql(results, parts=parts)))
         return 0
 
     con = connect(results)

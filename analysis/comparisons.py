@@ -201,9 +201,7 @@ def declared_clock_of(config_yaml: str | None) -> str:
     ``cohort.comparisons_clock`` if set, else ``cpu`` on a one-thread CPU profile and
     ``wall`` otherwise (``stateaware.clocks.declared_clock``); ``wall`` without a config.
     """
-    if not config_yaml:
-        return "wall"
-    from omegaconf import OmegaConf
+    from stateaware.analysis.run_config import config_of
 
-    doc = OmegaConf.to_container(OmegaConf.create(config_yaml)) or {}
+    doc = config_of(config_yaml)
     return declared_clock(doc.get("cohort") or {}, doc.get("hardware") or {})

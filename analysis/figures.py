@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stateaware.analysis.palette import colour  # one colour per method across every figure of the report
+
 __all__ = [
     "JOINT",
     "CONTROL",
@@ -118,7 +120,7 @@ def figure1(
     width_max = max(r["mean_ms"] / tscale for r in rows)
     for y, r in zip(ypos, rows):
         over = r["peak_bytes"] > budget_bytes
-        color = _color(r["method"])
+        color = colour(r["method"])
         ax.barh(
             y, r["mean_ms"] / tscale, height=0.62, color=color if not over else "white",
             edgecolor=color, hatch="///" if over else None, linewidth=1.2,
@@ -189,7 +191,7 @@ def figure3(
     note = ax.text(budget, 0.99, f" shaded: above the\n {_num(budget, 1)} {munit} logical budget",
                    transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=8, color="#B03030")
     for r, x, y in zip(rows, xs, ys):
-        color = _color(r["method"])
+        color = colour(r["method"])
         emphasis = r["method"] in (JOINT, CONTROL)
         ax.scatter([x], [y], s=70 if emphasis else 36, color=color, edgecolor="black" if emphasis else color,
                    zorder=3 if emphasis else 2, label=r["label"])
@@ -261,7 +263,7 @@ def _place_labels(canvas, ax, rows, xs, ys, avoid=()) -> None:
     for g in order:
         i = g[0]
         emphasis = any(rows[j]["method"] in (JOINT, CONTROL) for j in g)
-        color = _color(rows[i]["method"]) if emphasis else "#333333"
+        color = colour(rows[i]["method"]) if emphasis else "#333333"
         text = " / ".join(rows[j]["label"] for j in g)
         best, best_cost = None, None
         for offset, ha, va in _LABEL_SPOTS:
@@ -333,12 +335,6 @@ def _num(x: float, digits: int | None = None) -> str:
     if abs(x) < 100:
         return f"{x:.1f}"
     return f"{x:.0f}"
-
-
-def _color(method: str) -> str:
-    from stateaware.analysis.palette import colour
-
-    return colour(method)  # one colour per method across every figure of the report
 
 
 def _figure():

@@ -12,15 +12,15 @@ torch or jax.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
+
+from stateaware.analysis.sql_files import SQL_DIR
 
 __all__ = ["TITLE", "PAPER", "SQL_FILES", "quantities", "render"]
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)"
 
-_SQL = Path(__file__).with_name("sql")
 SQL_FILES = ("finite_derivative", "finite_bytes", "finite_engines", "finite_joint_alias")
 
 #: The paper's published figures (§6, §7, Table 3), quoted only in the "paper" column.
@@ -48,7 +48,7 @@ PAPER: dict[str, str] = {
 
 
 def _sql(name: str) -> str:
-    return (_SQL / f"{name}.sql").read_text()
+    return (SQL_DIR / f"{name}.sql").read_text()
 
 
 def _one(con: Any, name: str) -> dict[str, Any]:

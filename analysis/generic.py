@@ -35,12 +35,11 @@ def title_for(kind: str, cohorts: list[str]) -> str:
 
 
 def _clock(con: Any, run_id: str) -> str:
-    from stateaware.analysis.run_config import config_of
-    from stateaware.clocks import declared_clock
+    from stateaware.analysis.comparisons import declared_clock_of
 
-    doc = config_of(con.execute("SELECT any_value(config_yaml) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0])
     try:
-        return declared_clock(doc.get("cohort") or {}, doc.get("hardware") or {})
+        return declared_clock_of(con.execute("SELECT any_value(config_yaml) FROM runs WHERE run_id = ?",
+                                             [run_id]).fetchone()[0])
     except ValueError:  # a recorded value this code does not know: say wall, the clock every row has
         return "wall"
 

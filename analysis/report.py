@@ -153,18 +153,21 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
                                                  write_comparisons)
     from stateaware.analysis.stats import DRAWS
     from stateaware.analysis.verify import verify
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.views import connect, snapshot
     from stateaware.records.writer import write_bytes_atomic
 
     results = Path(results)
     out = Path(out) if out is not None else results / "report"
     out.mkdir(parents=True, exist_ok=True)
-    selected = select_runs(connect(results), run_ids)
+    # Every part's footer is checked once before the comparisons are written and once after
+    # (to see them), however many connections the sections need.
+    parts = snapshot(results)
+    selected = select_runs(connect(results, parts=parts), run_ids)
     if not selected:
         raise ValueError(f"no runs under {results}; launch a cohort first: python -m stateaware cohort=NAME out={results}")
     chosen = [run.run_id for run in selected]
 
-    con = connect(results, run_ids=chosen)
+    con = connect(results, run_ids=chosen, parts=parts)
     if strict:
         from stateaware.analysis.stability import flags
 
@@ -196,6 +199,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
 
     if notes:
         lines += ["", *notes]
+    parts = snapshot(results)  # now with the comparisons just written
     for module_name, kind, rounds in sections_of(selected):
         module = _section_module(module_name, rounds[0][0])
         for runs in rounds:
@@ -206,7 +210,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
                 title += " — runs " + ", ".join(f"`{r.run_id}`" for r in runs)
                 where = out / "-".join(r.run_id for r in runs)
                 where.mkdir(parents=True, exist_ok=True)
-            section_con = connect(results, run_ids=[r.run_id for r in runs])  # now with the comparisons just written
+            section_con = connect(results, run_ids=[r.run_id for r in runs], parts=parts)
             body = module.render(section_con).strip()
             if body.startswith("## "):  # the section names itself; keep one heading
                 body = body.split("\n", 1)[1].strip() if "\n" in body else ""
@@ -214,7 +218,7 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
             if callable(getattr(module, "figures", None)):
                 for path in module.figures(section_con, where):
                     lines += ["", f"![{path.stem}]({path.relative_to(out).as_posix()})"]
-    con = connect(results, run_ids=chosen)
+    con = connect(results, run_ids=chosen, parts=parts)
     from stateaware.analysis import stability
 
     section = stability.render(con)

@@ -4,20 +4,22 @@ A results directory holds the record tables (``stateaware.records.schema``) and,
 report ran, the analysis' own result folders. Each is a DuckDB view of the same name from
 the start — empty, with these columns, until something is computed — so a query the
 README shows (``SELECT * FROM comparisons``) runs on any results directory. Only pyarrow
-here: :mod:`stateaware.analysis.views` imports it, and ``analysis sql`` must start fast.
+here (and the record schema, for the identity columns): :mod:`stateaware.analysis.views` imports
+it, and ``analysis sql`` must start fast.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
+from stateaware.records.schema import IDENTITY
+
 __all__ = ["RESULT_TABLES"]
 
 #: ``comparisons``: one row per prespecified comparison of a run
 #: (:mod:`stateaware.analysis.comparisons` computes and writes them).
 _COMPARISONS = pa.schema([
-    pa.field("run_id", pa.string(), nullable=False),
-    pa.field("cohort", pa.string(), nullable=False),
+    *(f for f in IDENTITY if f.name in ("run_id", "cohort")),  # the record tables' own, so joins line up
     pa.field("comparison", pa.string(), nullable=False),
     pa.field("metric", pa.string(), nullable=False),
     pa.field("numerator", pa.string(), nullable=False),

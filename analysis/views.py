@@ -43,15 +43,19 @@ import pyarrow as pa
 
 from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.records.check import old_names, part_problem
-from stateaware.records.schema import TABLES
+from stateaware.records.schema import RENAMED, TABLES
 
-__all__ = ["VIEWS", "DamagedPart", "connect", "damaged_parts", "scan_parts", "view_sql", "views_sql"]
+__all__ = ["VIEWS", "DamagedPart", "Snapshot", "connect", "damaged_parts", "scan_parts", "snapshot", "view_sql",
+           "views_sql"]
 
 #: Views every connection has, beyond any extra result folders.
 VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")), *RESULT_TABLES)
 
 #: Every folder with a known schema: the record tables, then the analysis' result tables.
 _KNOWN: dict[str, pa.Schema] = {**TABLES, **RESULT_TABLES}
+
+#: Current names of renamed columns: only a folder with one of them can hold parts under old names.
+_RENAMED_TO = frozenset(new for new, _ in RENAMED.values())
 
 # The hive keys stay strings: a run id like "2026" must not become an integer.
 _HIVE_TYPES = "{'cohort': 'VARCHAR', 'run_id': 'VARCHAR'}"
@@ -147,8 +151,14 @@ def _folders(results: Path) -> list[tuple[str, pa.Schema | None]]:
     return folders
 
 
-def _by_old_names(files: Sequence[Path]) -> dict[tuple[tuple[str, str], ...], list[Path]]:
-    """Part files grouped by the renamed columns they carry under an old name (most: none)."""
+def _by_old_names(files: Sequence[Path], schema: pa.Schema | None) -> dict[tuple[tuple[str, str], ...], list[Path]]:
+    """Part files grouped by the renamed columns they carry under an old name (most: none).
+
+    Only a folder whose schema has a renamed column (``schema.RENAMED``) can hold old names;
+    the others are one group without reading any footer again.
+    """
+    if schema is not None and not _RENAMED_TO.intersection(schema.names):
+        return {(): list(files)} if files else {}
     groups: dict[tuple[tuple[str, str], ...], list[Path]] = {}
     for path in files:
         found = _first_schema(path)
@@ -200,6 +210,33 @@ def view_sql(files: Sequence[Path]) -> str:
             f"hive_types = {_HIVE_TYPES})")
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The checked part files of one results directory at one moment (see :func:`snapshot`)."""
+
+    #: ``(folder, schema, good parts grouped by old column names, damaged parts)`` per view's folder.
+    folders: tuple[tuple[str, pa.Schema, dict[tuple[tuple[str, str], ...], list[Path]], list[DamagedPart]], ...]
+
+
+def snapshot(results: Path | str) -> Snapshot:
+    """Check every part file under ``results`` once (footers only), for several :func:`connect` calls.
+
+    A report opens one connection per section (each holding only that section's runs);
+    scanning once and connecting from the scan reads every footer once instead of once per
+    connection. Parts written after the scan are not in it: scan again to see them.
+    """
+    results = Path(results)
+    folders = []
+    for folder, schema in _folders(results):
+        good, bad = scan_parts(results, folder, schema)
+        if not good and folder not in _KNOWN:
+            folders.append((folder, schema, {}, bad))
+            continue
+        schema = schema if schema is not None else _first_schema(good[0])
+        folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
+    return Snapshot(tuple(folders))
+
+
 _DUCKDB_TYPES = {"string": "VARCHAR", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
                  "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
                  "list<item: string>": "VARCHAR[]"}
@@ -210,7 +247,8 @@ def _empty_sql(schema: pa.Schema) -> str:
     return f"SELECT {columns} WHERE false"
 
 
-def views_sql(results: Path | str, run_ids: Sequence[str] | None = None) -> list[str]:
+def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *,
+              parts: Snapshot | None = None) -> list[str]:
     """The ``CREATE VIEW`` statements for ``results``, in an order that runs as written.
 
     Plain SQL, so the same views work in the ``duckdb`` CLI
@@ -218,15 +256,14 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None) -> list
     Each view lists its checked part files (damaged ones left out, see :func:`damaged_parts`),
     so it is a snapshot: re-generate it after new parts land. ``run_ids`` restricts every
     view to those runs (a report of chosen runs). These statements need file access; the
-    read-only connection of :func:`connect` does not use them.
+    read-only connection of :func:`connect` does not use them. ``parts``: as for :func:`connect`.
     """
-    results = Path(results)
+    parts = parts if parts is not None else snapshot(results)
     scope = _scope(run_ids)
     statements = []
-    for folder, schema in _folders(results):
-        good, _ = scan_parts(results, folder, schema)
+    for folder, _schema, groups, _damaged in parts.folders:
+        good = [path for paths in groups.values() for path in paths]
         if good:
-            groups = _by_old_names(good)
             if len(groups) == 1 and not next(iter(groups)):
                 statements.append(f"CREATE VIEW {_view_name(folder)} AS {view_sql(good)}{scope};")
             else:  # parts written before a rename: read their old column under its new name
@@ -242,15 +279,19 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None) -> list
     return statements
 
 
-def damaged_parts(results: Path | str, run_ids: Sequence[str] | None = None) -> list[DamagedPart]:
-    """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run)."""
-    results = Path(results)
-    found = [d for folder, schema in _folders(results) for d in scan_parts(results, folder, schema)[1]]
+def damaged_parts(results: Path | str, run_ids: Sequence[str] | None = None, *,
+                  parts: Snapshot | None = None) -> list[DamagedPart]:
+    """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run).
+
+    ``parts``: as for :func:`connect`.
+    """
+    parts = parts if parts is not None else snapshot(results)
+    found = [d for _folder, _schema, _groups, damaged in parts.folders for d in damaged]
     return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
 
 
 def connect(results: Path | str, run_ids: Sequence[str] | None = None, *,
-            read_only: bool = True) -> duckdb.DuckDBPyConnection:
+            read_only: bool = True, parts: Snapshot | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
     Only parts that pass :func:`stateaware.records.check.part_problem` enter a view; the
@@ -259,22 +300,19 @@ def connect(results: Path | str, run_ids: Sequence[str] | None = None, *,
     can neither write nor read any file, nor install or load an extension, whatever the
     statement (NOTE [ Read-only by construction ]); ``read_only=False`` leaves DuckDB's
     defaults, for a caller who wants to ``COPY`` a result out. The views are a snapshot
-    of the parts present now.
+    of the parts present now, or of those in ``parts`` (a :func:`snapshot` of ``results``).
     """
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-    results = Path(results)
+    parts = parts if parts is not None else snapshot(results)
     con = duckdb.connect(":memory:")
     scope = _scope(run_ids)
     damaged: list[DamagedPart] = []
-    for folder, schema in _folders(results):
-        good, bad = scan_parts(results, folder, schema)
+    for folder, schema, groups, bad in parts.folders:
         damaged += bad
-        if not good and folder not in _KNOWN:
+        if not groups:
             continue
-        schema = schema if schema is not None else _first_schema(good[0])
-        groups = _by_old_names(good) or {(): []}
         for i, (renamed, paths) in enumerate(groups.items()):
             files = [p.resolve().as_posix() for p in paths]
             # Each file's path becomes its rows' `filename`, the way hive keys become columns.

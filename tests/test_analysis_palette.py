@@ -19,7 +19,27 @@ def test_every_method_the_cohorts_run_has_its_own_colour():
 
 @given(st.text(min_size=1, max_size=30))
 def test_a_method_of_a_users_kind_keeps_one_colour(method):
+    from stateaware.analysis.palette import _OTHERS
+
     assert colour(method) == colour(method) and colour(method).startswith("#") and len(colour(method)) == 7
+    assert colour(method) == METHOD_COLOURS[method] if method in METHOD_COLOURS else colour(method) in _OTHERS
+
+
+def test_a_users_method_keeps_its_colour_from_run_to_run():
+    """Another interpreter, with another string-hash seed, picks the same colours (not ``hash()``)."""
+    import os
+    import subprocess
+    import sys
+
+    methods = ["mine", "ours_v2", "baseline", "régions", "x"]
+    code = ("import sys; from stateaware.analysis.palette import colour; "
+            "print(' '.join(colour(m) for m in sys.argv[1:]))")
+    picked = set()
+    for seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code, *methods], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}).stdout.split()
+        picked.add(tuple(out))
+    assert picked == {tuple(colour(m) for m in methods)}
 
 
 def test_figure3c_colours_each_method_as_the_other_figures_do(tmp_path, monkeypatch):

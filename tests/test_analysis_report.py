@@ -189,3 +189,20 @@ def test_a_finite_suite_that_did_not_run_is_named_not_shown_as_zero(compose, tmp
     assert ("Not run in these results: the byte suite (§6), the engine and complex-step suite (§7, Table 3), "
             "the joint-alias suite (Table 3, §7).") in section
     assert "### Engines by write density" not in section and "## Cost runtime" not in text
+
+
+def test_a_report_checks_each_part_once_before_and_once_after_its_comparisons(compose, tmp_path, monkeypatch):
+    """Footers are read per scan, not per connection: two rounds of sections still scan twice."""
+    import stateaware.analysis.views as views
+
+    for run_id in ("first", "second"):
+        assert run(compose("cohort=demo", "processes=2", "launcher=inline", f"out={tmp_path}", f"run_id={run_id}",
+                           "cohort.params.size=8", "cohort.params.steps=2", "cohort.params.warmup=0"),
+                   progress=False) == 0
+    before = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
+    checked = []
+    real = views.part_problem
+    monkeypatch.setattr(views, "part_problem", lambda path, schema: checked.append(path) or real(path, schema))
+    build_report(tmp_path, run_ids=["first", "second"], draws=200)
+    after = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
+    assert sorted(checked) == sorted(before + after)

@@ -145,3 +145,20 @@ def test_the_views_as_plain_sql_work_in_a_bare_duckdb(tmp_path):
     con.execute("\n".join(views_sql(tmp_path)))
     assert con.execute("SELECT count(*) FROM timings").fetchone() == (3,)
     assert con.execute("SELECT count(*) FROM profiles").fetchone() == (0,)
+
+
+def test_views_sql_checks_each_part_once_for_the_warnings_and_the_statements(tmp_path, monkeypatch, capsys):
+    import stateaware.analysis.views as views
+    from stateaware.analysis.__main__ import main
+
+    for index in range(2):
+        _write(tmp_path, index)
+    (tmp_path / "timings" / "broken.parquet").write_bytes(b"not parquet")
+    checked = []
+    real = views.part_problem
+    monkeypatch.setattr(views, "part_problem", lambda path, schema: checked.append(path) or real(path, schema))
+    assert main(["views", "--sql", "--results", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert sorted(checked) == sorted(tmp_path.rglob("*.parquet")) and len(checked) == 5
+    assert err.count("warning: skipped") == 1 and "broken.parquet" in err
+    assert out.count("CREATE VIEW timings AS") == 1 and "broken.parquet" not in out

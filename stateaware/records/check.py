@@ -99,7 +99,7 @@ def _schema_problem(found: pa.Schema, schema: pa.Schema) -> str | None:
         if field.type != expected[names[field.name]]:
             return f"column {field.name!r} is {field.type}, expected {expected[names[field.name]]}"
     missing = [n for n in schema.names if n not in set(names.values())]
-    if missing and (_older_version(found) is None or _IDENTITY_NAMES.intersection(missing)):
+    if missing and (version is None or _IDENTITY_NAMES.intersection(missing)):
         return f"missing column(s) {_names(missing)}"
     return None
 
