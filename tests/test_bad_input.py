@@ -11,6 +11,7 @@ summary: cases tried, tracebacks, wrongly accepted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -277,24 +278,51 @@ def _processes_naming(text: str) -> list[int]:
     return pids
 
 
+def _start_as_a_terminal_would(argv: list[str], **popen) -> subprocess.Popen:
+    """Start ``argv`` with SIGINT at its default, as a terminal's foreground job has it.
+
+    A test run started in the background (``make test &``, ``nohup``) ignores SIGINT, and
+    ``exec`` keeps an ignored signal ignored — so without this a child would ignore the
+    Ctrl-C these tests send, as Python rightly does when started that way. A handler, unlike
+    ``SIG_IGN``, is reset to the default by ``exec``.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen([sys.executable, *argv], env=_env(), **popen)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ended(process: subprocess.Popen, *, within: float) -> str:
+    """Wait for ``process`` and return its stderr; past ``within`` seconds kill it, then raise."""
+    try:
+        return process.communicate(timeout=within)[1].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+
+
 def test_ctrl_c_during_a_launch_stops_every_worker_and_says_how_to_resume(tmp_path):
     out = tmp_path / "out"
     # Its own session, so the signal goes to the whole group, as a terminal's Ctrl-C does.
-    process = subprocess.Popen([sys.executable, *S, "cohort=demo", "processes=8", "launcher.max_parallel=1",
-                                f"out={out}", "cohort.params.size=2048", "cohort.params.steps=10000"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path,
-                               start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not (out / ".submitit").exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.05)
-    time.sleep(2)  # the first worker is running
-    os.killpg(process.pid, signal.SIGINT)
-    _, err = process.communicate(timeout=120)
-    time.sleep(1)
-    left = _processes_naming(str(out))
-    for pid in left:  # never leave a busy process behind, even when an assertion below fails
-        os.kill(pid, signal.SIGKILL)
-    text = err.decode(errors="replace")
+    process = _start_as_a_terminal_would([*S, "cohort=demo", "processes=8", "launcher.max_parallel=1", f"out={out}",
+                                          "cohort.params.size=2048", "cohort.params.steps=10000"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
+                                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / ".submitit").exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        time.sleep(2)  # the first worker is running
+        os.killpg(process.pid, signal.SIGINT)
+        text = _ended(process, within=120)
+        time.sleep(1)
+        left = _processes_naming(str(out))
+    finally:  # never leave a busy process behind, even when the wait or an assertion fails
+        for pid in _processes_naming(str(out)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert process.returncode == 130 and text.endswith("\n" + INTERRUPTED), text  # after the progress bar
     assert "Traceback" not in text
     assert left == []
@@ -302,8 +330,8 @@ def test_ctrl_c_during_a_launch_stops_every_worker_and_says_how_to_resume(tmp_pa
 
 def _interrupt_reading(argv: list[str], fifo: Path, cwd: Path) -> tuple[int, str]:
     """Run ``argv`` until it blocks reading ``fifo`` (which never gets data), then send SIGINT."""
-    process = subprocess.Popen([sys.executable, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, cwd=cwd, env=_env())
+    process = _start_as_a_terminal_would(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, cwd=cwd)
     deadline = time.monotonic() + 120
     writer = None
     while writer is None and time.monotonic() < deadline and process.poll() is None:
@@ -313,10 +341,12 @@ def _interrupt_reading(argv: list[str], fifo: Path, cwd: Path) -> tuple[int, str
             time.sleep(0.05)
     time.sleep(0.2)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
-    if writer is not None:
-        os.close(writer)
-    return process.returncode, err.decode(errors="replace")
+    try:
+        err = _ended(process, within=120)
+    finally:
+        if writer is not None:
+            os.close(writer)
+    return process.returncode, err
 
 
 def test_ctrl_c_during_a_query_and_a_plan(tmp_path):

@@ -6,8 +6,10 @@ it). Left alone, each controller dies printing its own ``KeyboardInterrupt`` tra
 on the launcher's terminal, and a worker interrupted only through its launcher keeps
 running as an orphan. So, while :func:`workers_stop_with_launcher` is active:
 
-- every controller starts with SIGINT ignored (a disposition a child inherits through
-  ``exec``; its task inherits it in turn), so Ctrl-C reaches the launcher alone;
+- every controller starts with SIGINT blocked (a signal mask a child inherits through
+  ``fork`` and keeps through ``exec``; its task inherits it in turn), so Ctrl-C reaches
+  the launcher alone. While the launcher starts one, a Ctrl-C is caught and deferred
+  until the controller is counted, so it is neither lost nor leaves an uncounted worker;
 - on ``KeyboardInterrupt`` the launcher kills each controller it started, and the tasks
   under it, before the interrupt goes on to print its one line.
 
@@ -36,12 +38,9 @@ def workers_stop_with_launcher() -> Iterator[None]:
     started = []
 
     def start_immune(*args, **kwargs):
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
+        with _sigint_held():
             controller = original(*args, **kwargs)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        started.append(controller)
+            started.append(controller)  # before a held Ctrl-C can arrive
         return controller
 
     local.start_controller = start_immune
@@ -55,6 +54,36 @@ def workers_stop_with_launcher() -> Iterator[None]:
         raise
     finally:
         local.start_controller = original
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Children started within never see Ctrl-C; one that reaches this process arrives on leaving.
+
+    SIGINT is blocked in this thread, whose mask a child inherits. Blocking alone is not
+    enough: the kernel may hand the signal to another thread (tqdm's monitor, a BLAS pool),
+    whose handler makes Python raise in this one at once — in the middle of starting the
+    child. So a handler that only notes the signal stands in, and the one it replaced runs
+    on leaving. (Ignoring the signal instead, which ``exec`` also keeps, would drop a Ctrl-C
+    delivered to another thread.) A process started with SIGINT ignored (``nohup``, ``cmd &``)
+    keeps ignoring it, and so do its children.
+    """
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    caught: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending for this thread is noted now
+        if previous is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, previous)
+        if caught:
+            if callable(previous):
+                previous(signal.SIGINT, None)  # Python's own raises KeyboardInterrupt
+            else:
+                signal.raise_signal(signal.SIGINT)  # SIG_DFL: end as an uncaught Ctrl-C would
 
 
 def _kill_tree(pid: int) -> None:
