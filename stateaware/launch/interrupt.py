@@ -71,13 +71,15 @@ def _sigint_held() -> Iterator[None]:
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     caught: list[int] = []
     previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.SIG_IGN:
+    # Ignored: children inherit that. None: a handler installed outside Python, left alone.
+    standing_in = previous is not signal.SIG_IGN and previous is not None
+    if standing_in:
         signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending for this thread is noted now
-        if previous is not signal.SIG_IGN:
+        if standing_in:
             signal.signal(signal.SIGINT, previous)
         if caught:
             if callable(previous):
