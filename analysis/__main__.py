@@ -40,8 +40,13 @@ __all__ = ["main"]
 
 
 def _results_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
-                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
+    )
 
 
 def _query_text(args: argparse.Namespace) -> str:
@@ -75,9 +80,11 @@ def _sql(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return INVALID
     except duckdb.PermissionException as exc:
-        print(f"error: refused: {one_line(exc)}; results are read-only: a query reads the views only "
-              f"(no files, no extensions). To keep a result, use --format csv and redirect the output.",
-              file=sys.stderr)
+        print(
+            f"error: refused: {one_line(exc)}; results are read-only: a query reads the views only "
+            f"(no files, no extensions). To keep a result, use --format csv and redirect the output.",
+            file=sys.stderr,
+        )
         return INVALID
     except (duckdb.Error, ValueError) as exc:  # syntax, unknown column: duckdb names the problem
         print(f"error: {one_line(exc)}", file=sys.stderr)
@@ -100,8 +107,10 @@ def _views(args: argparse.Namespace) -> int:
     con = connect(results)
     for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
         print(f"warning: skipped {path}: {problem}", file=sys.stderr)
-    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT starts_with(view_name, ?) "
-                               "ORDER BY view_name", [PARTS_PREFIX]).fetchall():
+    for (name,) in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT starts_with(view_name, ?) ORDER BY view_name",
+        [PARTS_PREFIX],
+    ).fetchall():
         columns = con.execute(f"DESCRIBE {name}").fetchall()
         print(f"{name}: " + ", ".join(c[0] for c in columns))
     return 0
@@ -125,15 +134,25 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.compare import main as compare_main
 
         return compare_main(argv[1:])
-    parser = OneLineParser(prog="python -m stateaware.analysis", description=__doc__.split("\n")[0],
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(
+        prog="python -m stateaware.analysis",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sql = commands.add_parser("sql", help="run a read-only SQL query over the results")
     _results_arg(sql)
-    sql.add_argument("--run-id", action="append", default=None, metavar="ID",
-                     help="restrict every view to this run (repeatable; default: every run)")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default: table)")
+    sql.add_argument(
+        "--run-id",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="restrict every view to this run (repeatable; default: every run)",
+    )
+    sql.add_argument(
+        "--format", choices=("table", "csv", "json"), default="table", help="output format (default: table)"
+    )
     sql.add_argument("--file", "-f", default=None, help="read the query from this file")
     sql.add_argument("query", nargs="?", default=None, help='the SQL; "-" or absent reads standard input')
     sql.set_defaults(func=_sql)

@@ -24,25 +24,39 @@ from typing import Any, Optional
 from stateaware.analysis.sql_files import rows_of
 from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
 
-__all__ = ["TITLE", "PAPER_T9", "process_rows", "table9_rows", "comparison_rows", "render", "figures", "figure3c", "main"]
+__all__ = [
+    "TITLE",
+    "PAPER_T9",
+    "process_rows",
+    "table9_rows",
+    "comparison_rows",
+    "render",
+    "figures",
+    "figure3c",
+    "main",
+]
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
 
 #: Paper Table 9 (five observed H100 seeds 2702–2706): method -> (allocated MiB, reserved MiB,
 #: mean encoder seconds, "min–max seconds").
-PAPER_T9 = {"eager": (1389.35, 1924.00, 1857.47, "1844.03–1866.87"),
-            "whole": (1004.62, 1410.00, 1841.10, "1821.24–1864.30"),
-            "regions": (1004.74, 1410.00, 1842.40, "1834.85–1854.06"),
-            "functional": (1004.62, 1410.00, 1847.51, "1837.14–1862.65"),
-            "deferred": (1389.41, 1924.00, 1842.81, "1833.59–1850.69"),
-            "agnostic": (1005.48, 1410.00, 1856.22, "1841.82–1882.82"),
-            "joint": (1229.74, 1602.00, 1855.90, "1835.37–1878.18")}
+PAPER_T9 = {
+    "eager": (1389.35, 1924.00, 1857.47, "1844.03–1866.87"),
+    "whole": (1004.62, 1410.00, 1841.10, "1821.24–1864.30"),
+    "regions": (1004.74, 1410.00, 1842.40, "1834.85–1854.06"),
+    "functional": (1004.62, 1410.00, 1847.51, "1837.14–1862.65"),
+    "deferred": (1389.41, 1924.00, 1842.81, "1833.59–1850.69"),
+    "agnostic": (1005.48, 1410.00, 1856.22, "1841.82–1882.82"),
+    "joint": (1229.74, 1602.00, 1855.90, "1835.37–1878.18"),
+}
 
 #: Paper §12 complete-encoder time ratios of joint planning (geometric mean, seed range); its
 #: allocated ratios are those of Table 9's allocated column (identical across seeds).
-PAPER_T9_TIME_RATIOS = {"joint/whole": (1.008024, "0.984483–1.019058"),
-                        "joint/deferred": (1.007065, "0.995213–1.020972")}
+PAPER_T9_TIME_RATIOS = {
+    "joint/whole": (1.008024, "0.984483–1.019058"),
+    "joint/deferred": (1.007065, "0.995213–1.020972"),
+}
 
 
 def process_rows(con: Any) -> list[dict[str, Any]]:
@@ -77,23 +91,36 @@ def render(con: Any) -> str:
     quality_only = sorted({p["seed"] for p in procs if not p["observed"]})
     cards = sorted({str(p["card_source"]) for p in procs if p["card_source"]})
     sources = sorted({str(p["peak_source"]) for p in procs if p["observed"]})
-    lines += [f"hardware {', '.join(hardware)}; peaks from {', '.join(sources) or '—'}; archive checksum verified: "
-              f"{', '.join(map(str, verified))}; card {', '.join(cards) or '—'}; {len(procs)} processes"
-              + (f"; quality-only (unobserved) seeds {', '.join(map(str, quality_only))}, left out of Table 9 "
-                 "and Figure 3C" if quality_only else "")
-              + ". The paper's columns are its H100 protocol (observed seeds 2702–2706); ours are this run's.", ""]
-    lines += ["| method | seeds | allocated MiB | reserved MiB | mean encoder s | min–max s | "
-              "paper allocated MiB | paper reserved MiB | paper mean s | paper min–max s |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        f"hardware {', '.join(hardware)}; peaks from {', '.join(sources) or '—'}; archive checksum verified: "
+        f"{', '.join(map(str, verified))}; card {', '.join(cards) or '—'}; {len(procs)} processes"
+        + (
+            f"; quality-only (unobserved) seeds {', '.join(map(str, quality_only))}, left out of Table 9 and Figure 3C"
+            if quality_only
+            else ""
+        )
+        + ". The paper's columns are its H100 protocol (observed seeds 2702–2706); ours are this run's.",
+        "",
+    ]
+    lines += [
+        "| method | seeds | allocated MiB | reserved MiB | mean encoder s | min–max s | "
+        "paper allocated MiB | paper reserved MiB | paper mean s | paper min–max s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in table9_rows(con):
         paper = PAPER_T9.get(r["method"])
-        p = (f"{paper[0]:.2f} | {paper[1]:.2f} | {paper[2]:.2f} | {paper[3]}" if paper else "— | — | — | —")
-        lines.append(f"| {r['method']} | {r['seeds']} | {_range(r['min_allocated_mib'], r['max_allocated_mib'], '.2f')} | "
-                     f"{_range(r['min_reserved_mib'], r['max_reserved_mib'], '.2f')} | "
-                     f"{r['mean_encoder_seconds']:.2f} | "
-                     f"{_range(r['min_encoder_seconds'], r['max_encoder_seconds'], '.2f')} | {p} |")
-    lines += ["", "| seed | observed | methods | distinct score files | accuracy | mean cross-entropy |",
-              "|---|---|---|---|---|---|"]
+        p = f"{paper[0]:.2f} | {paper[1]:.2f} | {paper[2]:.2f} | {paper[3]}" if paper else "— | — | — | —"
+        lines.append(
+            f"| {r['method']} | {r['seeds']} | {_range(r['min_allocated_mib'], r['max_allocated_mib'], '.2f')} | "
+            f"{_range(r['min_reserved_mib'], r['max_reserved_mib'], '.2f')} | "
+            f"{r['mean_encoder_seconds']:.2f} | "
+            f"{_range(r['min_encoder_seconds'], r['max_encoder_seconds'], '.2f')} | {p} |"
+        )
+    lines += [
+        "",
+        "| seed | observed | methods | distinct score files | accuracy | mean cross-entropy |",
+        "|---|---|---|---|---|---|",
+    ]
     seeds = sorted({p["seed"] for p in procs})
     for seed in seeds:
         mine = [p for p in procs if p["seed"] == seed]
@@ -101,23 +128,36 @@ def render(con: Any) -> str:
         accs = sorted({p["test_accuracy"] for p in mine})
         losses = sorted({p["test_mean_loss"] for p in mine})
         observed = "yes" if all(p["observed"] for p in mine) else "no (quality only)"
-        lines.append(f"| {seed} | {observed} | {len(mine)} | {len(hashes)} | {', '.join(f'{a:.4f}' for a in accs)} | "
-                     f"{', '.join(f'{x:.10f}' for x in losses)} |")
+        lines.append(
+            f"| {seed} | {observed} | {len(mine)} | {len(hashes)} | {', '.join(f'{a:.4f}' for a in accs)} | "
+            f"{', '.join(f'{x:.10f}' for x in losses)} |"
+        )
     comps = comparison_rows(con)
     if comps:
-        lines += ["", "| comparison | seeds | allocated ratio (geo. mean) | range | encoder time ratio (geo. mean) | "
-                  "range | paper allocated ratio | paper time ratio | paper range |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| comparison | seeds | allocated ratio (geo. mean) | range | encoder time ratio (geo. mean) | "
+            "range | paper allocated ratio | paper time ratio | paper range |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for c in comps:
             denominator = c["comparison"].split("/")[1]
             paper_alloc = PAPER_T9["joint"][0] / PAPER_T9[denominator][0]
             paper_time = PAPER_T9_TIME_RATIOS.get(c["comparison"])
             paper = f"{paper_alloc:.4f} | {paper_time[0]:.6f} | {paper_time[1]}" if paper_time else "— | — | —"
-            lines.append(f"| {c['comparison']} | {c['seeds']} | {c['allocated_geomean']:.6f} | "
-                         f"[{c['allocated_min']:.6f}, {c['allocated_max']:.6f}] | {c['seconds_geomean']:.6f} | "
-                         f"[{c['seconds_min']:.6f}, {c['seconds_max']:.6f}] | {paper} |")
+            lines.append(
+                f"| {c['comparison']} | {c['seeds']} | {c['allocated_geomean']:.6f} | "
+                f"[{c['allocated_min']:.6f}, {c['allocated_max']:.6f}] | {c['seconds_geomean']:.6f} | "
+                f"[{c['seconds_min']:.6f}, {c['seconds_max']:.6f}] | {paper} |"
+            )
         lines += ["", "Ranges are over seeds; no interval or significance is claimed."]
-    lines += ["", "Figure 3C data (one point per observed complete encoder process):", "",
-              "| seed | method | allocated MiB | encoder s |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "Figure 3C data (one point per observed complete encoder process):",
+        "",
+        "| seed | method | allocated MiB | encoder s |",
+        "|---|---|---|---|",
+    ]
     for p in (p for p in procs if p["observed"]):
         mib = "—" if p["peak_allocated_bytes"] is None else f"{p['peak_allocated_bytes'] / 1048576:.2f}"
         lines.append(f"| {p['seed']} | {p['method']} | {mib} | {p['encoder_seconds']:.3f} |")
@@ -149,8 +189,11 @@ def figure3c(con: Any, path: Path | str) -> Path:
         ax.scatter([mean[0]], [mean[1]], marker="|", s=200, color="black")
         ax.annotate(method, mean, xytext=(6, 4), textcoords="offset points", fontsize=7, color=colour(method))
     seeds = len({p["seed"] for p in procs})
-    ax.set_title(f"Figure 3C (cifar): peak allocated vs complete-encoder time, {len(procs)} processes, "
-                 f"{seeds} seed{'s' if seeds != 1 else ''}", fontsize=9)
+    ax.set_title(
+        f"Figure 3C (cifar): peak allocated vs complete-encoder time, {len(procs)} processes, "
+        f"{seeds} seed{'s' if seeds != 1 else ''}",
+        fontsize=9,
+    )
     ax.set_xlabel("complete encoder seconds")
     ax.set_ylabel("peak allocated MiB")
     ax.legend(fontsize=7)
@@ -169,9 +212,12 @@ def figures(con: Any, out: Path) -> list[Path]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis.application",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)")
+    parser = argparse.ArgumentParser(
+        prog="python -m stateaware.analysis.application", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)"
+    )
     parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
     args = parser.parse_args(argv)
     from stateaware.analysis.arguments import default_results

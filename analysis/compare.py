@@ -71,7 +71,9 @@ def _per_process_means(con: Any, run_id: str, metric: str) -> dict[tuple[str, st
     rows = con.execute(
         f"SELECT coalesce(cell, workload, '') AS cell, method, process_index, avg({metric}) "
         f"FROM timings WHERE run_id = ? AND NOT warmup AND {metric} IS NOT NULL "
-        f"GROUP BY ALL", [run_id]).fetchall()
+        f"GROUP BY ALL",
+        [run_id],
+    ).fetchall()
     out: dict[tuple[str, str], dict[int, float]] = {}
     for cell, method, process, mean in rows:
         out.setdefault((cell, method), {})[int(process)] = float(mean)
@@ -89,13 +91,29 @@ def _unpaired(a: np.ndarray, b: np.ndarray, *, draws: int, confidence: float, se
     def statistic(lb: np.ndarray, la: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.exp(lb.mean(axis=axis) - la.mean(axis=axis))
 
-    result = bootstrap((log_b, log_a), statistic, paired=False, vectorized=True, n_resamples=draws,
-                       confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed))
+    result = bootstrap(
+        (log_b, log_a),
+        statistic,
+        paired=False,
+        vectorized=True,
+        n_resamples=draws,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
     return estimate, float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def compare_runs(results: Path | str, run_a: str, run_b: str, *, metric: str = "step_ms", alpha: float = ALPHA,
-                 draws: int = DRAWS, seed: int = 0) -> list[RunComparison]:
+def compare_runs(
+    results: Path | str,
+    run_a: str,
+    run_b: str,
+    *,
+    metric: str = "step_ms",
+    alpha: float = ALPHA,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> list[RunComparison]:
     """Every (cell, method) that both runs timed, B against A (see the module docstring).
 
     Raises ``ValueError`` naming the problem when a run id is not in ``results``, when
@@ -108,19 +126,25 @@ def compare_runs(results: Path | str, run_a: str, run_b: str, *, metric: str = "
     con = connect(results, run_ids=[run_a, run_b])
     columns = {name for name, *_ in con.execute("DESCRIBE timings").fetchall()}
     if metric not in columns:
-        raise ValueError(f"--metric {metric!r}: the timings in {results} have no such column (records of an older "
-                         f"schema); choose one of {', '.join(m for m in METRICS if m in columns)}")
+        raise ValueError(
+            f"--metric {metric!r}: the timings in {results} have no such column (records of an older "
+            f"schema); choose one of {', '.join(m for m in METRICS if m in columns)}"
+        )
     present = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM timings").fetchall()}
     for run in (run_a, run_b):
         if run not in present:
             known = connect(results).execute("SELECT DISTINCT run_id FROM timings ORDER BY 1").fetchall()
-            raise ValueError(f"run {run!r} has no timing rows in {results}; runs with timings: "
-                             f"{', '.join(r for (r,) in known) or '(none)'}")
+            raise ValueError(
+                f"run {run!r} has no timing rows in {results}; runs with timings: "
+                f"{', '.join(r for (r,) in known) or '(none)'}"
+            )
     a_means, b_means = _per_process_means(con, run_a, metric), _per_process_means(con, run_b, metric)
     shared = sorted(set(a_means) & set(b_means))
     if not shared:
-        raise ValueError(f"runs {run_a!r} and {run_b!r} share no timed (cell, method): "
-                         f"A has {sorted(a_means)}, B has {sorted(b_means)}")
+        raise ValueError(
+            f"runs {run_a!r} and {run_b!r} share no timed (cell, method): "
+            f"A has {sorted(a_means)}, B has {sorted(b_means)}"
+        )
     confidence = bonferroni_confidence(alpha, len(shared))
     rows = []
     for cell, method in shared:
@@ -136,8 +160,22 @@ def compare_runs(results: Path | str, run_a: str, run_b: str, *, metric: str = "
             estimate, lower, upper = _unpaired(a_values, b_values, draws=draws, confidence=confidence, seed=seed)
         else:
             estimate = float(np.exp(np.log(b_values).mean() - np.log(a_values).mean()))
-        rows.append(RunComparison(cell, method, metric, float(a_values.mean()), float(b_values.mean()), estimate,
-                                  lower, upper, confidence, paired, len(a), len(b)))
+        rows.append(
+            RunComparison(
+                cell,
+                method,
+                metric,
+                float(a_values.mean()),
+                float(b_values.mean()),
+                estimate,
+                lower,
+                upper,
+                confidence,
+                paired,
+                len(a),
+                len(b),
+            )
+        )
     return rows
 
 
@@ -151,11 +189,25 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
     for r in rows:
         interval = f"[{r.lower:.4f}, {r.upper:.4f}]" if r.lower is not None else "n < 2: none"
         processes = f"{r.a_processes} paired" if r.paired else f"{r.a_processes} vs {r.b_processes} unpaired"
-        body.append([r.cell or "—", r.method, f"{r.a_mean:.4g}", f"{r.b_mean:.4g}", f"{r.ratio:.4f}", interval,
-                     processes, r.verdict])
+        body.append(
+            [
+                r.cell or "—",
+                r.method,
+                f"{r.a_mean:.4g}",
+                f"{r.b_mean:.4g}",
+                f"{r.ratio:.4f}",
+                interval,
+                processes,
+                r.verdict,
+            ]
+        )
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = [f"B = {run_b} against A = {run_a}; intervals at {rows[0].confidence:.2%} each "
-             f"(Bonferroni over {len(rows)} rows)" if rows else f"B = {run_b} against A = {run_a}"]
+    lines = [
+        f"B = {run_b} against A = {run_a}; intervals at {rows[0].confidence:.2%} each "
+        f"(Bonferroni over {len(rows)} rows)"
+        if rows
+        else f"B = {run_b} against A = {run_a}"
+    ]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [header, *body]]
     return "\n".join(lines)
 
@@ -165,20 +217,28 @@ def main(argv: Optional[list[str]] = None) -> int:
     from stateaware.analysis.arguments import results_dir
     from stateaware.exits import OneLineParser
 
-    parser = OneLineParser(prog="python -m stateaware.analysis compare",
-                           description="per method, the ratio of run B to run A with a bootstrap interval")
+    parser = OneLineParser(
+        prog="python -m stateaware.analysis compare",
+        description="per method, the ratio of run B to run A with a bootstrap interval",
+    )
     parser.add_argument("run_a", metavar="RUN_A", help="the baseline run id")
     parser.add_argument("run_b", metavar="RUN_B", help="the run compared with it")
-    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
-                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
+    )
     parser.add_argument("--metric", default="step_ms", choices=METRICS, help="timing column (default: step_ms)")
     parser.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise level (default: {ALPHA})")
     parser.add_argument("--draws", type=int, default=DRAWS, help=f"bootstrap draws (default: {DRAWS:,})")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     args = parser.parse_args(argv)
     try:
-        rows = compare_runs(results_dir(args.results), args.run_a, args.run_b, metric=args.metric,
-                            alpha=args.alpha, draws=args.draws)
+        rows = compare_runs(
+            results_dir(args.results), args.run_a, args.run_b, metric=args.metric, alpha=args.alpha, draws=args.draws
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -63,8 +63,13 @@ def comparisons_table(
 ) -> pa.Table:
     """``results`` as an Arrow table of ``SCHEMA``, one row per comparison, in order."""
     rows = [
-        {**r.row(), "run_id": run_id, "cohort": cohort, "partial": bool(partial),
-         "expected_processes": expected_processes}
+        {
+            **r.row(),
+            "run_id": run_id,
+            "cohort": cohort,
+            "partial": bool(partial),
+            "expected_processes": expected_processes,
+        }
         for r in results
     ]
     return pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -130,9 +135,12 @@ def compute_comparisons(
         verification = verify(con, run_id=run_id, allow_partial=allow_partial)
     run = verification.run(run_id)
     specs = [Comparison.coerce(c) for c in comparisons]
-    columns = {c for (c,) in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
-    ).fetchall()}
+    columns = {
+        c
+        for (c,) in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+        ).fetchall()
+    }
     timed = clock is not None and any(s.metric in TIME_METRICS for s in specs)
     if timed:
         clock_column(clock)  # an unknown clock fails here, by name
@@ -153,8 +161,7 @@ def compute_comparisons(
     processes = ", ".join(str(p) for p in run.completed)
     select = ", ".join([*(f'"{k}"' for k in keys), *(f'avg("{m}") AS "{m}"' for m in metrics)])
     result = con.execute(
-        f"SELECT {select} FROM {table} WHERE run_id = ? AND process_index IN ({processes}) {measured} "
-        f"GROUP BY ALL",
+        f"SELECT {select} FROM {table} WHERE run_id = ? AND process_index IN ({processes}) {measured} GROUP BY ALL",
         [run_id],
     )
     names = [d[0] for d in result.description]
@@ -163,11 +170,17 @@ def compute_comparisons(
     if not timed:
         return run, results
     # The other clock: the same family (same m, same seed), kept only for the time ratios.
-    others = compare(means, [_on_clock(s, other) for s in specs], alpha=alpha, draws=draws, seed=seed) \
-        if other is not None else [None] * len(specs)
-    return run, [replace(r, clock=clock, other=replace(o, clock=other) if o is not None else None)
-                 if s.metric in TIME_METRICS else r
-                 for s, r, o in zip(specs, results, others)]
+    others = (
+        compare(means, [_on_clock(s, other) for s in specs], alpha=alpha, draws=draws, seed=seed)
+        if other is not None
+        else [None] * len(specs)
+    )
+    return run, [
+        replace(r, clock=clock, other=replace(o, clock=other) if o is not None else None)
+        if s.metric in TIME_METRICS
+        else r
+        for s, r, o in zip(specs, results, others)
+    ]
 
 
 def _on_clock(spec: Comparison, clock: str) -> Comparison:

@@ -122,15 +122,24 @@ def figure1(
         over = r["peak_bytes"] > budget_bytes
         color = colour(r["method"])
         ax.barh(
-            y, r["mean_ms"] / tscale, height=0.62, color=color if not over else "white",
-            edgecolor=color, hatch="///" if over else None, linewidth=1.2,
+            y,
+            r["mean_ms"] / tscale,
+            height=0.62,
+            color=color if not over else "white",
+            edgecolor=color,
+            hatch="///" if over else None,
+            linewidth=1.2,
             label=None,
         )
         text = f"{_num(r['mean_ms'] / tscale)} {tunit}, {_num(r['peak_bytes'] / mscale, 1)} {munit}"
         if over:
             text += ", over budget"
         ax.text(
-            r["mean_ms"] / tscale + 0.015 * width_max, y, text, va="center", fontsize=9,
+            r["mean_ms"] / tscale + 0.015 * width_max,
+            y,
+            text,
+            va="center",
+            fontsize=9,
             fontweight="bold" if r["method"] == JOINT else "normal",
         )
     ax.set_yticks(ypos)
@@ -188,13 +197,28 @@ def figure3(
     xmin, xmax = max(0.0, lo - pad), hi + 3 * pad  # labels sit right of the points
     ax.axvspan(budget, xmax, color="#F3D3D3", alpha=0.6, lw=0, zorder=0)
     ax.axvline(budget, color="#B03030", ls="--", lw=1, zorder=1)
-    note = ax.text(budget, 0.99, f" shaded: above the\n {_num(budget, 1)} {munit} logical budget",
-                   transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=8, color="#B03030")
+    note = ax.text(
+        budget,
+        0.99,
+        f" shaded: above the\n {_num(budget, 1)} {munit} logical budget",
+        transform=ax.get_xaxis_transform(),
+        va="top",
+        ha="left",
+        fontsize=8,
+        color="#B03030",
+    )
     for r, x, y in zip(rows, xs, ys):
         color = colour(r["method"])
         emphasis = r["method"] in (JOINT, CONTROL)
-        ax.scatter([x], [y], s=70 if emphasis else 36, color=color, edgecolor="black" if emphasis else color,
-                   zorder=3 if emphasis else 2, label=r["label"])
+        ax.scatter(
+            [x],
+            [y],
+            s=70 if emphasis else 36,
+            color=color,
+            edgecolor="black" if emphasis else color,
+            zorder=3 if emphasis else 2,
+            label=r["label"],
+        )
     ax.set_xlim(xmin, xmax)
     ylo, yhi = min(ys), max(ys)
     ypad = 0.1 * (yhi - ylo or yhi or 1.0)
@@ -207,8 +231,11 @@ def figure3(
     _place_labels(canvas, ax, rows, xs, ys, avoid=[note])
     path = _save(fig, canvas, path)
 
-    points = [(c.get_label(), c.get_offsets()[0], c.get_facecolor()[0]) for c in ax.collections if c.get_label()
-              and not c.get_label().startswith("_")]
+    points = [
+        (c.get_label(), c.get_offsets()[0], c.get_facecolor()[0])
+        for c in ax.collections
+        if c.get_label() and not c.get_label().startswith("_")
+    ]
     from matplotlib.colors import to_hex
 
     span = next(p for p in ax.patches if p.get_zorder() == 0)
@@ -230,10 +257,14 @@ def figure3(
 #: Where a point's label may go, in offset points from the point: right, left, above,
 #: below, then further out. The first spot free of other labels and points wins.
 _LABEL_SPOTS = (
-    ((7, 0), "left", "center"), ((-7, 0), "right", "center"),
-    ((0, 8), "center", "bottom"), ((0, -8), "center", "top"),
-    ((7, 11), "left", "bottom"), ((7, -11), "left", "top"),
-    ((-7, 11), "right", "bottom"), ((-7, -11), "right", "top"),
+    ((7, 0), "left", "center"),
+    ((-7, 0), "right", "center"),
+    ((0, 8), "center", "bottom"),
+    ((0, -8), "center", "top"),
+    ((7, 11), "left", "bottom"),
+    ((7, -11), "left", "top"),
+    ((-7, 11), "right", "bottom"),
+    ((-7, -11), "right", "top"),
 )
 
 
@@ -267,14 +298,25 @@ def _place_labels(canvas, ax, rows, xs, ys, avoid=()) -> None:
         text = " / ".join(rows[j]["label"] for j in g)
         best, best_cost = None, None
         for offset, ha, va in _LABEL_SPOTS:
-            ann = ax.annotate(text, (xs[i], ys[i]), xytext=offset, textcoords="offset points", ha=ha, va=va,
-                              fontsize=8, color=color, fontweight="bold" if emphasis else "normal")
+            ann = ax.annotate(
+                text,
+                (xs[i], ys[i]),
+                xytext=offset,
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                fontsize=8,
+                color=color,
+                fontweight="bold" if emphasis else "normal",
+            )
             box = ann.get_window_extent(renderer)
             extent = (box.x0, box.y0, box.x1, box.y1)
             own = set(g)
-            cost = sum(_overlap(extent, t) for t in taken) + sum(
-                _overlap(extent, m) for k, m in enumerate(markers) if k not in own
-            ) + _outside(extent, (frame.x0, frame.y0, frame.x1, frame.y1))
+            cost = (
+                sum(_overlap(extent, t) for t in taken)
+                + sum(_overlap(extent, m) for k, m in enumerate(markers) if k not in own)
+                + _outside(extent, (frame.x0, frame.y0, frame.x1, frame.y1))
+            )
             if best_cost is None or cost < best_cost:
                 if best is not None:
                     best[0].remove()
@@ -309,10 +351,17 @@ def _rows(summary: Sequence[Any]) -> list[dict[str, Any]]:
         method = str(get("method"))
         mean_ms, peak = float(get("mean_ms")), int(get("peak_bytes"))
         if not mean_ms > 0 or peak < 0:
-            raise ValueError(f"summary row {i} ({method}): mean_ms must be > 0 and peak_bytes >= 0; "
-                             f"got {mean_ms}, {peak}")
-        rows.append({"method": method, "mean_ms": mean_ms, "peak_bytes": peak,
-                     "label": str(get("label") or METHOD_LABELS.get(method, method))})
+            raise ValueError(
+                f"summary row {i} ({method}): mean_ms must be > 0 and peak_bytes >= 0; got {mean_ms}, {peak}"
+            )
+        rows.append(
+            {
+                "method": method,
+                "mean_ms": mean_ms,
+                "peak_bytes": peak,
+                "label": str(get("label") or METHOD_LABELS.get(method, method)),
+            }
+        )
     if not rows:
         raise ValueError("summary is empty: a figure needs at least one method")
     return rows

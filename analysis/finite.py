@@ -114,45 +114,120 @@ def render(con: Any) -> str:
     q = quantities(con)
     d, b, e, j = (q[n] for n in SQL_FILES)
     rows = [
-        ("§6 derivative programs", _n(d["programs"]), PAPER["derivative_programs"],
-         _compare_count(_n(d["programs"]), PAPER["derivative_programs"])),
-        ("§6 version graph: exact output and gradient within tolerance", _frac(d["graph_matches"], d["graph_rows"]),
-         PAPER["graph"], _compare_all(d["graph_matches"], d["graph_rows"])),
-        ("§6 max gradient disagreement (version graph vs forward Jacobian)", _e(d["max_gradient_disagreement"]),
-         PAPER["max_gradient_disagreement"], _compare_error(d["max_gradient_disagreement"], 8.88e-16)),
-        ("§6 final-storage control detected", _frac(d["control_detected"], d["control_rows"]),
-         PAPER["control_detected"], _compare_all(d["control_detected"], d["control_rows"])),
-        ("§6 byte programs", _n(b["programs"]), PAPER["byte_programs"],
-         _compare_count(_n(b["programs"]), PAPER["byte_programs"])),
-        ("§6 snapshot replay matches bytes and RNG state", _frac(b["snapshot_matches"], b["snapshot_rows"]),
-         PAPER["snapshot"], _compare_all(b["snapshot_matches"], b["snapshot_rows"])),
-        ("§6 region undo matches bytes and RNG state", _frac(b["region_undo_matches"], b["region_undo_rows"]),
-         PAPER["region_undo"], _compare_all(b["region_undo_matches"], b["region_undo_rows"])),
-        ("§6 wrong RNG state detected", _frac(b["wrong_rng_detected"], b["wrong_rng_rows"]), PAPER["wrong_rng"],
-         _compare_all(b["wrong_rng_detected"], b["wrong_rng_rows"])),
-        ("§7 engine programs", _n(e["programs"]), PAPER["engine_programs"],
-         _compare_count(_n(e["programs"]), PAPER["engine_programs"])),
-        ("§7 engine recoveries (program x engine) matching", _frac(e["engine_matches"], e["engine_rows"]),
-         PAPER["engine_recoveries"], _compare_all(e["engine_matches"], e["engine_rows"], paper_says_all=False)),
-        ("§7 max engine gradient error", _e(e["max_engine_gradient_error"]), PAPER["max_engine_gradient_error"],
-         _compare_error(e["max_engine_gradient_error"], 1.56e-15)),
-        ("Table 3 complex-step programs", _n(e["complex_step_programs"]), PAPER["complex_step_programs"],
-         _compare_count(_n(e["complex_step_programs"]), PAPER["complex_step_programs"])),
-        ("Table 3 complex-step coordinates", _n(e["complex_step_coordinates"]), PAPER["complex_step_coordinates"],
-         _compare_count(_n(e["complex_step_coordinates"]), PAPER["complex_step_coordinates"])),
-        ("Table 3 max complex-step error", _e(e["max_complex_step_error"]), PAPER["max_complex_step_error"],
-         _compare_error(e["max_complex_step_error"], 9.99e-16)),
-        ("Table 3 joint-alias programs", _n(j["programs"]), PAPER["joint_programs"],
-         _compare_count(_n(j["programs"]), PAPER["joint_programs"])),
-        ("Table 3 supported joint recoveries", _frac(j["recoveries_matched"], j["recoveries"]),
-         PAPER["joint_recoveries"], _compare_count(_frac(j["recoveries_matched"], j["recoveries"]),
-                                                   PAPER["joint_recoveries"])),
-        ("Table 3 max joint gradient error", _e(j["max_joint_gradient_error"]), PAPER["max_joint_gradient_error"],
-         _compare_error(j["max_joint_gradient_error"], 4.44e-16)),
-        ("Table 3 explicit unsupported outcomes", _n(j["unsupported"]), PAPER["unsupported"],
-         _compare_count(_n(j["unsupported"]), PAPER["unsupported"])),
-        ("§7 joint-alias stored operations", _n(j["stored_operations"]), PAPER["stored_operations"],
-         _compare_count(_n(j["stored_operations"]), PAPER["stored_operations"])),
+        (
+            "§6 derivative programs",
+            _n(d["programs"]),
+            PAPER["derivative_programs"],
+            _compare_count(_n(d["programs"]), PAPER["derivative_programs"]),
+        ),
+        (
+            "§6 version graph: exact output and gradient within tolerance",
+            _frac(d["graph_matches"], d["graph_rows"]),
+            PAPER["graph"],
+            _compare_all(d["graph_matches"], d["graph_rows"]),
+        ),
+        (
+            "§6 max gradient disagreement (version graph vs forward Jacobian)",
+            _e(d["max_gradient_disagreement"]),
+            PAPER["max_gradient_disagreement"],
+            _compare_error(d["max_gradient_disagreement"], 8.88e-16),
+        ),
+        (
+            "§6 final-storage control detected",
+            _frac(d["control_detected"], d["control_rows"]),
+            PAPER["control_detected"],
+            _compare_all(d["control_detected"], d["control_rows"]),
+        ),
+        (
+            "§6 byte programs",
+            _n(b["programs"]),
+            PAPER["byte_programs"],
+            _compare_count(_n(b["programs"]), PAPER["byte_programs"]),
+        ),
+        (
+            "§6 snapshot replay matches bytes and RNG state",
+            _frac(b["snapshot_matches"], b["snapshot_rows"]),
+            PAPER["snapshot"],
+            _compare_all(b["snapshot_matches"], b["snapshot_rows"]),
+        ),
+        (
+            "§6 region undo matches bytes and RNG state",
+            _frac(b["region_undo_matches"], b["region_undo_rows"]),
+            PAPER["region_undo"],
+            _compare_all(b["region_undo_matches"], b["region_undo_rows"]),
+        ),
+        (
+            "§6 wrong RNG state detected",
+            _frac(b["wrong_rng_detected"], b["wrong_rng_rows"]),
+            PAPER["wrong_rng"],
+            _compare_all(b["wrong_rng_detected"], b["wrong_rng_rows"]),
+        ),
+        (
+            "§7 engine programs",
+            _n(e["programs"]),
+            PAPER["engine_programs"],
+            _compare_count(_n(e["programs"]), PAPER["engine_programs"]),
+        ),
+        (
+            "§7 engine recoveries (program x engine) matching",
+            _frac(e["engine_matches"], e["engine_rows"]),
+            PAPER["engine_recoveries"],
+            _compare_all(e["engine_matches"], e["engine_rows"], paper_says_all=False),
+        ),
+        (
+            "§7 max engine gradient error",
+            _e(e["max_engine_gradient_error"]),
+            PAPER["max_engine_gradient_error"],
+            _compare_error(e["max_engine_gradient_error"], 1.56e-15),
+        ),
+        (
+            "Table 3 complex-step programs",
+            _n(e["complex_step_programs"]),
+            PAPER["complex_step_programs"],
+            _compare_count(_n(e["complex_step_programs"]), PAPER["complex_step_programs"]),
+        ),
+        (
+            "Table 3 complex-step coordinates",
+            _n(e["complex_step_coordinates"]),
+            PAPER["complex_step_coordinates"],
+            _compare_count(_n(e["complex_step_coordinates"]), PAPER["complex_step_coordinates"]),
+        ),
+        (
+            "Table 3 max complex-step error",
+            _e(e["max_complex_step_error"]),
+            PAPER["max_complex_step_error"],
+            _compare_error(e["max_complex_step_error"], 9.99e-16),
+        ),
+        (
+            "Table 3 joint-alias programs",
+            _n(j["programs"]),
+            PAPER["joint_programs"],
+            _compare_count(_n(j["programs"]), PAPER["joint_programs"]),
+        ),
+        (
+            "Table 3 supported joint recoveries",
+            _frac(j["recoveries_matched"], j["recoveries"]),
+            PAPER["joint_recoveries"],
+            _compare_count(_frac(j["recoveries_matched"], j["recoveries"]), PAPER["joint_recoveries"]),
+        ),
+        (
+            "Table 3 max joint gradient error",
+            _e(j["max_joint_gradient_error"]),
+            PAPER["max_joint_gradient_error"],
+            _compare_error(j["max_joint_gradient_error"], 4.44e-16),
+        ),
+        (
+            "Table 3 explicit unsupported outcomes",
+            _n(j["unsupported"]),
+            PAPER["unsupported"],
+            _compare_count(_n(j["unsupported"]), PAPER["unsupported"]),
+        ),
+        (
+            "§7 joint-alias stored operations",
+            _n(j["stored_operations"]),
+            PAPER["stored_operations"],
+            _compare_count(_n(j["stored_operations"]), PAPER["stored_operations"]),
+        ),
     ]
     # Only the suites that ran (rows of a suite follow each other: 4, 4, 6, 5); a suite with
     # no programs would read "0 vs 1,200 — differs" beside the paper, so it is named instead.
@@ -175,8 +250,12 @@ def render(con: Any) -> str:
 
 
 #: The four suites, in the order of SQL_FILES, as the report names one that did not run.
-_SUITES = ("the derivative suite (§6)", "the byte suite (§6)", "the engine and complex-step suite (§7, Table 3)",
-           "the joint-alias suite (Table 3, §7)")
+_SUITES = (
+    "the derivative suite (§6)",
+    "the byte suite (§6)",
+    "the engine and complex-step suite (§7, Table 3)",
+    "the joint-alias suite (Table 3, §7)",
+)
 
 
 def _table(names: list[str], rows: list[tuple]) -> list[str]:
@@ -189,15 +268,19 @@ def _notes(d: dict[str, Any], b: dict[str, Any]) -> list[str]:
     notes = []
     missed = (d["control_rows"] or 0) - (d["control_detected"] or 0)
     if missed:
-        notes.append(f"{missed} final-storage control row(s) were not detected: their control gradient is within "
-                     f"tolerance of the reference (largest difference {_e(d['control_undetected_max_error'])}), "
-                     f"i.e. evaluated at the final storage every local derivative the output depends on coincides "
-                     f"with its historical value; detail.reference_max_abs shows which of these programs have an "
-                     f"identically zero reference gradient.")
+        notes.append(
+            f"{missed} final-storage control row(s) were not detected: their control gradient is within "
+            f"tolerance of the reference (largest difference {_e(d['control_undetected_max_error'])}), "
+            f"i.e. evaluated at the final storage every local derivative the output depends on coincides "
+            f"with its historical value; detail.reference_max_abs shows which of these programs have an "
+            f"identically zero reference gradient."
+        )
     missed = (b["wrong_rng_rows"] or 0) - (b["wrong_rng_detected"] or 0)
     if missed:
-        notes.append(f"{missed} wrong-RNG replay(s) reproduced both the bytes and the final generator state: "
-                     f"the shifted stream re-synchronised (NumPy's normal sampler consumes a variable number of "
-                     f"64-bit outputs) and any differing early draws were overwritten or masked, so eq. 2 holds "
-                     f"for that replay.")
+        notes.append(
+            f"{missed} wrong-RNG replay(s) reproduced both the bytes and the final generator state: "
+            f"the shifted stream re-synchronised (NumPy's normal sampler consumes a variable number of "
+            f"64-bit outputs) and any differing early draws were overwritten or masked, so eq. 2 holds "
+            f"for that replay."
+        )
     return notes

@@ -38,8 +38,9 @@ def _clock(con: Any, run_id: str) -> str:
     from stateaware.analysis.comparisons import declared_clock_of
 
     try:
-        return declared_clock_of(con.execute("SELECT any_value(config_yaml) FROM runs WHERE run_id = ?",
-                                             [run_id]).fetchone()[0])
+        return declared_clock_of(
+            con.execute("SELECT any_value(config_yaml) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
+        )
     except ValueError:  # a recorded value this code does not know: say wall, the clock every row has
         return "wall"
 
@@ -56,28 +57,43 @@ def _timing_table(con: Any, run_id: str) -> list[str]:
     rows = con.execute(
         f"SELECT method, count(DISTINCT process_index), count(*), median({CLOCKS[clock]}), median({CLOCKS[other]}), "
         "max(peak_allocated_bytes), string_agg(DISTINCT peak_source, ', ') FROM timings "
-        "WHERE run_id = ? AND NOT coalesce(warmup, false) GROUP BY method ORDER BY method", [run_id]).fetchall()
+        "WHERE run_id = ? AND NOT coalesce(warmup, false) GROUP BY method ORDER BY method",
+        [run_id],
+    ).fetchall()
     peaks = any(r[5] is not None for r in rows)
     head = f"| method | processes | measured steps | median {clock} ms | median {other} ms |"
-    lines = [head + (" max peak allocated bytes | peak source |" if peaks else ""),
-             "|---|---:|---:|---:|---:|" + ("---:|---|" if peaks else "")]
+    lines = [
+        head + (" max peak allocated bytes | peak source |" if peaks else ""),
+        "|---|---:|---:|---:|---:|" + ("---:|---|" if peaks else ""),
+    ]
     for method, processes, steps, declared, second, peak, source in rows:
         line = f"| {method} | {processes} | {steps} | {_ms(declared)} | {_ms(second)} |"
         if peaks:
             line += f" {'—' if peak is None else f'{peak:,}'} | {source or '—'} |"
         lines.append(line)
-    lines += ["", f"Step times: medians over every measured step of every process; `{clock}` is the run's declared "
-              f"clock (`wall`: synchronized wall time, `cpu`: the timed thread's CPU time)."]
+    lines += [
+        "",
+        f"Step times: medians over every measured step of every process; `{clock}` is the run's declared "
+        f"clock (`wall`: synchronized wall time, `cpu`: the timed thread's CPU time).",
+    ]
     comparisons = con.execute(
         "SELECT comparison, clock, estimate, lower, upper, confidence, processes, other_clock, other_estimate, "
-        "other_lower, other_upper FROM comparisons WHERE run_id = ? ORDER BY comparison", [run_id]).fetchall()
+        "other_lower, other_upper FROM comparisons WHERE run_id = ? ORDER BY comparison",
+        [run_id],
+    ).fetchall()
     if comparisons:
-        lines += ["", "| comparison | clock | estimate | interval | confidence | processes | excludes 1 | "
-                      "other clock: estimate [interval] |", "|---|---|---:|---|---:|---:|---|---|"]
+        lines += [
+            "",
+            "| comparison | clock | estimate | interval | confidence | processes | excludes 1 | "
+            "other clock: estimate [interval] |",
+            "|---|---|---:|---|---:|---:|---|---|",
+        ]
         for name, c_clock, est, lo, hi, conf, n, o_clock, o_est, o_lo, o_hi in comparisons:
             beside = "—" if o_est is None else f"{o_clock}: {o_est:.4f} [{o_lo:.4f}, {o_hi:.4f}]"
-            lines.append(f"| {name} | {c_clock or '—'} | {est:.4f} | [{lo:.4f}, {hi:.4f}] | {conf:.4f} | {n} | "
-                         f"{'yes' if lo > 1 or hi < 1 else 'no'} | {beside} |")
+            lines.append(
+                f"| {name} | {c_clock or '—'} | {est:.4f} | [{lo:.4f}, {hi:.4f}] | {conf:.4f} | {n} | "
+                f"{'yes' if lo > 1 or hi < 1 else 'no'} | {beside} |"
+            )
     return lines
 
 
@@ -86,8 +102,7 @@ def _counts(con: Any, run_id: str) -> str:
     found = {t: n for t, n in counts.items() if n}
     if not found:
         return "0 rows in any record table."
-    return (f"{sum(found.values()):,} rows in tables " + ", ".join(f"`{t}` ({n:,})" for t, n in found.items())
-            + ".")
+    return f"{sum(found.values()):,} rows in tables " + ", ".join(f"`{t}` ({n:,})" for t, n in found.items()) + "."
 
 
 def render(con: Any) -> str:

@@ -81,16 +81,21 @@ def render(con: Any) -> str:
             differ.append(label)
             continue
         mrd = (row["m"], row["r"], row["d"])
-        lines.append(f"| {label} | {mrd[0]} | {mrd[1]} | {mrd[2]} | {row['n']} | {row['seed_keys']} | "
-                     f"{' | '.join(paper_cells)} |")
+        lines.append(
+            f"| {label} | {mrd[0]} | {mrd[1]} | {mrd[2]} | {row['n']} | {row['seed_keys']} | "
+            f"{' | '.join(paper_cells)} |"
+        )
         if paper is None or mrd != paper or row["other"]:
             differ.append(label)
     total = sum(r["n"] for r in ours.values())
     by_backend = {b: sum(r["n"] for (bk, _), r in ours.items() if bk == b) for b in ("torch", "jax")}
-    lines += ["", f"Records: {total} ({by_backend['torch']} Torch, {by_backend['jax']} JAX). "
-              "M: matches the functional reference (the references: the float64 oracle) in outputs, "
-              "final state and both backward passes; R: the framework raised; D: an observed mismatch. "
-              "The paper columns quote the paper's Table 2."]
+    lines += [
+        "",
+        f"Records: {total} ({by_backend['torch']} Torch, {by_backend['jax']} JAX). "
+        "M: matches the functional reference (the references: the float64 oracle) in outputs, "
+        "final state and both backward passes; R: the framework raised; D: an observed mismatch. "
+        "The paper columns quote the paper's Table 2.",
+    ]
     if differ:
         lines.append(f"Rows whose counts differ from the paper's: {', '.join(differ)}.")
     else:

@@ -30,22 +30,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GENERIC", "PAPER_ORDER", "SECTIONS_OF_OLD_KINDS", "SelectedRun", "UnstableError", "select_runs",
-           "sections_of", "build_report", "main"]
+__all__ = [
+    "GENERIC",
+    "PAPER_ORDER",
+    "SECTIONS_OF_OLD_KINDS",
+    "SelectedRun",
+    "UnstableError",
+    "select_runs",
+    "sections_of",
+    "build_report",
+    "main",
+]
 
 #: The section of a kind that declares none.
 GENERIC = "stateaware.analysis.generic"
 
 #: The paper's sections, in the paper's order (§5, §6–7, §8–11, §12); others follow them.
-PAPER_ORDER = ("stateaware.analysis.replay_semantics", "stateaware.analysis.finite", "stateaware.analysis.timing",
-               "stateaware.analysis.application")
+PAPER_ORDER = (
+    "stateaware.analysis.replay_semantics",
+    "stateaware.analysis.finite",
+    "stateaware.analysis.timing",
+    "stateaware.analysis.application",
+)
 
 #: Runs recorded before ``runs.report_sections`` existed (schema < 5): the sections their kind
 #: rendered in then. New kinds declare ``REPORT`` instead and never need an entry here.
 SECTIONS_OF_OLD_KINDS: dict[str, tuple[str, ...]] = {
     "semantic": ("stateaware.analysis.replay_semantics",),
-    "derivative": ("stateaware.analysis.finite",), "bytes": ("stateaware.analysis.finite",),
-    "engines": ("stateaware.analysis.finite",), "joint_alias": ("stateaware.analysis.finite",),
+    "derivative": ("stateaware.analysis.finite",),
+    "bytes": ("stateaware.analysis.finite",),
+    "engines": ("stateaware.analysis.finite",),
+    "joint_alias": ("stateaware.analysis.finite",),
     "timing": ("stateaware.analysis.timing",),
     "cifar": ("stateaware.analysis.application",),
 }
@@ -100,7 +115,7 @@ def sections_of(selected: Sequence[SelectedRun]) -> list[tuple[str, str | None, 
     for run in selected:
         for key in [(m, None) for m in run.sections] or [(GENERIC, run.kind)]:
             runs_of.setdefault(key, []).append(run)
-    order = sorted(runs_of, key=lambda k: (PAPER_ORDER.index(k[0]) if k[0] in PAPER_ORDER else len(PAPER_ORDER)))
+    order = sorted(runs_of, key=lambda k: PAPER_ORDER.index(k[0]) if k[0] in PAPER_ORDER else len(PAPER_ORDER))
     out = []
     for module, kind in order:
         rounds: list[list[SelectedRun]] = []
@@ -119,12 +134,15 @@ def _section_module(name: str, run: SelectedRun) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name not in (name, *(name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1))):
             raise
-        raise ValueError(f"report section {name!r} (declared by kind {run.kind!r} of run {run.run_id}) is not "
-                         "importable; run the report where that module is importable (its directory, or PYTHONPATH)"
-                         ) from None
+        raise ValueError(
+            f"report section {name!r} (declared by kind {run.kind!r} of run {run.run_id}) is not "
+            "importable; run the report where that module is importable (its directory, or PYTHONPATH)"
+        ) from None
     if not callable(getattr(module, "render", None)) or not isinstance(getattr(module, "TITLE", None), str):
-        raise ValueError(f"report section {name!r} (declared by kind {run.kind!r}) needs TITLE: str and "
-                         "render(con) -> str; see cohorts/__init__.py, REPORT")
+        raise ValueError(
+            f"report section {name!r} (declared by kind {run.kind!r}) needs TITLE: str and "
+            "render(con) -> str; see cohorts/__init__.py, REPORT"
+        )
     return module
 
 
@@ -135,13 +153,22 @@ class UnstableError(RuntimeError):
         from stateaware.analysis.stability import describe
 
         self.flags = flags
-        super().__init__(f"refusing a strict report: {describe(flags, limit=len(flags))}\n"
-                         "Re-run those processes on a quiet machine (or pinned: launcher.cpus), or report without "
-                         "--strict to see them flagged in the report.")
+        super().__init__(
+            f"refusing a strict report: {describe(flags, limit=len(flags))}\n"
+            "Re-run those processes on a quiet machine (or pinned: launcher.cpus), or report without "
+            "--strict to see them flagged in the report."
+        )
 
 
-def build_report(results: Path | str, out: Path | str | None = None, *, run_ids: list[str] | None = None,
-                 allow_partial: bool = False, draws: int | None = None, strict: bool = False) -> Path:
+def build_report(
+    results: Path | str,
+    out: Path | str | None = None,
+    *,
+    run_ids: list[str] | None = None,
+    allow_partial: bool = False,
+    draws: int | None = None,
+    strict: bool = False,
+) -> Path:
     """Write ``report.md`` (and figures) under ``out`` (default ``<results>/report``); return its path.
 
     Raises :class:`~stateaware.analysis.verify.VerificationError` naming every problem
@@ -149,8 +176,12 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
     (:mod:`stateaware.analysis.stability`) before anything is written.
     """
-    from stateaware.analysis.comparisons import (comparisons_of, compute_comparisons, declared_clock_of,
-                                                 write_comparisons)
+    from stateaware.analysis.comparisons import (
+        comparisons_of,
+        compute_comparisons,
+        declared_clock_of,
+        write_comparisons,
+    )
     from stateaware.analysis.stats import DRAWS
     from stateaware.analysis.verify import verify
     from stateaware.analysis.views import connect, snapshot
@@ -164,7 +195,9 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     parts = snapshot(results)
     selected = select_runs(connect(results, parts=parts), run_ids)
     if not selected:
-        raise ValueError(f"no runs under {results}; launch a cohort first: python -m stateaware cohort=NAME out={results}")
+        raise ValueError(
+            f"no runs under {results}; launch a cohort first: python -m stateaware cohort=NAME out={results}"
+        )
     chosen = [run.run_id for run in selected]
 
     con = connect(results, run_ids=chosen, parts=parts)
@@ -174,24 +207,40 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
         found = flags(con)
         if found:
             raise UnstableError(found)
-    lines = ["# stateaware report", "", f"Results: `{results.resolve()}`", "",
-             "| cohort | run | processes | verification | source hash | hardware (scale) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "# stateaware report",
+        "",
+        f"Results: `{results.resolve()}`",
+        "",
+        "| cohort | run | processes | verification | source hash | hardware (scale) |",
+        "|---|---|---|---|---|---|",
+    ]
     verification = verify(con, allow_partial=allow_partial)
     notes = []
     for selected_run in selected:
         cohort, run_id, config_yaml = selected_run.cohort, selected_run.run_id, selected_run.config_yaml
         run = verification.run(run_id)
-        hashes = con.execute("SELECT string_agg(DISTINCT left(source_hash, 12), ', ') FROM processes WHERE run_id = ?",
-                             [run_id]).fetchone()[0]
-        hardware = con.execute("SELECT any_value(hardware), any_value(scale) FROM runs WHERE run_id = ?", [run_id]).fetchone()
-        lines.append(f"| {cohort} | `{run_id}` | {selected_run.processes} | {run.label} | `{hashes}` | "
-                     f"{hardware[0]} ({hardware[1]:g}) |")
+        hashes = con.execute(
+            "SELECT string_agg(DISTINCT left(source_hash, 12), ', ') FROM processes WHERE run_id = ?", [run_id]
+        ).fetchone()[0]
+        hardware = con.execute(
+            "SELECT any_value(hardware), any_value(scale) FROM runs WHERE run_id = ?", [run_id]
+        ).fetchone()
+        lines.append(
+            f"| {cohort} | `{run_id}` | {selected_run.processes} | {run.label} | `{hashes}` | "
+            f"{hardware[0]} ({hardware[1]:g}) |"
+        )
         comparisons = comparisons_of(config_yaml)
         if comparisons:
             try:
-                _, computed = compute_comparisons(con, run_id, comparisons, verification=verification,
-                                                  draws=draws or DRAWS, clock=declared_clock_of(config_yaml))
+                _, computed = compute_comparisons(
+                    con,
+                    run_id,
+                    comparisons,
+                    verification=verification,
+                    draws=draws or DRAWS,
+                    clock=declared_clock_of(config_yaml),
+                )
             except ValueError as exc:  # e.g. one process: nothing to pair; say so, do not guess
                 notes.append(f"- {cohort} (`{run_id}`): prespecified comparisons not computed: {exc}")
                 continue
@@ -203,8 +252,11 @@ def build_report(results: Path | str, out: Path | str | None = None, *, run_ids:
     for module_name, kind, rounds in sections_of(selected):
         module = _section_module(module_name, rounds[0][0])
         for runs in rounds:
-            title = (module.title_for(kind, list(dict.fromkeys(r.cohort for r in runs))) if kind is not None
-                     else module.TITLE)
+            title = (
+                module.title_for(kind, list(dict.fromkeys(r.cohort for r in runs)))
+                if kind is not None
+                else module.TITLE
+            )
             where = out
             if len(rounds) > 1:  # several runs of one cohort: each round its own heading and figure folder
                 title += " — runs " + ", ".join(f"`{r.run_id}`" for r in runs)
@@ -251,23 +303,36 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.records.writer import as_disk_full, disk_full
 
     parser = OneLineParser(prog="python -m stateaware.analysis report", description=__doc__.split("\n")[0])
-    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
-                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
+    )
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
-    parser.add_argument("--run-id", action="append", default=None, help="report this run (repeatable; two runs of one cohort: one section each); "
-                             "default: latest per cohort")
+    parser.add_argument(
+        "--run-id",
+        action="append",
+        default=None,
+        help="report this run (repeatable; two runs of one cohort: one section each); default: latest per cohort",
+    )
     parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
     parser.add_argument("--draws", type=_draws, default=None, help="bootstrap draws (default 20,000)")
-    parser.add_argument("--strict", action="store_true",
-                        help="refuse (exit 1) when a selected run has an unstable method or a loaded process")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 1) when a selected run has an unstable method or a loaded process",
+    )
     args = parser.parse_args(argv)
     results = results_dir(args.results)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         print(f"error: --out {args.out}: a file, not a directory; pass --out DIR", file=sys.stderr)
         return INVALID
     try:
-        path = build_report(results, args.out, run_ids=args.run_id, allow_partial=args.partial, draws=args.draws,
-                            strict=args.strict)
+        path = build_report(
+            results, args.out, run_ids=args.run_id, allow_partial=args.partial, draws=args.draws, strict=args.strict
+        )
     except UnstableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -278,8 +343,11 @@ def main(argv: list[str] | None = None) -> int:
         if disk_full(exc):  # every file is written whole or not at all
             print(f"error: {as_disk_full(exc)}", file=sys.stderr)
         else:  # --out not creatable or not writable: name the path
-            print(f"error: {exc.filename or args.out}: {exc.strerror or one_line(exc)}; pass --out DIR with a "
-                  f"writable DIR", file=sys.stderr)
+            print(
+                f"error: {exc.filename or args.out}: {exc.strerror or one_line(exc)}; pass --out DIR with a "
+                f"writable DIR",
+                file=sys.stderr,
+            )
         return 1
     print(path)
     return 0

@@ -26,4 +26,3 @@ def cohort_config(config_yaml: str | None) -> dict[str, Any]:
     """The recorded ``cohort`` section (``{}`` when the run recorded none)."""
     cohort = config_of(config_yaml).get("cohort")
     return cohort if isinstance(cohort, dict) else {}
-

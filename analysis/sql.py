@@ -38,8 +38,9 @@ class ReadOnlyError(ValueError):
     """A statement would write; results are read-only."""
 
 
-def query(results: Path | str, sql: str, run_ids: Sequence[str] | None = None, *,
-          warn: Callable[[str], None] | None = None) -> list[tuple[list[str], list[tuple]]]:
+def query(
+    results: Path | str, sql: str, run_ids: Sequence[str] | None = None, *, warn: Callable[[str], None] | None = None
+) -> list[tuple[list[str], list[tuple]]]:
     """Run every statement of ``sql`` over ``results``; ``(column names, rows)`` per statement.
 
     ``run_ids`` restricts every view to those runs. Raises :class:`ReadOnlyError` (naming
@@ -109,8 +110,10 @@ def format_result(names: Sequence[str], rows: Sequence[tuple], fmt: str = "table
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; valid formats are: {', '.join(FORMATS)}")
     cells = [[_cell(v) for v in row] for row in rows]
-    numeric = [all(isinstance(row[i], (int, float, Decimal)) or row[i] is None for row in rows) and rows
-               for i in range(len(names))]
+    numeric = [
+        all(isinstance(row[i], (int, float, Decimal)) or row[i] is None for row in rows) and rows
+        for i in range(len(names))
+    ]
     widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
 
     def line(values: Sequence[str]) -> str:

@@ -33,8 +33,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_CV", "MAX_WALL_OVER_CPU", "MAX_OTHER_SHARE", "Thresholds", "Flag", "method_stability",
-           "process_load", "flags", "describe", "run_summary", "render", "main"]
+__all__ = [
+    "MAX_CV",
+    "MAX_WALL_OVER_CPU",
+    "MAX_OTHER_SHARE",
+    "Thresholds",
+    "Flag",
+    "method_stability",
+    "process_load",
+    "flags",
+    "describe",
+    "run_summary",
+    "render",
+    "main",
+]
 
 #: Largest accepted coefficient of variation of one method's measured steps in one process.
 #: The cost-runtime steps are deterministic programs on fixed shapes; on a quiet core their
@@ -72,8 +84,11 @@ class Thresholds:
             from omegaconf import OmegaConf
 
             doc = OmegaConf.to_container(OmegaConf.create(config_yaml)) or {}
-            found = {k: float(v) for k, v in ((doc.get("analysis") or {}).get("stability") or {}).items()
-                     if k in cls.__dataclass_fields__ and v is not None}
+            found = {
+                k: float(v)
+                for k, v in ((doc.get("analysis") or {}).get("stability") or {}).items()
+                if k in cls.__dataclass_fields__ and v is not None
+            }
         found.update({k: float(v) for k, v in (overrides or {}).items() if v is not None})
         return replace(cls(), **found)
 
@@ -92,8 +107,11 @@ class Flag:
     clock: str | None = None  # the clock of an ``unstable`` CV
 
     def text(self) -> str:
-        what = {"unstable": f"step-time CV ({self.clock} clock)", "waited": "wall/CPU time",
-                "loaded": "CPU share taken by other processes"}[self.kind]
+        what = {
+            "unstable": f"step-time CV ({self.clock} clock)",
+            "waited": "wall/CPU time",
+            "loaded": "CPU share taken by other processes",
+        }[self.kind]
         who = f"process {self.process_index}" + (f" method {self.method}" if self.method else "")
         return f"{self.cohort} ({self.run_id}) {who}: {self.kind}: {what} {self.value:.3f} > {self.threshold:g}"
 
@@ -105,22 +123,29 @@ def _rows(con: Any, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]
 
 
 def _columns(con: Any, view: str) -> set[str]:
-    return {c for (c,) in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
-                                      [view]).fetchall()}
+    return {
+        c
+        for (c,) in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [view]
+        ).fetchall()
+    }
 
 
 def method_stability(con: Any) -> list[dict[str, Any]]:
     """Per (run, process, method) of the completed processes: measured ``steps``, ``cv_wall``,
     ``cv_cpu`` (null without CPU times), ``wall_over_cpu`` and ``device``."""
     cpu = "cpu_ms" if "cpu_ms" in _columns(con, "timings") else "CAST(NULL AS DOUBLE)"
-    return _rows(con, f"""
+    return _rows(
+        con,
+        f"""
         SELECT t.cohort, t.run_id, t.process_index, t.method, any_value(t.device) AS device, count(*) AS steps,
                stddev_samp(t.step_ms) / nullif(avg(t.step_ms), 0) AS cv_wall,
                stddev_samp({cpu}) / nullif(avg({cpu}), 0) AS cv_cpu,
                sum(t.step_ms) / nullif(sum({cpu}), 0) AS wall_over_cpu
         FROM timings t JOIN processes p USING (run_id, process_index)
         WHERE p.status = 'completed' AND NOT coalesce(t.warmup, false)
-        GROUP BY ALL ORDER BY t.cohort, t.run_id, t.process_index, t.method""")
+        GROUP BY ALL ORDER BY t.cohort, t.run_id, t.process_index, t.method""",
+    )
 
 
 def process_load(con: Any) -> list[dict[str, Any]]:
@@ -128,18 +153,24 @@ def process_load(con: Any) -> list[dict[str, Any]]:
     wanted = ("other_cpu_share", "load_before", "load_after", "affinity", "logical_cpus")
     have = _columns(con, "processes")
     select = ", ".join(f"p.{c}" if c in have else f"NULL AS {c}" for c in wanted)
-    return _rows(con, f"""
+    return _rows(
+        con,
+        f"""
         SELECT p.cohort, p.run_id, p.process_index, {select} FROM processes p
         WHERE p.status = 'completed' AND p.run_id IN (SELECT DISTINCT run_id FROM timings)
-        ORDER BY p.cohort, p.run_id, p.process_index""")
+        ORDER BY p.cohort, p.run_id, p.process_index""",
+    )
 
 
 def _run_settings(con: Any, overrides: Mapping[str, float | None] | None) -> dict[str, tuple[str, Thresholds]]:
     from stateaware.analysis.comparisons import declared_clock_of
 
-    return {run_id: (declared_clock_of(config), Thresholds.from_config(config, overrides))
-            for run_id, config in con.execute("SELECT run_id, first(config_yaml ORDER BY started_at DESC "
-                                              "NULLS LAST) FROM runs GROUP BY run_id").fetchall()}
+    return {
+        run_id: (declared_clock_of(config), Thresholds.from_config(config, overrides))
+        for run_id, config in con.execute(
+            "SELECT run_id, first(config_yaml ORDER BY started_at DESC NULLS LAST) FROM runs GROUP BY run_id"
+        ).fetchall()
+    }
 
 
 def flags(con: Any, overrides: Mapping[str, float | None] | None = None) -> list[Flag]:
@@ -156,7 +187,9 @@ def flags(con: Any, overrides: Mapping[str, float | None] | None = None) -> list
         if clock == "cpu" and row["cv_cpu"] is None:
             clock = "wall"  # records from before CPU times were kept
         cv = row["cv_cpu"] if clock == "cpu" else row["cv_wall"]
-        base = dict(cohort=row["cohort"], run_id=row["run_id"], process_index=row["process_index"], method=row["method"])
+        base = dict(
+            cohort=row["cohort"], run_id=row["run_id"], process_index=row["process_index"], method=row["method"]
+        )
         if cv is not None and cv > limits.max_cv:
             out.append(Flag(**base, kind="unstable", value=float(cv), threshold=limits.max_cv, clock=clock))
         ratio = row["wall_over_cpu"]
@@ -166,8 +199,17 @@ def flags(con: Any, overrides: Mapping[str, float | None] | None = None) -> list
         _, limits = settings.get(row["run_id"], default)
         share = row["other_cpu_share"]
         if share is not None and share > limits.max_other_share:
-            out.append(Flag(cohort=row["cohort"], run_id=row["run_id"], process_index=row["process_index"], method=None,
-                            kind="loaded", value=float(share), threshold=limits.max_other_share))
+            out.append(
+                Flag(
+                    cohort=row["cohort"],
+                    run_id=row["run_id"],
+                    process_index=row["process_index"],
+                    method=None,
+                    kind="loaded",
+                    value=float(share),
+                    threshold=limits.max_other_share,
+                )
+            )
     return sorted(out, key=lambda f: (f.cohort, f.run_id, f.process_index, f.method or "", f.kind))
 
 
@@ -176,8 +218,11 @@ def describe(found: Sequence[Flag], *, limit: int = 20) -> str:
     if not found:
         return "stability: ok (no unstable method, no loaded process)"
     kinds = {k: sum(f.kind == k for f in found) for k in ("unstable", "waited", "loaded")}
-    lines = [f"stability: {len(found)} flag(s) — " + ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
-             + "; these timings were taken on a disturbed machine or vary more than a quiet one allows"]
+    lines = [
+        f"stability: {len(found)} flag(s) — "
+        + ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
+        + "; these timings were taken on a disturbed machine or vary more than a quiet one allows"
+    ]
     lines += [f"  {f.text()}" for f in found[:limit]]
     if len(found) > limit:
         lines.append(f"  ... and {len(found) - limit} more: python -m stateaware.analysis check")
@@ -202,8 +247,11 @@ def render(con: Any) -> str:
         return ""
     load = process_load(con)
     settings = _run_settings(con, None)
-    lines = ["| cohort | run | clock | processes | max step CV | max wall/CPU | max other-process CPU share | "
-             "load before → after (max) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| cohort | run | clock | processes | max step CV | max wall/CPU | max other-process CPU share | "
+        "load before → after (max) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for run_id in dict.fromkeys(r["run_id"] for r in stats):
         mine = [r for r in stats if r["run_id"] == run_id]
         clock, limits = settings.get(run_id, ("wall", Thresholds()))
@@ -213,9 +261,11 @@ def render(con: Any) -> str:
         shares = [r["other_cpu_share"] for r in procs if r["other_cpu_share"] is not None]
         before = [r["load_before"] for r in procs if r["load_before"] is not None]
         after = [r["load_after"] for r in procs if r["load_after"] is not None]
-        lines.append(f"| {mine[0]['cohort']} | `{run_id}` | {clock} | {len({r['process_index'] for r in mine})} | "
-                     f"{_max(cvs)} (≤ {limits.max_cv:g}) | {_max(ratios)} (≤ {limits.max_wall_over_cpu:g}) | "
-                     f"{_max(shares)} (≤ {limits.max_other_share:g}) | {_max(before)} → {_max(after)} |")
+        lines.append(
+            f"| {mine[0]['cohort']} | `{run_id}` | {clock} | {len({r['process_index'] for r in mine})} | "
+            f"{_max(cvs)} (≤ {limits.max_cv:g}) | {_max(ratios)} (≤ {limits.max_wall_over_cpu:g}) | "
+            f"{_max(shares)} (≤ {limits.max_other_share:g}) | {_max(before)} → {_max(after)} |"
+        )
     found = flags(con)
     lines += ["", describe(found, limit=50).replace("\n  ", "\n- ").replace("stability: ", "**Stability:** ", 1), ""]
     return "\n".join(lines)
@@ -232,26 +282,45 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.analysis.views import connect
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis check", description=__doc__.split("\n")[0])
-    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
-                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
+    )
     parser.add_argument("--run-id", action="append", default=None, help="only this run (repeatable); default: all runs")
     parser.add_argument("--max-cv", type=float, default=None, help=f"override the runs' max_cv (default {MAX_CV})")
-    parser.add_argument("--max-wall-over-cpu", type=float, default=None,
-                        help=f"override the runs' max_wall_over_cpu (default {MAX_WALL_OVER_CPU})")
-    parser.add_argument("--max-other-share", type=float, default=None,
-                        help=f"override the runs' max_other_share (default {MAX_OTHER_SHARE})")
+    parser.add_argument(
+        "--max-wall-over-cpu",
+        type=float,
+        default=None,
+        help=f"override the runs' max_wall_over_cpu (default {MAX_WALL_OVER_CPU})",
+    )
+    parser.add_argument(
+        "--max-other-share",
+        type=float,
+        default=None,
+        help=f"override the runs' max_other_share (default {MAX_OTHER_SHARE})",
+    )
     args = parser.parse_args(argv)
     results = args.results or default_results()
     con = connect(results, run_ids=args.run_id)
     if args.run_id:
-        known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM runs").fetchall()} | \
-                {r for (r,) in con.execute("SELECT DISTINCT run_id FROM processes").fetchall()}
+        known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM runs").fetchall()} | {
+            r for (r,) in con.execute("SELECT DISTINCT run_id FROM processes").fetchall()
+        }
         unknown = sorted(set(args.run_id) - known)
         if unknown:
-            print(f"error: --run-id {unknown} not in {results}; list runs with: python -m stateaware.analysis sql "
-                  "\"SELECT run_id, cohort FROM runs\"", file=sys.stderr)
+            print(
+                f"error: --run-id {unknown} not in {results}; list runs with: python -m stateaware.analysis sql "
+                '"SELECT run_id, cohort FROM runs"',
+                file=sys.stderr,
+            )
             return 2
-    found = flags(con, {"max_cv": args.max_cv, "max_wall_over_cpu": args.max_wall_over_cpu,
-                        "max_other_share": args.max_other_share})
+    found = flags(
+        con,
+        {"max_cv": args.max_cv, "max_wall_over_cpu": args.max_wall_over_cpu, "max_other_share": args.max_other_share},
+    )
     print(describe(found, limit=len(found)))
     return 1 if found else 0

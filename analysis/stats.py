@@ -285,9 +285,7 @@ def process_means(
     required = ["process_index", "method", metric, *(column for column, _ in where)]
     missing = [c for c in dict.fromkeys(required) if c not in arrow.column_names]
     if missing:
-        raise ValueError(
-            f"the long table has no column(s) {missing}; it has: {', '.join(arrow.column_names)}"
-        )
+        raise ValueError(f"the long table has no column(s) {missing}; it has: {', '.join(arrow.column_names)}")
     mask = pc.is_in(arrow["method"], value_set=pa.array(list(methods), type=pa.string()))
     for column, value in where:
         mask = pc.and_kleene(mask, pc.equal(arrow[column], pa.scalar(value)))

@@ -18,8 +18,9 @@ __all__ = ["status_rows", "main"]
 COLUMNS = ["cohort", "run_id", "process_index", "status", "attempt", "slurm_job_id", "slurm_state"]
 
 
-def status_rows(results: Path | str, run_ids: list[str] | None = None,
-                warn: Callable[[str], None] | None = None) -> list[tuple]:
+def status_rows(
+    results: Path | str, run_ids: list[str] | None = None, warn: Callable[[str], None] | None = None
+) -> list[tuple]:
     """Rows of :data:`COLUMNS`, one per expected process of each selected run.
 
     ``warn`` is called with one line per damaged part file left out of the views (a
@@ -33,8 +34,10 @@ def status_rows(results: Path | str, run_ids: list[str] | None = None,
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")
     runs = con.execute("SELECT cohort, run_id, processes FROM runs ORDER BY cohort, started_at").fetchall()
-    recorded = {(r, i): (s, a) for r, i, s, a in
-                con.execute("SELECT run_id, process_index, status, attempt FROM processes").fetchall()}
+    recorded = {
+        (r, i): (s, a)
+        for r, i, s, a in con.execute("SELECT run_id, process_index, status, attempt FROM processes").fetchall()
+    }
     rows = []
     for cohort, run_id, processes in runs:
         jobs = read_submissions(results, run_id)
@@ -52,8 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.exits import OneLineParser
 
     parser = OneLineParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
-    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
-                        help="results directory (default: $STATEAWARE_RESULTS or ./results)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
+    )
     parser.add_argument("--run-id", action="append", default=None, help="only this run (repeatable)")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
     args = parser.parse_args(argv)

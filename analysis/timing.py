@@ -20,47 +20,91 @@ from typing import Any, Optional
 
 from stateaware.analysis.timing_rows import method_rows, region_rows  # re-exported: the tables' rows
 
-__all__ = ["TITLE", "PAPER_T4", "PAPER_T6", "PAPER_T7", "PAPER_T8", "PAPER_T10", "method_rows", "region_rows", "render",
-           "figures", "summary", "main"]
+__all__ = [
+    "TITLE",
+    "PAPER_T4",
+    "PAPER_T6",
+    "PAPER_T7",
+    "PAPER_T8",
+    "PAPER_T10",
+    "method_rows",
+    "region_rows",
+    "render",
+    "figures",
+    "summary",
+    "main",
+]
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)"
 
 #: Paper Table 6 (44 GiB fair control, one H100 process): method -> (peak GiB, step ms, fits).
-PAPER_T6 = {"eager": (46.063, 2865.83, "No"), "whole": (42.063, 3919.70, "Yes"), "regions": (26.200, 3867.19, "Yes"),
-            "functional": (42.063, 3932.56, "Yes"), "agnostic": (45.313, 3068.25, "No"),
-            "eager_whole": (42.813, 3735.42, "Yes"), "joint": (42.352, 3053.21, "Yes")}
+PAPER_T6 = {
+    "eager": (46.063, 2865.83, "No"),
+    "whole": (42.063, 3919.70, "Yes"),
+    "regions": (26.200, 3867.19, "Yes"),
+    "functional": (42.063, 3932.56, "Yes"),
+    "agnostic": (45.313, 3068.25, "No"),
+    "eager_whole": (42.813, 3735.42, "Yes"),
+    "joint": (42.352, 3053.21, "Yes"),
+}
 
 #: Paper Table 7 (fifty H100 processes): cohort -> method -> (step ms, peak GiB, fits/50).
 PAPER_T7 = {
-    "confirm44": {"eager": (2869.65, 46.063, 0), "whole": (3940.38, 42.063, 50), "regions": (3889.79, 26.200, 50),
-                  "functional": (3942.81, 42.063, 50), "agnostic": (3070.72, 45.313, 0),
-                  "eager_whole": (3740.91, 42.813, 50), "joint": (3061.39, 42.352, 50)},
-    "confirm32": {"eager": (2878.70, 46.063, 0), "whole": (3945.99, 42.063, 0), "regions": (3898.82, 26.200, 50),
-                  "functional": (3952.28, 42.063, 0), "agnostic": (3744.73, 42.813, 0), "eager_whole": None,
-                  "joint": (3704.54, 29.936, 50)},
+    "confirm44": {
+        "eager": (2869.65, 46.063, 0),
+        "whole": (3940.38, 42.063, 50),
+        "regions": (3889.79, 26.200, 50),
+        "functional": (3942.81, 42.063, 50),
+        "agnostic": (3070.72, 45.313, 0),
+        "eager_whole": (3740.91, 42.813, 50),
+        "joint": (3061.39, 42.352, 50),
+    },
+    "confirm32": {
+        "eager": (2878.70, 46.063, 0),
+        "whole": (3945.99, 42.063, 0),
+        "regions": (3898.82, 26.200, 50),
+        "functional": (3952.28, 42.063, 0),
+        "agnostic": (3744.73, 42.813, 0),
+        "eager_whole": None,
+        "joint": (3704.54, 29.936, 50),
+    },
 }
 
 #: Paper Table 4 (activation pressure, 32 GiB): cell -> method -> "peak GiB / ms" or "Infeasible".
 PAPER_T4 = {
-    "small_sparse": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
-                             ("1.22 / 8.73", "18.21 / 65.39", "1.35 / 25.38", "18.21 / 69.75", "1.22 / 8.69",
-                              "1.22 / 8.70"))),
-    "small_dense": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
-                            ("2.38 / 38.37", "19.38 / 126.29", "19.38 / 140.10", "19.38 / 130.49", "2.38 / 38.40",
-                             "2.38 / 38.43"))),
-    "large_sparse": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
-                             ("46.06 / 2882", "42.06 / 3937", "26.20 / 3908", "42.06 / 3960", "42.81 / 3750",
-                              "29.94 / 3698"))),
-    "large_dense": dict(zip(("eager", "whole", "regions", "functional", "agnostic", "joint"),
-                            ("46.08 / 2921", "42.33 / 4008", "42.33 / 4049", "42.33 / 4043", "43.08 / 3828",
-                             "Infeasible"))),
+    "small_sparse": dict(
+        zip(
+            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
+            ("1.22 / 8.73", "18.21 / 65.39", "1.35 / 25.38", "18.21 / 69.75", "1.22 / 8.69", "1.22 / 8.70"),
+        )
+    ),
+    "small_dense": dict(
+        zip(
+            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
+            ("2.38 / 38.37", "19.38 / 126.29", "19.38 / 140.10", "19.38 / 130.49", "2.38 / 38.40", "2.38 / 38.43"),
+        )
+    ),
+    "large_sparse": dict(
+        zip(
+            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
+            ("46.06 / 2882", "42.06 / 3937", "26.20 / 3908", "42.06 / 3960", "42.81 / 3750", "29.94 / 3698"),
+        )
+    ),
+    "large_dense": dict(
+        zip(
+            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
+            ("46.08 / 2921", "42.33 / 4008", "42.33 / 4049", "42.33 / 4043", "43.08 / 3828", "Infeasible"),
+        )
+    ),
 }
 
 #: Paper Table 8: workload -> (time ratio [interval], peak ratio [interval]) as printed.
-PAPER_T8 = {"feature_queue": (".3954 [.3905,.4020]", ".05055 [.05055,.05055]"),
-            "prototype_memory": (".6085 [.6078,.6091]", ".15035 [.15030,.15039]"),
-            "unrolled_recurrence": (".4895 [.4890,.4900]", ".06476 [.06476,.06476]")}
+PAPER_T8 = {
+    "feature_queue": (".3954 [.3905,.4020]", ".05055 [.05055,.05055]"),
+    "prototype_memory": (".6085 [.6078,.6091]", ".15035 [.15030,.15039]"),
+    "unrolled_recurrence": (".4895 [.4890,.4900]", ".06476 [.06476,.06476]"),
+}
 
 #: Paper Table 10: (workload, MiB, write fraction, live) -> (peak/whole, time/whole, peak/eager, time/eager).
 PAPER_T10 = {
@@ -128,16 +172,21 @@ def _method_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
     for cell in dict.fromkeys(r["cell"] for r in rows):
         cell_rows = [r for r in rows if r["cell"] == cell]
         budget = cell_rows[0]["budget_bytes"]
-        out += [f"#### {cohort} / {cell} — budget {_b(budget, scale)} {unit}", "",
-                f"| method | policy | feasible | ours step ms | ours peak {unit} (measured) | predicted {unit} | "
-                f"predicted ms | fits/processes | peak source | paper ms | paper peak GiB | paper fits |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            f"#### {cohort} / {cell} — budget {_b(budget, scale)} {unit}",
+            "",
+            f"| method | policy | feasible | ours step ms | ours peak {unit} (measured) | predicted {unit} | "
+            f"predicted ms | fits/processes | peak source | paper ms | paper peak GiB | paper fits |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in cell_rows:
             paper = _paper_method(cohort, cell, r["method"])
-            out.append(f"| {r['method']} | {_policy(r['policy'])} | {'yes' if r['feasible'] else 'no (not run)'} | "
-                       f"{_ms(r['mean_step_ms'])} | {_peak(r, scale)} | {_b(r['predicted_peak_bytes'], scale)} | "
-                       f"{_ms(r['predicted_ms'])} | {r['fits']}/{r['processes']} | {r['peak_source'] or '—'} | "
-                       f"{paper[0]} | {paper[1]} | {paper[2]} |")
+            out.append(
+                f"| {r['method']} | {_policy(r['policy'])} | {'yes' if r['feasible'] else 'no (not run)'} | "
+                f"{_ms(r['mean_step_ms'])} | {_peak(r, scale)} | {_b(r['predicted_peak_bytes'], scale)} | "
+                f"{_ms(r['predicted_ms'])} | {r['fits']}/{r['processes']} | {r['peak_source'] or '—'} | "
+                f"{paper[0]} | {paper[1]} | {paper[2]} |"
+            )
         out.append("")
     return out
 
@@ -167,32 +216,43 @@ def _calibration_key(cell: str) -> Optional[tuple[str, int, float, int]]:
 
 
 def _regions_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
-    out = [f"#### {cohort}: regions relative to whole snapshots and eager (geometric means over processes)", "",
-           "| workload | paper buffer MiB (ours bytes) | write % | live | processes | peak/whole | time/whole | "
-           "peak/eager | time/eager | paper peak/whole | paper time/whole | paper peak/eager | paper time/eager |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"#### {cohort}: regions relative to whole snapshots and eager (geometric means over processes)",
+        "",
+        "| workload | paper buffer MiB (ours bytes) | write % | live | processes | peak/whole | time/whole | "
+        "peak/eager | time/eager | paper peak/whole | paper time/whole | paper peak/eager | paper time/eager |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         key = _calibration_key(r["cell"])
         paper = PAPER_T10.get(key) if key else None
         mib = key[1] if key else "—"
-        out.append(f"| {r['workload']} | {mib} ({r['buffer_bytes']:,}) | {r['write_fraction'] * 100:g} | "
-                   f"{r['live_segments']} | {r['processes']} | {_r(r['peak_per_whole'])} | {_r(r['time_per_whole'])} | "
-                   f"{_r(r['peak_per_eager'])} | {_r(r['time_per_eager'])} | "
-                   + " | ".join(f"{v:.3f}" if paper else "—" for v in (paper or (0, 0, 0, 0))) + " |")
+        out.append(
+            f"| {r['workload']} | {mib} ({r['buffer_bytes']:,}) | {r['write_fraction'] * 100:g} | "
+            f"{r['live_segments']} | {r['processes']} | {_r(r['peak_per_whole'])} | {_r(r['time_per_whole'])} | "
+            f"{_r(r['peak_per_eager'])} | {_r(r['time_per_eager'])} | "
+            + " | ".join(f"{v:.3f}" if paper else "—" for v in (paper or (0, 0, 0, 0)))
+            + " |"
+        )
     out.append("")
     return out
 
 
 def _three_workload_table(cohort: str, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
-    out = [f"#### {cohort}: regions/whole (Table 8; geometric mean of process ratios)", "",
-           "| workload | processes | ours time | ours peak | ours intervals (comparisons) | paper time | paper peak |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        f"#### {cohort}: regions/whole (Table 8; geometric mean of process ratios)",
+        "",
+        "| workload | processes | ours time | ours peak | ours intervals (comparisons) | paper time | paper peak |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         mine = [c for c in comparisons if r["workload"] in (c.get("subset") or "")]
         intervals = "; ".join(f"{c['metric']} {c['estimate']:.4f} [{c['lower']:.4f},{c['upper']:.4f}]" for c in mine)
         paper = PAPER_T8.get(r["workload"], ("—", "—"))
-        out.append(f"| {r['workload']} | {r['processes']} | {_r(r['time_per_whole'])} | {_r(r['peak_per_whole'])} | "
-                   f"{intervals or '—'} | {paper[0]} | {paper[1]} |")
+        out.append(
+            f"| {r['workload']} | {r['processes']} | {_r(r['time_per_whole'])} | {_r(r['peak_per_whole'])} | "
+            f"{intervals or '—'} | {paper[0]} | {paper[1]} |"
+        )
     out.append("")
     return out
 
@@ -201,9 +261,12 @@ def _provenance(con: Any, cohort: str) -> list[str]:
     """The profile, its scales, step counts, any reduction, the card source, from the records."""
     import json
 
-    rows = con.execute("SELECT DISTINCT hardware, scale, detail, process_index FROM records "
-                       "WHERE cohort = ? AND check_name = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
-                       "(SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?))", [cohort, cohort]).fetchall()
+    rows = con.execute(
+        "SELECT DISTINCT hardware, scale, detail, process_index FROM records "
+        "WHERE cohort = ? AND check_name = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
+        "(SELECT arg_max(run_id, started_at) FROM runs WHERE cohort = ?))",
+        [cohort, cohort],
+    ).fetchall()
     if not rows:
         return []
     details = [json.loads(r[2] or "{}") for r in rows]
@@ -212,9 +275,11 @@ def _provenance(con: Any, cohort: str) -> list[str]:
         found = sorted({json.dumps(d.get(key), sort_keys=True) for d in details})
         return " / ".join(v.strip('"') for v in found)
 
-    text = (f"Profile `{rows[0][0]}` (declared scale {rows[0][1]:g}; cost-runtime byte scale {values('byte_scale')}), "
-            f"{len({r[3] for r in rows})} process(es), {values('warmup')} warm-up + {values('steps')} measured steps "
-            f"per method, card {values('card_source')}, semantic checks at batch {values('semantic_batch')}.")
+    text = (
+        f"Profile `{rows[0][0]}` (declared scale {rows[0][1]:g}; cost-runtime byte scale {values('byte_scale')}), "
+        f"{len({r[3] for r in rows})} process(es), {values('warmup')} warm-up + {values('steps')} measured steps "
+        f"per method, card {values('card_source')}, semantic checks at batch {values('semantic_batch')}."
+    )
     if any(d.get("reduced_from") for d in details):
         text += f" **Reduced on this profile** from {values('reduced_from')}."
     return [text]
@@ -228,8 +293,7 @@ def _clock(row: dict[str, Any]) -> str:
 def _other_clock(row: dict[str, Any]) -> str:
     if row.get("other_estimate") is None:
         return "—"
-    return (f"{row['other_clock']}: {row['other_estimate']:.4f} "
-            f"[{row['other_lower']:.4f}, {row['other_upper']:.4f}]")
+    return f"{row['other_clock']}: {row['other_estimate']:.4f} [{row['other_lower']:.4f}, {row['other_upper']:.4f}]"
 
 
 def _comparison_rows(con: Any) -> list[dict[str, Any]]:
@@ -239,8 +303,7 @@ def _comparison_rows(con: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in relation.fetchall()]
 
 
-def render(con: Any, cohorts: Optional[list[str]] = None,
-           comparisons: Optional[list[dict[str, Any]]] = None) -> str:
+def render(con: Any, cohorts: Optional[list[str]] = None, comparisons: Optional[list[dict[str, Any]]] = None) -> str:
     """Markdown: every timing cohort present (or those named), ours beside the paper's.
 
     ``comparisons`` (rows of ``stateaware.analysis.stats`` results plus ``cohort``) default
@@ -261,19 +324,31 @@ def render(con: Any, cohorts: Optional[list[str]] = None,
         # workload is Table 8's grid, cells named for a calibration shape are Table 10's.
         cohort_regions = [r for r in regions if r["cohort"] == cohort]
         if cohort_regions and all(r["cell"] == r["workload"] for r in cohort_regions):
-            lines += _three_workload_table(cohort, cohort_regions, [c for c in comparisons if c.get("cohort") == cohort])
+            lines += _three_workload_table(
+                cohort, cohort_regions, [c for c in comparisons if c.get("cohort") == cohort]
+            )
         elif cohort_regions and all(_calibration_key(r["cell"]) for r in cohort_regions):
             lines += _regions_table(cohort, cohort_regions)
         lines += _method_table(cohort, rows)
         mine = [c for c in comparisons if c.get("cohort") == cohort]
         if mine:
-            lines += ["| comparison | clock | estimate | interval | confidence | processes | other clock: estimate "
-                      "[interval] |", "|---|---|---|---|---|---|---|"]
-            lines += [f"| {c['comparison']} | {_clock(c)} | {c['estimate']:.4f} | [{c['lower']:.4f}, {c['upper']:.4f}] | "
-                      f"{c['confidence']:.4f} | {c['processes']} | {_other_clock(c)} |" for c in mine]
-            lines += ["", "Step-time ratios use the clock named in the *clock* column (`wall`: synchronized wall "
-                      "time, `cpu`: the timed thread's CPU time; the cohort's `comparisons_clock`); the last "
-                      "column gives the same ratio on the other clock.", ""]
+            lines += [
+                "| comparison | clock | estimate | interval | confidence | processes | other clock: estimate "
+                "[interval] |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {c['comparison']} | {_clock(c)} | {c['estimate']:.4f} | [{c['lower']:.4f}, {c['upper']:.4f}] | "
+                f"{c['confidence']:.4f} | {c['processes']} | {_other_clock(c)} |"
+                for c in mine
+            ]
+            lines += [
+                "",
+                "Step-time ratios use the clock named in the *clock* column (`wall`: synchronized wall "
+                "time, `cpu`: the timed thread's CPU time; the cohort's `comparisons_clock`); the last "
+                "column gives the same ratio on the other clock.",
+                "",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -292,23 +367,31 @@ def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> st
     from stateaware.analysis.views import connect
 
     con = connect(results)
-    run = con.execute("SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs "
-                      "WHERE cohort = ?", [cohort]).fetchone()
+    run = con.execute(
+        "SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs WHERE cohort = ?", [cohort]
+    ).fetchone()
     specs = comparisons_of(run[1]) if run and run[0] else []
     computed = None
     if specs:
         kwargs = {"draws": draws} if draws else {}
-        _, results_ = compute_comparisons(con, run[0], specs, allow_partial=True, clock=declared_clock_of(run[1]),
-                                          **kwargs)
+        _, results_ = compute_comparisons(
+            con, run[0], specs, allow_partial=True, clock=declared_clock_of(run[1]), **kwargs
+        )
         computed = [{**r.row(), "cohort": cohort} for r in results_]
     return render(con, [cohort], computed)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis.timing", description=__doc__.split("\n")[0])
-    parser.add_argument("--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)")
-    parser.add_argument("--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons")
-    parser.add_argument("--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')")
+    parser.add_argument(
+        "--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)"
+    )
+    parser.add_argument(
+        "--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons"
+    )
+    parser.add_argument(
+        "--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')"
+    )
     args = parser.parse_args(argv)
     from stateaware.analysis.arguments import default_results
 

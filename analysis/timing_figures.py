@@ -42,8 +42,14 @@ def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int
             continue
         key = (row["cohort"], row["cell"])
         rows, _ = out.get(key, ([], int(row["budget_bytes"])))
-        rows.append({"method": row["method"], "mean_ms": float(row["mean_step_ms"]),
-                     "peak_bytes": int(row["max_peak_bytes"]), "processes": int(row["processes"])})
+        rows.append(
+            {
+                "method": row["method"],
+                "mean_ms": float(row["mean_step_ms"]),
+                "peak_bytes": int(row["max_peak_bytes"]),
+                "processes": int(row["processes"]),
+            }
+        )
         out[key] = (rows, int(row["budget_bytes"]))
     return out
 
@@ -58,8 +64,12 @@ def figures(con: Any, out: Path) -> list[Path]:
         stem = f"{cohort}-{cell}".replace("/", "_")
         where = f"{cohort}, {cell}" if cell and cell != cohort else cohort
         p1, p3 = out / f"figure1-{stem}.png", out / f"figure3-{stem}.png"
-        figure1(rows, budget, p1, title=f"Figure 1 ({where}): mean step time per method, "
-                                         f"{processes} process{'es' if processes != 1 else ''}")
+        figure1(
+            rows,
+            budget,
+            p1,
+            title=f"Figure 1 ({where}): mean step time per method, {processes} process{'es' if processes != 1 else ''}",
+        )
         figure3(rows, budget, p3, title=f"Figure 3 ({where}): peak allocated vs mean step time")
         paths += [p1, p3]
     return paths

@@ -65,8 +65,15 @@ _LIST_AT_MOST = 12
 #: twice (two checks of one program) — so it is not checked for duplicates.
 _ROW_KEYS: dict[str, tuple[str, ...]] = {
     "timings": (
-        "process_index", "method", "precision", "warmup", "step",
-        "workload", "cell", "budget_bytes", "seed",
+        "process_index",
+        "method",
+        "precision",
+        "warmup",
+        "step",
+        "workload",
+        "cell",
+        "budget_bytes",
+        "seed",
     ),
     "policies": ("process_index", "method", "planner", "workload", "cell", "budget_bytes"),
     "epochs": ("process_index", "method", "seed", "phase", "epoch"),
@@ -75,7 +82,15 @@ _ROW_KEYS: dict[str, tuple[str, ...]] = {
 
 #: Tables whose rows carry the run's source hash (rule 3), checked when the view exists.
 _HASHED_TABLES = (
-    "runs", "processes", "records", "timings", "policies", "profiles", "epochs", "peaks", "artifacts",
+    "runs",
+    "processes",
+    "records",
+    "timings",
+    "policies",
+    "profiles",
+    "epochs",
+    "peaks",
+    "artifacts",
 )
 
 
@@ -181,7 +196,8 @@ def verify(
     if run_id is None:
         # Rule 1 from the other side: rows of a run nobody declared cannot be analysed.
         orphans = [
-            r for (r,) in con.execute(
+            r
+            for (r,) in con.execute(
                 "SELECT DISTINCT run_id FROM processes WHERE run_id NOT IN (SELECT run_id FROM runs) ORDER BY 1"
             ).fetchall()
         ]
@@ -238,8 +254,7 @@ def _verify_run(
     absent = [p for p in range(expected) if p not in seen]
     if absent:
         incomplete.append(
-            f"{where}: {len(absent)} of {expected} process(es) have no status row: "
-            f"process(es) {_ranges(absent)}"
+            f"{where}: {len(absent)} of {expected} process(es) have no status row: process(es) {_ranges(absent)}"
         )
     for p, (status, attempt, etype, emsg) in sorted(seen.items()):
         if p < 0 or p >= expected:
@@ -265,8 +280,9 @@ def _verify_run(
         problems.extend(_check_digests(con, views["policies"], run_id, scope))  # rule 4
     problems.extend(_check_declared_methods(con, views, run_id, completed, summary))  # rule 7
     if summary:
-        problems.extend(_check_timing_rows(summary, run_id, completed, expected_rows,
-                                           _never_executed(con, views, run_id)))  # rule 5
+        problems.extend(
+            _check_timing_rows(summary, run_id, completed, expected_rows, _never_executed(con, views, run_id))
+        )  # rule 5
         if any(n > keys for n, keys, *_ in summary.values()):
             problems.extend(_check_duplicates(con, "timings", views["timings"], _ROW_KEYS["timings"], run_id, scope))
     for table, key in _ROW_KEYS.items():
@@ -275,9 +291,7 @@ def _verify_run(
     # Status rows: `attempts` holds every attempt (the lead's views); a `processes` view of
     # raw parts stands in when there is none. One (process, attempt) twice is a duplicate.
     status_view = "attempts" if "attempts" in views else "processes"
-    problems.extend(
-        _check_duplicates(con, status_view, views[status_view], ("process_index", "attempt"), run_id, "")
-    )
+    problems.extend(_check_duplicates(con, status_view, views[status_view], ("process_index", "attempt"), run_id, ""))
 
     run = RunVerification(run_id, cohort, expected, completed, tuple(incomplete) if allow_partial else ())
     return problems, run
@@ -366,8 +380,9 @@ def _never_executed(con: Any, views: Mapping[str, set[str]], run_id: str) -> set
     """(process, method) pairs whose plan was infeasible: never executed, so no timings expected."""
     if not {"process_index", "method", "feasible"} <= views.get("policies", set()):
         return set()
-    rows = con.execute("SELECT DISTINCT process_index, method FROM policies WHERE run_id = ? AND NOT feasible",
-                       [run_id]).fetchall()
+    rows = con.execute(
+        "SELECT DISTINCT process_index, method FROM policies WHERE run_id = ? AND NOT feasible", [run_id]
+    ).fetchall()
     return {(int(p), m) for p, m in rows}
 
 
@@ -378,8 +393,12 @@ def _declared_methods(con: Any, views: Mapping[str, set[str]], run_id: str) -> l
         return None
     from omegaconf import OmegaConf
 
-    texts = [t for (t,) in con.execute("SELECT DISTINCT config_yaml FROM runs WHERE run_id = ? AND config_yaml IS NOT NULL",
-                                       [run_id]).fetchall()]
+    texts = [
+        t
+        for (t,) in con.execute(
+            "SELECT DISTINCT config_yaml FROM runs WHERE run_id = ? AND config_yaml IS NOT NULL", [run_id]
+        ).fetchall()
+    ]
     for text in texts:
         try:
             config = OmegaConf.to_container(OmegaConf.create(text))
@@ -395,7 +414,11 @@ def _declared_methods(con: Any, views: Mapping[str, set[str]], run_id: str) -> l
 
 
 def _check_declared_methods(
-    con: Any, views: Mapping[str, set[str]], run_id: str, completed: Sequence[int], summary: _Summary,
+    con: Any,
+    views: Mapping[str, set[str]],
+    run_id: str,
+    completed: Sequence[int],
+    summary: _Summary,
 ) -> list[str]:
     methods = _declared_methods(con, views, run_id)
     if methods is None or not completed:
@@ -409,23 +432,35 @@ def _check_declared_methods(
     if {"process_index", "method", "outcome"} <= views.get("records", set()):
         extra = [c for c in ("precision", "exception_type", "exception_message") if c in views["records"]]
         fields = ", ".join(["process_index", "method", "outcome", *extra])
-        for row in con.execute(f"SELECT {fields} FROM records WHERE run_id = ? AND outcome <> 'match' "
-                               "ORDER BY process_index, method", [run_id]).fetchall():
+        for row in con.execute(
+            f"SELECT {fields} FROM records WHERE run_id = ? AND outcome <> 'match' ORDER BY process_index, method",
+            [run_id],
+        ).fetchall():
             values = dict(zip(["process_index", "method", "outcome", *extra], row))
             cell = (int(values["process_index"]), str(values["method"]))
             if cell not in why:
-                error = f": {values.get('exception_type')}: {values.get('exception_message')}" \
-                    if values.get("exception_type") else ""
+                error = (
+                    f": {values.get('exception_type')}: {values.get('exception_message')}"
+                    if values.get("exception_type")
+                    else ""
+                )
                 why[cell] = f"semantic check {values['outcome']} ({values.get('precision') or '?'}){error}"
-    listed = "; ".join(f"process {p} method {m!r}: {why.get((p, m), 'no timings and no record saying why')}"
-                       for p, m in missing[:_LIST_AT_MOST])
+    listed = "; ".join(
+        f"process {p} method {m!r}: {why.get((p, m), 'no timings and no record saying why')}"
+        for p, m in missing[:_LIST_AT_MOST]
+    )
     more = f"; and {len(missing) - _LIST_AT_MOST} more" if len(missing) > _LIST_AT_MOST else ""
-    return [f"run {run_id!r}: {len(missing)} declared process x method cell(s) were not timed and have no "
-            f"infeasible plan (methods declared: {', '.join(methods)}): {listed}{more}"]
+    return [
+        f"run {run_id!r}: {len(missing)} declared process x method cell(s) were not timed and have no "
+        f"infeasible plan (methods declared: {', '.join(methods)}): {listed}{more}"
+    ]
 
 
 def _check_timing_rows(
-    summary: _Summary, run_id: str, completed: Sequence[int], expected_rows: int | None,
+    summary: _Summary,
+    run_id: str,
+    completed: Sequence[int],
+    expected_rows: int | None,
     infeasible: set[tuple[int, str]] = frozenset(),
 ) -> list[str]:
     done = set(completed)
@@ -526,7 +561,8 @@ def _damaged(con: Any, run_id: str | None) -> list[str]:
     try:
         rows = con.execute(
             "SELECT folder, path, run_id, problem FROM damaged_parts "
-            + ("WHERE run_id = ? OR run_id IS NULL " if run_id is not None else "") + "ORDER BY path",
+            + ("WHERE run_id = ? OR run_id IS NULL " if run_id is not None else "")
+            + "ORDER BY path",
             [run_id] if run_id is not None else [],
         ).fetchall()
     except duckdb.CatalogException:  # a connection built without the views module has no such table
@@ -550,9 +586,7 @@ def _source_with_filename(con: Any, table: str) -> str | None:
     parts = PARTS_PREFIX + ("processes" if table == "attempts" else table)
     if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [parts]).fetchone()[0]:
         return parts  # the read-only views keep each row's file here
-    sql = con.execute(
-        "SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]
-    ).fetchone()
+    sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]).fetchone()
     call = _read_parquet_call(sql[0]) if sql and sql[0] else None
     # Rows are filtered by run id in every query here, so any filter the view adds
     # around its read_parquet may be dropped when re-reading it for file names.

@@ -45,8 +45,17 @@ from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.records.check import old_names, part_problem
 from stateaware.records.schema import RENAMED, TABLES
 
-__all__ = ["VIEWS", "DamagedPart", "Snapshot", "connect", "damaged_parts", "scan_parts", "snapshot", "view_sql",
-           "views_sql"]
+__all__ = [
+    "VIEWS",
+    "DamagedPart",
+    "Snapshot",
+    "connect",
+    "damaged_parts",
+    "scan_parts",
+    "snapshot",
+    "view_sql",
+    "views_sql",
+]
 
 #: Views every connection has, beyond any extra result folders.
 VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")), *RESULT_TABLES)
@@ -89,15 +98,16 @@ class DamagedPart:
         """The run whose partition holds the file, when it sits in one."""
         for part in self.path.parts:
             if part.startswith("run_id="):
-                return part[len("run_id="):]
+                return part[len("run_id=") :]
         return None
 
     def __str__(self) -> str:
         return f"{self.path}: {self.problem}"
 
 
-def scan_parts(results: Path | str, folder: str, schema: pa.Schema | None = None
-               ) -> tuple[list[Path], list[DamagedPart]]:
+def scan_parts(
+    results: Path | str, folder: str, schema: pa.Schema | None = None
+) -> tuple[list[Path], list[DamagedPart]]:
     """The part files of ``results/folder`` that fit ``schema``, and those that do not.
 
     ``schema`` defaults to the record table's of that name; for another folder (an
@@ -178,8 +188,9 @@ def _quoted(name: str) -> str:
 
 def _renaming_columns(schema: pa.Schema, renamed: dict[str, str]) -> str:
     new_to_old = {new: old for old, new in renamed.items()}
-    return ", ".join(f"{_quoted(new_to_old[f.name])} AS {f.name}" if f.name in new_to_old else _quoted(f.name)
-                     for f in schema)
+    return ", ".join(
+        f"{_quoted(new_to_old[f.name])} AS {f.name}" if f.name in new_to_old else _quoted(f.name) for f in schema
+    )
 
 
 def _group_name(folder: str, index: int, groups: int) -> str:
@@ -206,8 +217,10 @@ _LATEST_ATTEMPT = (
 def view_sql(files: Sequence[Path]) -> str:
     """The plain-SQL ``SELECT`` of ``files`` (a bare DuckDB reads them itself)."""
     listed = ", ".join("'" + Path(f).resolve().as_posix().replace("'", "''") + "'" for f in files)
-    return (f"SELECT * FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = true, "
-            f"hive_types = {_HIVE_TYPES})")
+    return (
+        f"SELECT * FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = true, "
+        f"hive_types = {_HIVE_TYPES})"
+    )
 
 
 @dataclass(frozen=True)
@@ -237,9 +250,16 @@ def snapshot(results: Path | str) -> Snapshot:
     return Snapshot(tuple(folders))
 
 
-_DUCKDB_TYPES = {"string": "VARCHAR", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
-                 "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
-                 "list<item: string>": "VARCHAR[]"}
+_DUCKDB_TYPES = {
+    "string": "VARCHAR",
+    "int16": "SMALLINT",
+    "int32": "INTEGER",
+    "int64": "BIGINT",
+    "double": "DOUBLE",
+    "bool": "BOOLEAN",
+    "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
+    "list<item: string>": "VARCHAR[]",
+}
 
 
 def _empty_sql(schema: pa.Schema) -> str:
@@ -247,8 +267,7 @@ def _empty_sql(schema: pa.Schema) -> str:
     return f"SELECT {columns} WHERE false"
 
 
-def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *,
-              parts: Snapshot | None = None) -> list[str]:
+def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *, parts: Snapshot | None = None) -> list[str]:
     """The ``CREATE VIEW`` statements for ``results``, in an order that runs as written.
 
     Plain SQL, so the same views work in the ``duckdb`` CLI
@@ -270,7 +289,10 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *,
                 union = " UNION ALL BY NAME ".join(
                     f"SELECT * EXCLUDE ({', '.join(_quoted(o) for o, _ in renamed)}), "
                     f"{', '.join(f'{_quoted(o)} AS {n}' for o, n in renamed)} FROM ({view_sql(paths)})"
-                    if renamed else view_sql(paths) for renamed, paths in groups.items())
+                    if renamed
+                    else view_sql(paths)
+                    for renamed, paths in groups.items()
+                )
                 statements.append(f"CREATE VIEW {_view_name(folder)} AS SELECT * FROM ({union}){scope};")
         elif folder in _KNOWN:
             statements.append(f"CREATE VIEW {_view_name(folder)} AS {_empty_sql(_KNOWN[folder])};")
@@ -279,8 +301,9 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *,
     return statements
 
 
-def damaged_parts(results: Path | str, run_ids: Sequence[str] | None = None, *,
-                  parts: Snapshot | None = None) -> list[DamagedPart]:
+def damaged_parts(
+    results: Path | str, run_ids: Sequence[str] | None = None, *, parts: Snapshot | None = None
+) -> list[DamagedPart]:
     """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run).
 
     ``parts``: as for :func:`connect`.
@@ -290,8 +313,9 @@ def damaged_parts(results: Path | str, run_ids: Sequence[str] | None = None, *,
     return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
 
 
-def connect(results: Path | str, run_ids: Sequence[str] | None = None, *,
-            read_only: bool = True, parts: Snapshot | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    results: Path | str, run_ids: Sequence[str] | None = None, *, read_only: bool = True, parts: Snapshot | None = None
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
     Only parts that pass :func:`stateaware.records.check.part_problem` enter a view; the
@@ -317,21 +341,32 @@ def connect(results: Path | str, run_ids: Sequence[str] | None = None, *,
             files = [p.resolve().as_posix() for p in paths]
             # Each file's path becomes its rows' `filename`, the way hive keys become columns.
             dataset = ds.FileSystemDataset.from_paths(
-                files, schema=_under_old_names(schema, dict(renamed)).append(pa.field("filename", pa.string())),
-                format=ds.ParquetFileFormat(), filesystem=pafs.LocalFileSystem(),
-                partitions=[ds.field("filename") == f for f in files])
+                files,
+                schema=_under_old_names(schema, dict(renamed)).append(pa.field("filename", pa.string())),
+                format=ds.ParquetFileFormat(),
+                filesystem=pafs.LocalFileSystem(),
+                partitions=[ds.field("filename") == f for f in files],
+            )
             con.register(_group_name(folder, i, len(groups)), dataset)
         if len(groups) > 1:  # parts written before a rename: read their old column under its new name
-            con.execute(f"CREATE VIEW {PARTS_PREFIX}{folder} AS " + " UNION ALL ".join(
-                f"SELECT {_renaming_columns(schema, dict(renamed))}, filename FROM {_group_name(folder, i, 2)}"
-                for i, renamed in enumerate(groups)))
-        con.execute(f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) "
-                    f"FROM {PARTS_PREFIX}{folder}{scope}")
+            con.execute(
+                f"CREATE VIEW {PARTS_PREFIX}{folder} AS "
+                + " UNION ALL ".join(
+                    f"SELECT {_renaming_columns(schema, dict(renamed))}, filename FROM {_group_name(folder, i, 2)}"
+                    for i, renamed in enumerate(groups)
+                )
+            )
+        con.execute(
+            f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) FROM {PARTS_PREFIX}{folder}{scope}"
+        )
         if folder == "processes":
             con.execute(_LATEST_ATTEMPT)
     con.execute("CREATE TEMP TABLE damaged_parts (folder VARCHAR, path VARCHAR, run_id VARCHAR, problem VARCHAR)")
-    rows = [(d.folder, d.path.as_posix(), d.run_id, d.problem) for d in damaged
-            if run_ids is None or d.run_id is None or d.run_id in run_ids]
+    rows = [
+        (d.folder, d.path.as_posix(), d.run_id, d.problem)
+        for d in damaged
+        if run_ids is None or d.run_id is None or d.run_id in run_ids
+    ]
     if rows:
         con.executemany("INSERT INTO damaged_parts VALUES (?, ?, ?, ?)", rows)
     if read_only:

@@ -56,8 +56,14 @@ def _resnet() -> dict[str, Any]:
         x, y = ex.batch(index)
         F.cross_entropy(model(x), y).backward()
 
-    return {"name": "ResNet-18 (16x3x32x32)", "model": ex.build(), "segments": ex.SEGMENTS,
-            "example": (ex.batch(0)[0],), "step": step, "extra": lambda m: {}}
+    return {
+        "name": "ResNet-18 (16x3x32x32)",
+        "model": ex.build(),
+        "segments": ex.SEGMENTS,
+        "example": (ex.batch(0)[0],),
+        "step": step,
+        "extra": lambda m: {},
+    }
 
 
 def _queue() -> dict[str, Any]:
@@ -74,8 +80,14 @@ def _queue() -> dict[str, Any]:
         inner = getattr(contrast, "_checkpoint_wrapped_module", contrast)
         return {"ptr": inner.ptr}
 
-    return {"name": "MoCo-style queue model", "model": model, "segments": model.segment_names(),
-            "example": ex.batch(0), "step": step, "extra": extra}
+    return {
+        "name": "MoCo-style queue model",
+        "model": model,
+        "segments": model.segment_names(),
+        "example": ex.batch(0),
+        "step": step,
+        "extra": extra,
+    }
 
 
 def _torch_variant(model: torch.nn.Module, segments: list[str]) -> torch.nn.Module:
@@ -87,8 +99,10 @@ def _torch_variant(model: torch.nn.Module, segments: list[str]) -> torch.nn.Modu
 
     targets = {id(model.get_submodule(name)) for name in segments}
     apply_activation_checkpointing(
-        model, checkpoint_wrapper_fn=lambda m: checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
-        check_fn=lambda m: id(m) in targets)
+        model,
+        checkpoint_wrapper_fn=lambda m: checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
+        check_fn=lambda m: id(m) in targets,
+    )
     return model
 
 
@@ -99,7 +113,8 @@ def _state(model: torch.nn.Module, extra: Callable[[torch.nn.Module], dict[str, 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a.keys() == b.keys() and all(
-        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a)
+        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a
+    )
 
 
 def _train(model: torch.nn.Module, step, steps: int) -> None:
@@ -154,12 +169,19 @@ def run_model(spec: dict[str, Any], steps: int, check_steps: int) -> list[dict[s
         trained = copy.deepcopy(model)
         torch.manual_seed(1)
         _train(trained, step, check_steps)
-        rows.append({
-            "model": spec["name"], "method": name, "peak_bytes": peak,
-            "predicted_peak_bytes": None if chosen is None else chosen.predicted_peak_bytes,
-            "policy": None if chosen is None else chosen.policy, "wall_ms": wall, "cpu_ms": cpu,
-            "identical": _same(_state(trained, spec["extra"]), want), "profile_s": profile_s,
-        })
+        rows.append(
+            {
+                "model": spec["name"],
+                "method": name,
+                "peak_bytes": peak,
+                "predicted_peak_bytes": None if chosen is None else chosen.predicted_peak_bytes,
+                "policy": None if chosen is None else chosen.policy,
+                "wall_ms": wall,
+                "cpu_ms": cpu,
+                "identical": _same(_state(trained, spec["extra"]), want),
+                "profile_s": profile_s,
+            }
+        )
     eager = rows[0]
     for row in rows:
         row["peak_ratio"] = row["peak_bytes"] / eager["peak_bytes"]
@@ -171,16 +193,19 @@ def run_model(spec: dict[str, Any], steps: int, check_steps: int) -> list[dict[s
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table of ``rows``."""
     mib = float(1 << 20)
-    lines = ["| model | method | measured peak MiB (×eager) | predicted MiB | step wall ms (×eager) | "
-             "step CPU ms (×eager) | equals eager after training | policy |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | method | measured peak MiB (×eager) | predicted MiB | step wall ms (×eager) | "
+        "step CPU ms (×eager) | equals eager after training | policy |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         predicted = "" if r["predicted_peak_bytes"] is None else f"{r['predicted_peak_bytes'] / mib:.2f}"
         policy = "" if r["policy"] is None else " ".join(o[0] for o in r["policy"])
         lines.append(
             f"| {r['model']} | {r['method']} | {r['peak_bytes'] / mib:.2f} ({r['peak_ratio']:.3f}) | {predicted} | "
             f"{r['wall_ms']:.1f} ({r['wall_ratio']:.2f}) | {r['cpu_ms']:.1f} ({r['cpu_ratio']:.2f}) | "
-            f"{'yes' if r['identical'] else 'NO'} | {policy} |")
+            f"{'yes' if r['identical'] else 'NO'} | {policy} |"
+        )
     return "\n".join(lines)
 
 
@@ -198,8 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = builders[key]()
         rows += run_model(spec, args.steps, args.check_steps)
         print(f"{spec['name']}: profiled in {rows[-1]['profile_s']:.1f} s", flush=True)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), {args.steps} timed steps, "
-          f"{args.check_steps} training steps checked; policy letters: e=eager w=whole r=region o=offload\n")
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s), {args.steps} timed steps, "
+        f"{args.check_steps} training steps checked; policy letters: e=eager w=whole r=region o=offload\n"
+    )
     print(table(rows))
     return 0
 

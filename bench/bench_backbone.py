@@ -76,13 +76,24 @@ def write_and_query(rows: int, out: Path) -> tuple[float, float]:
     for p in range(50):
         writer = RecordWriter(out, Identity("bench", "bench", p, "0" * 64, "cpu", 1.0))
         steps = np.arange(per_process) % 23
-        writer.write("timings", {"method": methods[np.arange(per_process) % len(METHODS)], "step": steps,
-                                 "warmup": steps < 3, "step_ms": np.random.default_rng(p).gamma(9.0, 1.0, per_process),
-                                 "peak_allocated_bytes": np.full(per_process, 2**30)}, part="all")
+        writer.write(
+            "timings",
+            {
+                "method": methods[np.arange(per_process) % len(METHODS)],
+                "step": steps,
+                "warmup": steps < 3,
+                "step_ms": np.random.default_rng(p).gamma(9.0, 1.0, per_process),
+                "peak_allocated_bytes": np.full(per_process, 2**30),
+            },
+            part="all",
+        )
     wrote = time.perf_counter() - start
     start = time.perf_counter()
-    (names, result), = query(out, "SELECT method, count(*) n, avg(step_ms) ms, max(peak_allocated_bytes) peak "
-                                   "FROM timings WHERE NOT warmup GROUP BY method ORDER BY method")
+    ((names, result),) = query(
+        out,
+        "SELECT method, count(*) n, avg(step_ms) ms, max(peak_allocated_bytes) peak "
+        "FROM timings WHERE NOT warmup GROUP BY method ORDER BY method",
+    )
     queried = time.perf_counter() - start
     assert sum(r[1] for r in result) == sum(1 for s in range(per_process) if s % 23 >= 3) * 50
     return wrote, queried
@@ -101,13 +112,23 @@ def main() -> None:
         serial = launched(n, tmp / "b", "launcher.max_parallel=1")
         floor = plain_submitit(n, tmp / "d")
         wrote, queried = write_and_query(args.rows, tmp / "c")
-    print(f"{n} bare `python -c 'import stateaware'` starts, one after another: {bare:7.2f} s ({bare / n * 1e3:6.1f} ms each)")
-    print(f"{n} no-op processes, local launcher, default parallelism:      {fanned:7.2f} s  ratio {fanned / bare:5.2f}x (target 1.2x)")
-    print(f"{n} no-op processes, local launcher, max_parallel=1:            {serial:7.2f} s  ratio {serial / bare:5.2f}x")
-    print(f"{n} trivial jobs through plain submitit LocalExecutor, serial: {floor:7.2f} s  ratio {floor / bare:5.2f}x "
-          f"(submitit starts a controller and a task interpreter per job)")
+    print(
+        f"{n} bare `python -c 'import stateaware'` starts, one after another: {bare:7.2f} s ({bare / n * 1e3:6.1f} ms each)"
+    )
+    print(
+        f"{n} no-op processes, local launcher, default parallelism:      {fanned:7.2f} s  ratio {fanned / bare:5.2f}x (target 1.2x)"
+    )
+    print(
+        f"{n} no-op processes, local launcher, max_parallel=1:            {serial:7.2f} s  ratio {serial / bare:5.2f}x"
+    )
+    print(
+        f"{n} trivial jobs through plain submitit LocalExecutor, serial: {floor:7.2f} s  ratio {floor / bare:5.2f}x "
+        f"(submitit starts a controller and a task interpreter per job)"
+    )
     print(f"write {args.rows:,} timing rows as Parquet parts:                   {wrote:7.2f} s")
-    print(f"aggregate query over them (read-only SQL front end):           {queried:7.2f} s  total {wrote + queried:5.2f} s (target < 5 s)")
+    print(
+        f"aggregate query over them (read-only SQL front end):           {queried:7.2f} s  total {wrote + queried:5.2f} s (target < 5 s)"
+    )
 
 
 if __name__ == "__main__":

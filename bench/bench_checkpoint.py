@@ -69,6 +69,7 @@ def _sync(device: torch.device) -> None:
 
 # --------------------------------------------------------------------------- peaks
 
+
 class _Peak:
     """Peak bytes above the level at ``start``; CUDA allocator or CPU VmHWM."""
 
@@ -108,10 +109,12 @@ def _status_kib(field: str) -> int:
 
 # --------------------------------------------------------------------------- part 1
 
+
 def bench_overhead(device: torch.device, steps: int, warmup: int, width: int, batch: int, blocks: int):
     torch.manual_seed(0)
-    net = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width))
-                        for _ in range(blocks)).to(device)
+    net = nn.ModuleList(
+        nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width)) for _ in range(blocks)
+    ).to(device)
     x = torch.randn(batch, width, device=device)
 
     def step(method: str) -> float:
@@ -142,8 +145,17 @@ def bench_overhead(device: torch.device, steps: int, warmup: int, width: int, ba
 
 # --------------------------------------------------------------------------- part 2
 
-def bench_state(device: torch.device, steps: int, warmup: int, buffer_mib: int, width: int,
-                segments: int, fraction: float, preserve: str) -> Measurement:
+
+def bench_state(
+    device: torch.device,
+    steps: int,
+    warmup: int,
+    buffer_mib: int,
+    width: int,
+    segments: int,
+    fraction: float,
+    preserve: str,
+) -> Measurement:
     rows_total = buffer_mib * 2**20 // (width * 4)
     torch.manual_seed(0)
     queue = torch.randn(rows_total, width, device=device) * 0.1
@@ -186,6 +198,7 @@ def bench_state(device: torch.device, steps: int, warmup: int, buffer_mib: int, 
 
 # --------------------------------------------------------------------------- parts 3-5
 
+
 class _Deep(nn.Module):
     """``layers`` Linear+Tanh blocks, each with a small running buffer; checkpointed per layer."""
 
@@ -213,7 +226,7 @@ def _interleaved(runs: dict, reps: int, warmup: int, stat=statistics.median) -> 
             runs[n]()
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(reps):
-        for n in names[r % len(names):] + names[:r % len(names)]:
+        for n in names[r % len(names) :] + names[: r % len(names)]:
             start = time.thread_time()
             runs[n]()
             times[n].append((time.thread_time() - start) * 1e3)
@@ -313,39 +326,55 @@ def main() -> None:
     if "2" in args.only:
         _part2(args, device)
     if "3" in args.only:
-        print("\n[3] per-layer checkpoint(model.layer, i, h), Linear 64 + Tanh, batch 32, CPU thread time, "
-              f"median of {args.reps} interleaved repetitions")
+        print(
+            "\n[3] per-layer checkpoint(model.layer, i, h), Linear 64 + Tanh, batch 32, CPU thread time, "
+            f"median of {args.reps} interleaved repetitions"
+        )
         for layers in (48, 96):
             t, fast = bench_deep(layers, 64, 32, args.reps, args.warmup)
-            print(f"    {layers} layers: torch {t['torch']:8.2f} ms, stateaware {t['stateaware']:8.2f} ms, "
-                  f"ratio {t['stateaware'] / t['torch']:.3f} (fastest runs: {fast['stateaware'] / fast['torch']:.3f}; "
-                  "target <= 1.1)")
+            print(
+                f"    {layers} layers: torch {t['torch']:8.2f} ms, stateaware {t['stateaware']:8.2f} ms, "
+                f"ratio {t['stateaware'] / t['torch']:.3f} (fastest runs: {fast['stateaware'] / fast['torch']:.3f}; "
+                "target <= 1.1)"
+            )
     if "4" in args.only:
-        print("\n[4] fixed cost per segment over eager: 64 tiny segments (Linear 64 + Tanh, 32x64), CPU thread "
-              f"time, median of {args.reps} interleaved repetitions")
+        print(
+            "\n[4] fixed cost per segment over eager: 64 tiny segments (Linear 64 + Tanh, 32x64), CPU thread "
+            f"time, median of {args.reps} interleaved repetitions"
+        )
         t, fast = bench_fixed(64, 64, 32, args.reps, args.warmup)
         for m, us in t.items():
-            print(f"    {m:>12}: {us:8.1f} us/segment ({us / t['torch']:.3f}x torch undeclared); fastest runs "
-                  f"{fast[m]:8.1f} us/segment ({fast[m] / fast['torch']:.3f}x)")
-        print(f"    declared whole / torch undeclared {t['ours whole'] / t['torch']:.3f} "
-              f"(fastest {fast['ours whole'] / fast['torch']:.3f}), region / torch undeclared "
-              f"{t['ours region'] / t['torch']:.3f} (fastest {fast['ours region'] / fast['torch']:.3f}) (target <= 1.2)")
+            print(
+                f"    {m:>12}: {us:8.1f} us/segment ({us / t['torch']:.3f}x torch undeclared); fastest runs "
+                f"{fast[m]:8.1f} us/segment ({fast[m] / fast['torch']:.3f}x)"
+            )
+        print(
+            f"    declared whole / torch undeclared {t['ours whole'] / t['torch']:.3f} "
+            f"(fastest {fast['ours whole'] / fast['torch']:.3f}), region / torch undeclared "
+            f"{t['ours region'] / t['torch']:.3f} (fastest {fast['ours region'] / fast['torch']:.3f}) (target <= 1.2)"
+        )
     if "5" in args.only:
         copies, kept, peak = bench_shared(args.buffer_mib, 4)
         peak_s = f"{peak / 2**20:.1f} MiB" if peak is not None else "n/a"
-        print(f"\n[5] one {args.buffer_mib} MiB buffer declared whole by 4 unchanged segments: {copies} cop"
-              f"{'y' if copies == 1 else 'ies'} kept ({kept / 2**20:.1f} MiB); peak above start {peak_s} "
-              "(linux_vmhwm; target: one copy)")
+        print(
+            f"\n[5] one {args.buffer_mib} MiB buffer declared whole by 4 unchanged segments: {copies} cop"
+            f"{'y' if copies == 1 else 'ies'} kept ({kept / 2**20:.1f} MiB); peak above start {peak_s} "
+            "(linux_vmhwm; target: one copy)"
+        )
 
 
 def _part1(args, device) -> None:
     times, geo = bench_overhead(device, args.steps, args.warmup, args.width, args.batch, args.blocks)
-    print(f"\n[1] no declared state: MLP {args.blocks} x (Linear {args.width} + GELU + Linear), batch {args.batch}; "
-          f"{args.steps} paired steps")
+    print(
+        f"\n[1] no declared state: MLP {args.blocks} x (Linear {args.width} + GELU + Linear), batch {args.batch}; "
+        f"{args.steps} paired steps"
+    )
     for method, t in times.items():
         print(f"    {method:>10}: median step {statistics.median(t):8.2f} ms")
-    print(f"    stateaware / torch step time: geometric mean of paired ratios {geo:.4f} "
-          f"({'within' if geo <= OVERHEAD_TARGET else 'ABOVE'} the {OVERHEAD_TARGET} target)")
+    print(
+        f"    stateaware / torch step time: geometric mean of paired ratios {geo:.4f} "
+        f"({'within' if geo <= OVERHEAD_TARGET else 'ABOVE'} the {OVERHEAD_TARGET} target)"
+    )
     # On a shared machine the paired ratio carries the other tenants' load; the fastest
     # step of each method is the least disturbed view of the same work.
     fastest = min(times["stateaware"]) / min(times["torch"])
@@ -353,20 +382,27 @@ def _part1(args, device) -> None:
 
 
 def _part2(args, device) -> None:
-    print(f"\n[2] declared {args.buffer_mib} MiB buffer, {args.segments} live segments, whole vs region; "
-          f"{args.steps} steps each")
+    print(
+        f"\n[2] declared {args.buffer_mib} MiB buffer, {args.segments} live segments, whole vs region; "
+        f"{args.steps} steps each"
+    )
     for fraction in (0.001, 1.0):
-        whole = bench_state(device, args.steps, args.warmup, args.buffer_mib, args.row_width, args.segments,
-                            fraction, "whole")
-        region = bench_state(device, args.steps, args.warmup, args.buffer_mib, args.row_width, args.segments,
-                             fraction, "region")
+        whole = bench_state(
+            device, args.steps, args.warmup, args.buffer_mib, args.row_width, args.segments, fraction, "whole"
+        )
+        region = bench_state(
+            device, args.steps, args.warmup, args.buffer_mib, args.row_width, args.segments, fraction, "region"
+        )
         for m in (whole, region):
             peak = f"{m.peak_bytes / 2**20:9.2f} MiB" if m.peak_bytes is not None else "      n/a"
-            print(f"    f={fraction:<6} {m.method:>6}: median step {m.median_ms:8.2f} ms, peak above start {peak} "
-                  f"({m.peak_source})")
+            print(
+                f"    f={fraction:<6} {m.method:>6}: median step {m.median_ms:8.2f} ms, peak above start {peak} "
+                f"({m.peak_source})"
+            )
         time_ratio = region.median_ms / whole.median_ms
-        peak_ratio = (region.peak_bytes / whole.peak_bytes
-                      if region.peak_bytes is not None and whole.peak_bytes else float("nan"))
+        peak_ratio = (
+            region.peak_bytes / whole.peak_bytes if region.peak_bytes is not None and whole.peak_bytes else float("nan")
+        )
         print(f"    f={fraction:<6} region/whole: time {time_ratio:.4f}, peak {peak_ratio:.3g}")
 
 

@@ -78,8 +78,9 @@ def bench_sizes(sizes: list[int], cards: int, full_limit_s: float, full_limit_po
                 assert result.feasible and not result.truncated
                 plan_s.append(seconds)
                 # The largest frontier the exact pass held (not part of Plan; measured here).
-                exact = pareto_frontier(card.persistent_bytes, card.segments, budget_bytes=budget,
-                                        upper_ms=result.predicted_ms * (1 + 1e-9))
+                exact = pareto_frontier(
+                    card.persistent_bytes, card.segments, budget_bytes=budget, upper_ms=result.predicted_ms * (1 + 1e-9)
+                )
                 kept.append(exact.largest)
                 if not full_too_slow:
                     front, seconds = _timed(lambda: pareto_frontier(card.persistent_bytes, card.segments))
@@ -91,7 +92,10 @@ def bench_sizes(sizes: list[int], cards: int, full_limit_s: float, full_limit_po
                 full_too_slow = max(full_s) > full_limit_s or max(full_largest) > full_limit_points
             else:
                 full = f"{'skipped':>10s} {'':>12s} {'':>8s}"
-            print(f"{kind:9s} {n:>5d} {statistics.median(plan_s):>9.3f} {max(plan_s):>9.3f} {max(kept):>9d} {full}", flush=True)
+            print(
+                f"{kind:9s} {n:>5d} {statistics.median(plan_s):>9.3f} {max(plan_s):>9.3f} {max(kept):>9d} {full}",
+                flush=True,
+            )
     print("   plan: plan(card, budget, 'joint') end to end; kept max: largest frontier of its exact pass;")
     print("   full: budget-independent untruncated frontier (final size median, largest at any step, seconds)")
 
@@ -100,13 +104,18 @@ def bench_exhaustive(cards: int, seed: int) -> None:
     print("\n2. exhaustive enumeration vs the dynamic program (same cards, seconds, medians)")
     print(f"{'case':26s} {'policies':>9s} {'enumerate':>10s} {'DP plan':>9s} {'DP full':>9s} {'enum/plan':>10s}")
     rng = np.random.default_rng([seed, 2])
-    for label, n, options in (("n=16 eager/whole", 16, ("eager", "whole")), ("n=10 eager/whole/region", 10, ("eager", "whole", "region"))):
+    for label, n, options in (
+        ("n=16 eager/whole", 16, ("eager", "whole")),
+        ("n=10 eager/whole/region", 10, ("eager", "whole", "region")),
+    ):
         enum_s, plan_s, full_s, count = [], [], [], 0
         planner = "joint" if len(options) == 3 else "eager_whole"
         for k in range(max(cards, 5)):
             card = random_card(rng, n, options=options)
             budget = _budget(card, FRACTIONS[k % len(FRACTIONS)])
-            (enum, best), seconds = _timed(lambda: (lambda e: (e, e.best(budget)))(enumerate_policies(card.persistent_bytes, card.segments)))
+            (enum, best), seconds = _timed(
+                lambda: (lambda e: (e, e.best(budget)))(enumerate_policies(card.persistent_bytes, card.segments))
+            )
             enum_s.append(seconds)
             count = enum.count
             result, seconds = _timed(lambda: plan(card, budget, planner))
@@ -120,7 +129,9 @@ def bench_exhaustive(cards: int, seed: int) -> None:
 
 def bench_memory_blind(cards: int, seed: int) -> None:
     print("\n3. a two-objective knapsack that ignores temporary memory (q := 0)")
-    print(f"{'family':9s} {'n':>4s} {'cards':>6s} {'over budget':>12s} {'median over':>12s} {'joint feasible there':>21s}")
+    print(
+        f"{'family':9s} {'n':>4s} {'cards':>6s} {'over budget':>12s} {'median over':>12s} {'joint feasible there':>21s}"
+    )
     for kind in ("tradeoff", "blocks"):
         for n in (16, 64):
             rng = np.random.default_rng([seed, 3, n, len(kind)])
@@ -156,7 +167,9 @@ def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
 
     current = planners_module.pareto_frontier
     print("\n4. joint planner now vs the program before issue 4 (same cards as 1; seconds)")
-    print(f"{'family':9s} {'n':>5s} {'before med':>11s} {'before max':>11s} {'now med':>9s} {'now max':>9s} {'med ratio':>10s} {'max ratio':>10s} {'plans':>10s}")
+    print(
+        f"{'family':9s} {'n':>5s} {'before med':>11s} {'before max':>11s} {'now med':>9s} {'now max':>9s} {'med ratio':>10s} {'max ratio':>10s} {'plans':>10s}"
+    )
     for kind in ("blocks", "tradeoff"):
         for n in sizes:
             rng = np.random.default_rng([seed, n, len(kind)])
@@ -177,8 +190,11 @@ def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
                 ]
                 assert same and np.array_equal(ours.frontier, theirs.frontier), f"{kind} n={n} card {k} differs"
             b_med, b_max, n_med, n_max = statistics.median(before), max(before), statistics.median(now), max(now)
-            print(f"{kind:9s} {n:>5d} {b_med:>11.3f} {b_max:>11.3f} {n_med:>9.3f} {n_max:>9.3f} "
-                  f"{b_med / n_med:>10.2f} {b_max / n_max:>10.2f} {'identical':>10s}", flush=True)
+            print(
+                f"{kind:9s} {n:>5d} {b_med:>11.3f} {b_max:>11.3f} {n_med:>9.3f} {n_max:>9.3f} "
+                f"{b_med / n_med:>10.2f} {b_max / n_max:>10.2f} {'identical':>10s}",
+                flush=True,
+            )
     print("   ratio: before / now (median over cards, and max over cards); plans: every field and frontier equal")
 
 
@@ -186,10 +202,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024])
     parser.add_argument("--cards", type=int, default=3, help="random cards per size (default %(default)s)")
-    parser.add_argument("--full-limit-s", type=float, default=20.0,
-                        help="stop measuring the budget-independent frontier after a size that took longer")
-    parser.add_argument("--full-limit-points", type=int, default=20_000,
-                        help="... or held a frontier larger than this")
+    parser.add_argument(
+        "--full-limit-s",
+        type=float,
+        default=20.0,
+        help="stop measuring the budget-independent frontier after a size that took longer",
+    )
+    parser.add_argument("--full-limit-points", type=int, default=20_000, help="... or held a frontier larger than this")
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--skip", nargs="*", default=[], choices=["sizes", "exhaustive", "blind", "reference"])
     args = parser.parse_args()

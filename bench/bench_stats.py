@@ -45,7 +45,8 @@ def write_cohort(out: Path, steps: int) -> int:
     processes = PER_WORKLOAD * len(WORKLOADS)
     ident = dict(run_id="bench3", cohort="confirm3", source_hash="0" * 64, hardware="cpu", scale=1.0)
     RecordWriter(out, Identity(process_index=0, **ident)).write(
-        "runs", [{"launcher": "bench", "processes": processes}], part="manifest")
+        "runs", [{"launcher": "bench", "processes": processes}], part="manifest"
+    )
     rows = 0
     for p in range(processes):
         workload = WORKLOADS[p // PER_WORKLOAD]
@@ -56,15 +57,19 @@ def write_cohort(out: Path, steps: int) -> int:
         for method in METHODS:
             factor = TIME_RATIO[workload] * np.exp(rng.normal(0, 0.01)) if method == "regions" else 1.0
             peak = int(2**30 * (PEAK_RATIO[workload] if method == "regions" else 1.0))
-            writer.write("timings", {
-                "method": [method] * steps,
-                "step": np.arange(steps, dtype=np.int32),
-                "warmup": np.zeros(steps, dtype=bool),
-                "step_ms": whole_ms * factor * rng.gamma(400.0, 1 / 400.0, steps),
-                "peak_allocated_bytes": np.full(steps, peak),
-                "workload": [workload] * steps,
-                "seed": np.full(steps, 1000 + p),
-            }, part=f"method={method}")
+            writer.write(
+                "timings",
+                {
+                    "method": [method] * steps,
+                    "step": np.arange(steps, dtype=np.int32),
+                    "warmup": np.zeros(steps, dtype=bool),
+                    "step_ms": whole_ms * factor * rng.gamma(400.0, 1 / 400.0, steps),
+                    "peak_allocated_bytes": np.full(steps, peak),
+                    "workload": [workload] * steps,
+                    "seed": np.full(steps, 1000 + p),
+                },
+                part=f"method={method}",
+            )
             rows += steps
     return rows
 
@@ -112,8 +117,10 @@ def main() -> None:
         out = args.out or Path(tmp)
         t0 = time.perf_counter()
         rows = write_cohort(out, args.steps)
-        print(f"setup (not timed): {rows:,} timing rows in {PER_WORKLOAD * len(WORKLOADS) * len(METHODS)} parts, "
-              f"{time.perf_counter() - t0:.1f} s")
+        print(
+            f"setup (not timed): {rows:,} timing rows in {PER_WORKLOAD * len(WORKLOADS) * len(METHODS)} parts, "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
 
         from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
         from stateaware.analysis.verify import verify
@@ -121,7 +128,8 @@ def main() -> None:
 
         comparisons = [
             {"numerator": "regions", "denominator": "whole", "metric": metric, "where": {"workload": w}}
-            for w in WORKLOADS for metric in ("step_ms", "peak_allocated_bytes")
+            for w in WORKLOADS
+            for metric in ("step_ms", "peak_allocated_bytes")
         ]
         phases = {}
         start = time.perf_counter()
@@ -134,8 +142,9 @@ def main() -> None:
         t = time.perf_counter()
         # compute_comparisons verifies again: the analysis never trusts an earlier check,
         # so its phase includes a second verification, as a report run would.
-        run, results = compute_comparisons(con, "bench3", comparisons, verification=verification,
-                                           draws=args.draws, seed=0)
+        run, results = compute_comparisons(
+            con, "bench3", comparisons, verification=verification, draws=args.draws, seed=0
+        )
         phases["compare (per-process means + 6 ratios)"] = time.perf_counter() - t
         t = time.perf_counter()
         write_comparisons(out, results, run=run)
@@ -148,18 +157,24 @@ def main() -> None:
         print(f"  {'total':<36} {total:6.2f} s   (target < 10 s on 2 cores: {'met' if total < 10 else 'MISSED'})")
         for r in results:
             c = r.ratio
-            print(f"    {r.comparison.label:<58} {c.estimate:.5f} [{c.lower:.5f}, {c.upper:.5f}] "
-                  f"at {c.confidence:.4f}, n={c.processes}")
+            print(
+                f"    {r.comparison.label:<58} {c.estimate:.5f} [{c.lower:.5f}, {c.upper:.5f}] "
+                f"at {c.confidence:.4f}, n={c.processes}"
+            )
 
         ours = time.perf_counter()
         compute_comparisons(con, "bench3", comparisons[::2], verification=verification, draws=args.draws, seed=0)
         ours = time.perf_counter() - ours
         ref = numpy_reference(con, comparisons[::2], args.draws, 0)
-        print(f"three step-time ratios, ours (one SQL pass for the means + scipy.stats.bootstrap): {ours:.2f} s; "
-              f"a SQL query per ratio + a NumPy resampler: {ref:.2f} s; ratio {ours / ref:.2f}x")
+        print(
+            f"three step-time ratios, ours (one SQL pass for the means + scipy.stats.bootstrap): {ours:.2f} s; "
+            f"a SQL query per ratio + a NumPy resampler: {ref:.2f} s; ratio {ours / ref:.2f}x"
+        )
     seconds, heavy = import_seconds()
-    print(f"import of stats, verify, figures, comparisons in a fresh interpreter: {seconds:.2f} s; "
-          f"heavy modules loaded: {heavy or 'none'}")
+    print(
+        f"import of stats, verify, figures, comparisons in a fresh interpreter: {seconds:.2f} s; "
+        f"heavy modules loaded: {heavy or 'none'}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,16 @@ from stateaware.cost_runtime.methods import forward
 from stateaware.cost_runtime.workloads import Shape, build, seed_step, step_rows
 from stateaware.torch_replay import set_read_recording
 
-SHAPE = Shape(workload="feature_queue", buffer_bytes=524288, write_fraction=0.001, live_segments=64,
-              granularity_bytes=4096, width=16, batch=8, rank=1)
+SHAPE = Shape(
+    workload="feature_queue",
+    buffer_bytes=524288,
+    write_fraction=0.001,
+    live_segments=64,
+    granularity_bytes=4096,
+    width=16,
+    batch=8,
+    rank=1,
+)
 
 
 def ms_per_step(workload, shape: Shape, method: str, steps: int, start: int) -> float:

@@ -48,12 +48,22 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"copy bandwidth (one thread, 64 MiB): {bandwidth_gb_s():.1f} GB/s")
-    print(f"{'workload':20} {'MiB':>5} {'eager ms':>9} {'whole ms':>9} {'region ms':>9} "
-          f"{'whole/eager':>11} {'region/eager':>12} {'region/whole':>12}  paper (H100, 1 GiB)")
+    print(
+        f"{'workload':20} {'MiB':>5} {'eager ms':>9} {'whole ms':>9} {'region ms':>9} "
+        f"{'whole/eager':>11} {'region/eager':>12} {'region/whole':>12}  paper (H100, 1 GiB)"
+    )
     for name in WORKLOADS:
         for mib in args.mib:
-            shape = Shape(workload=name, buffer_bytes=int(mib * 2**20), write_fraction=0.001, live_segments=64,
-                          granularity_bytes=256, width=args.width, batch=args.batch, rank=1)
+            shape = Shape(
+                workload=name,
+                buffer_bytes=int(mib * 2**20),
+                write_fraction=0.001,
+                live_segments=64,
+                granularity_bytes=256,
+                width=args.width,
+                batch=args.batch,
+                rank=1,
+            )
             workload = build(shape, seed=0)
             times: dict[str, list[float]] = {m: [] for m in ("eager", "whole", "region")}
             for r in range(args.rounds + 1):
@@ -62,8 +72,10 @@ def main() -> None:
                     if r:  # round 0 warms up
                         times[method].append(t)
             e, w, g = (statistics.median(times[m]) for m in times)
-            print(f"{name:20} {mib:5g} {e:9.1f} {w:9.1f} {g:9.1f} {w / e:11.2f} {g / e:12.2f} {g / w:12.3f} "
-                  f" {PAPER_T8[name][0]}")
+            print(
+                f"{name:20} {mib:5g} {e:9.1f} {w:9.1f} {g:9.1f} {w / e:11.2f} {g / e:12.2f} {g / w:12.3f} "
+                f" {PAPER_T8[name][0]}"
+            )
 
 
 if __name__ == "__main__":

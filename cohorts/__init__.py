@@ -87,12 +87,16 @@ def load_kind(kind: str) -> ModuleType:
         if exc.name not in (name, *_parents(name)):
             raise
         tried = repr(name) if "." in kind else f"{__name__ + '.' + kind!r} or {kind!r}"
-        raise ValueError(f"cohort kind {kind!r}: no module {tried} (a module of stateaware.cohorts, or one "
-                         f"importable from the current directory {os.getcwd()} or PYTHONPATH); check the "
-                         f"spelling, or run the command from the folder that holds it") from None
+        raise ValueError(
+            f"cohort kind {kind!r}: no module {tried} (a module of stateaware.cohorts, or one "
+            f"importable from the current directory {os.getcwd()} or PYTHONPATH); check the "
+            f"spelling, or run the command from the folder that holds it"
+        ) from None
     if not callable(getattr(module, "run", None)):
-        raise ValueError(f"cohort kind {kind!r}: module {name!r} ({getattr(module, '__file__', None)}) has no "
-                         f"run(spec, writer); see stateaware.cohorts for the contract")
+        raise ValueError(
+            f"cohort kind {kind!r}: module {name!r} ({getattr(module, '__file__', None)}) has no "
+            f"run(spec, writer); see stateaware.cohorts for the contract"
+        )
     return module
 
 
@@ -107,8 +111,13 @@ def report_sections(kind: str, module: ModuleType) -> tuple[str, ...]:
     ``ValueError`` naming the kind when ``REPORT`` is not a tuple or list of module names.
     """
     declared = getattr(module, "REPORT", ())
-    if isinstance(declared, str) or not isinstance(declared, (tuple, list)) or not all(
-            isinstance(name, str) and name.strip() for name in declared):
-        raise ValueError(f"cohort kind {kind!r}: REPORT must be a tuple of section module names, got {declared!r}; "
-                         "e.g. REPORT = (\"stateaware.analysis.timing\",), or leave it out for the generic section")
+    if (
+        isinstance(declared, str)
+        or not isinstance(declared, (tuple, list))
+        or not all(isinstance(name, str) and name.strip() for name in declared)
+    ):
+        raise ValueError(
+            f"cohort kind {kind!r}: REPORT must be a tuple of section module names, got {declared!r}; "
+            'e.g. REPORT = ("stateaware.analysis.timing",), or leave it out for the generic section'
+        )
     return tuple(dict.fromkeys(declared))

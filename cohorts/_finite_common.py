@@ -41,13 +41,22 @@ def program_range(spec: ProcessSpec) -> Iterator[int]:
     try:
         return iter(range(int(spec.params["start"]), int(spec.params["stop"])))
     except KeyError as exc:
-        raise ValueError(f"spec.params lacks {exc.args[0]!r}; finite cohorts need start, stop and first_seed "
-                         f"(given by expand())") from None
+        raise ValueError(
+            f"spec.params lacks {exc.args[0]!r}; finite cohorts need start, stop and first_seed (given by expand())"
+        ) from None
 
 
 def base_row(program: Any, check: str, method: str) -> dict[str, Any]:
-    return {"backend": "finite", "precision": "fp64", "seed": int(program.seed), "family": program.family,
-            "check_name": check, "method": method, "dimension": int(program.n), "operations": len(program.ops)}
+    return {
+        "backend": "finite",
+        "precision": "fp64",
+        "seed": int(program.seed),
+        "family": program.family,
+        "check_name": check,
+        "method": method,
+        "dimension": int(program.n),
+        "operations": len(program.ops),
+    }
 
 
 def detail(**fields: Any) -> str:

@@ -42,13 +42,17 @@ _DIMENSIONS = (4, 8, 16)
 _OPERATIONS = (8, 12, 16)
 
 
-def program_for(index: int, first_seed: int, dimensions: Sequence[int] = _DIMENSIONS,
-                operations: Sequence[int] = _OPERATIONS) -> Program:
+def program_for(
+    index: int, first_seed: int, dimensions: Sequence[int] = _DIMENSIONS, operations: Sequence[int] = _OPERATIONS
+) -> Program:
     """Program ``index`` of the suite (see the module docstring)."""
-    return random_program(first_seed + index, int(dimensions[index % len(dimensions)]),
-                          int(operations[(index // len(dimensions)) % len(operations)]),
-                          FAMILIES[(index // (len(dimensions) * len(operations))) % len(FAMILIES)],
-                          integer_writes=True)
+    return random_program(
+        first_seed + index,
+        int(dimensions[index % len(dimensions)]),
+        int(operations[(index // len(dimensions)) % len(operations)]),
+        FAMILIES[(index // (len(dimensions) * len(operations))) % len(FAMILIES)],
+        integer_writes=True,
+    )
 
 
 def check_program(program: Program) -> list[dict[str, Any]]:
@@ -57,13 +61,26 @@ def check_program(program: Program) -> list[dict[str, Any]]:
     draws = sum(op.draws for op in program.ops)
     int_writes = sum(op.kind == "int_write" for op in program.ops)
     rows = []
-    for method, path in (("snapshot", snapshot_replay), ("region_undo", region_undo),
-                         ("wrong_rng_control", wrong_rng_replay)):
+    for method, path in (
+        ("snapshot", snapshot_replay),
+        ("region_undo", region_undo),
+        ("wrong_rng_control", wrong_rng_replay),
+    ):
         check = path(program, trace)
-        rows.append({**base_row(program, "bytes", method), "outcome": "match" if check.match else "diverge",
-                     "detail": detail(bytes_equal=check.bytes_equal, rng_equal=check.rng_equal,
-                                      mismatched_bytes=check.mismatched_bytes, drawing_ops=draws,
-                                      int_writes=int_writes, storage_bytes=program.nbytes)})
+        rows.append(
+            {
+                **base_row(program, "bytes", method),
+                "outcome": "match" if check.match else "diverge",
+                "detail": detail(
+                    bytes_equal=check.bytes_equal,
+                    rng_equal=check.rng_equal,
+                    mismatched_bytes=check.mismatched_bytes,
+                    drawing_ops=draws,
+                    int_writes=int_writes,
+                    storage_bytes=program.nbytes,
+                ),
+            }
+        )
     return rows
 
 

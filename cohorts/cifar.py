@@ -77,8 +77,14 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     ``<out>/artifacts/<cohort>/<run id>/seed=<seed>/<method>``."""
     from stateaware.app.process import run_pair
 
-    artifacts = (Path(spec.out) / "artifacts" / spec.cohort / spec.run_id
-                 / f"seed={int(spec.params['train_seed'])}" / str(spec.params["method"]))
+    artifacts = (
+        Path(spec.out)
+        / "artifacts"
+        / spec.cohort
+        / spec.run_id
+        / f"seed={int(spec.params['train_seed'])}"
+        / str(spec.params["method"])
+    )
     run_pair(spec.params, spec.hardware, writer.write, out=spec.out, artifacts=artifacts)
 
 

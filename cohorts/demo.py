@@ -40,11 +40,36 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
         times.append(StepTime(i < warmup, i if i < warmup else i - warmup, wall_ms, cpu_ms))
         peaks.append(peak)
     c = product["c"]
-    rows = [{**row, "peak_allocated_bytes": peak} for row, peak in zip(
-        timing_rows(times, method="matmul", precision="fp64", peak_source="tracemalloc", device="cpu",
-                    seed=spec.seed, width=size), peaks)]
+    rows = [
+        {**row, "peak_allocated_bytes": peak}
+        for row, peak in zip(
+            timing_rows(
+                times,
+                method="matmul",
+                precision="fp64",
+                peak_source="tracemalloc",
+                device="cpu",
+                seed=spec.seed,
+                width=size,
+            ),
+            peaks,
+        )
+    ]
     writer.write("timings", rows, part="matmul")
     digest = hashlib.sha256(c.tobytes()).hexdigest()
-    writer.write("records", [{"backend": "numpy", "method": "matmul", "family": "demo", "precision": "fp64",
-                              "seed": spec.seed, "outcome": "match", "sha256": digest,
-                              "max_error": float(abs(c.sum() - (a.sum(axis=0) @ b.sum(axis=1))))}], part="main")
+    writer.write(
+        "records",
+        [
+            {
+                "backend": "numpy",
+                "method": "matmul",
+                "family": "demo",
+                "precision": "fp64",
+                "seed": spec.seed,
+                "outcome": "match",
+                "sha256": digest,
+                "max_error": float(abs(c.sum() - (a.sum(axis=0) @ b.sum(axis=1)))),
+            }
+        ],
+        part="main",
+    )

@@ -46,13 +46,17 @@ _DIMENSIONS = (4, 8, 16)
 _OPERATIONS = (8, 12, 16)
 
 
-def program_for(index: int, first_seed: int, dimensions: Sequence[int] = _DIMENSIONS,
-                operations: Sequence[int] = _OPERATIONS) -> Program:
+def program_for(
+    index: int, first_seed: int, dimensions: Sequence[int] = _DIMENSIONS, operations: Sequence[int] = _OPERATIONS
+) -> Program:
     """Program ``index`` of the suite (see the module docstring)."""
-    return random_program(first_seed + index, int(dimensions[index % len(dimensions)]),
-                          int(operations[(index // len(dimensions)) % len(operations)]),
-                          FAMILIES[(index // (len(dimensions) * len(operations))) % len(FAMILIES)],
-                          overwritten_dependence=True)
+    return random_program(
+        first_seed + index,
+        int(dimensions[index % len(dimensions)]),
+        int(operations[(index // len(dimensions)) % len(operations)]),
+        FAMILIES[(index // (len(dimensions) * len(operations))) % len(FAMILIES)],
+        overwritten_dependence=True,
+    )
 
 
 def check_program(program: Program) -> list[dict[str, Any]]:
@@ -66,13 +70,21 @@ def check_program(program: Program) -> list[dict[str, Any]]:
         error = float(np.max(np.abs(reverse_versions(trace, operands) - reference)))
         if method == "version_graph":
             outcome = "match" if exact and error <= tol else "diverge"
-            info = detail(output_exact=exact, reference_output_exact=bool(output == trace.output()),
-                          versions=trace.graph.size)
+            info = detail(
+                output_exact=exact, reference_output_exact=bool(output == trace.output()), versions=trace.graph.size
+            )
         else:
             outcome = "match" if error <= tol else "diverge"
             info = detail(reference_max_abs=float(np.max(np.abs(reference))))
-        rows.append({**base_row(program, "derivative", method), "outcome": outcome, "max_error": error,
-                     "tolerance": tol, "detail": info})
+        rows.append(
+            {
+                **base_row(program, "derivative", method),
+                "outcome": outcome,
+                "max_error": error,
+                "tolerance": tol,
+                "detail": info,
+            }
+        )
     return rows
 
 

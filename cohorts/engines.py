@@ -49,8 +49,13 @@ _OPERATIONS = (8, 12, 16)
 
 def program_for(index: int, first_seed: int) -> Program:
     """Program ``index`` of the study (see the module docstring)."""
-    return workload_program(first_seed + index, PATTERNS[index % 3], WRITES[(index // 3) % 2],
-                            _DIMENSIONS[(index // 6) % 2], _OPERATIONS[(index // 12) % 3])
+    return workload_program(
+        first_seed + index,
+        PATTERNS[index % 3],
+        WRITES[(index // 3) % 2],
+        _DIMENSIONS[(index // 6) % 2],
+        _OPERATIONS[(index // 12) % 3],
+    )
 
 
 def write_fraction(trace: Trace) -> float:
@@ -66,12 +71,25 @@ def engine_rows(program: Program, trace: Trace, reference: np.ndarray, check: st
         result = verify_engine(engine, trace, repeat=repeat)
         error = float(np.max(np.abs(result.gradient - reference)))
         ok = result.recovered and error <= tol
-        rows.append({**base_row(program, check, engine), "outcome": "match" if ok else "diverge",
-                     "max_error": error, "tolerance": tol, "retained_bytes": result.retained_bytes,
-                     "writes": program.writes, "write_fraction": fraction,
-                     "detail": detail(reads_match=result.reads_match, storage_restored=result.storage_restored,
-                                      aliases_restored=result.aliases_restored, rng_restored=result.rng_restored,
-                                      repeat_match=result.repeat_match, storage_bytes=program.nbytes)})
+        rows.append(
+            {
+                **base_row(program, check, engine),
+                "outcome": "match" if ok else "diverge",
+                "max_error": error,
+                "tolerance": tol,
+                "retained_bytes": result.retained_bytes,
+                "writes": program.writes,
+                "write_fraction": fraction,
+                "detail": detail(
+                    reads_match=result.reads_match,
+                    storage_restored=result.storage_restored,
+                    aliases_restored=result.aliases_restored,
+                    rng_restored=result.rng_restored,
+                    repeat_match=result.repeat_match,
+                    storage_bytes=program.nbytes,
+                ),
+            }
+        )
     return rows
 
 
@@ -84,9 +102,16 @@ def check_program(program: Program, with_complex_step: bool) -> list[dict[str, A
         derivative = complex_step(program, trace.draws)
         tol = gradient_tolerance(reference)
         error = float(np.max(np.abs(derivative - reference)))
-        rows.append({**base_row(program, "complex_step", "complex_step"),
-                     "outcome": "match" if error <= tol else "diverge", "max_error": error, "tolerance": tol,
-                     "coordinates": int(derivative.size), "writes": program.writes})
+        rows.append(
+            {
+                **base_row(program, "complex_step", "complex_step"),
+                "outcome": "match" if error <= tol else "diverge",
+                "max_error": error,
+                "tolerance": tol,
+                "coordinates": int(derivative.size),
+                "writes": program.writes,
+            }
+        )
     return rows
 
 

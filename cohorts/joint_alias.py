@@ -45,8 +45,9 @@ _DIMENSIONS = (32, 64)
 
 def program_for(index: int, first_seed: int) -> Program:
     """Program ``index`` of the study (see the module docstring)."""
-    return workload_program(first_seed + index, PATTERNS[index % 3], "sparse", _DIMENSIONS[(index // 3) % 2],
-                            OPERATIONS, aliases=True)
+    return workload_program(
+        first_seed + index, PATTERNS[index % 3], "sparse", _DIMENSIONS[(index // 3) % 2], OPERATIONS, aliases=True
+    )
 
 
 def check_program(program: Program) -> list[dict[str, Any]]:
@@ -57,9 +58,14 @@ def check_program(program: Program) -> list[dict[str, Any]]:
     variant = integer_write_variant(program, program.seed)
     decision = admit(variant)
     # An admitted variant would be a bug in admission; it is recorded as a divergence, never run.
-    rows.append({**base_row(variant, "joint_alias", "admission"),
-                 "outcome": "unsupported" if not decision.supported else "diverge",
-                 "writes": program.writes, "detail": detail(reason=decision.reason)})
+    rows.append(
+        {
+            **base_row(variant, "joint_alias", "admission"),
+            "outcome": "unsupported" if not decision.supported else "diverge",
+            "writes": program.writes,
+            "detail": detail(reason=decision.reason),
+        }
+    )
     return rows
 
 

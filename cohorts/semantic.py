@@ -37,8 +37,10 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
     params = cohort.get("params") or {}
     keys = int(params.get("seed_keys", 50))
     if processes < 1 or processes > keys:
-        raise ValueError(f"cohort {cohort.get('name')!r}: processes={processes}; valid values are 1..{keys} "
-                         f"(params.seed_keys={keys}: every process needs at least one seed key)")
+        raise ValueError(
+            f"cohort {cohort.get('name')!r}: processes={processes}; valid values are 1..{keys} "
+            f"(params.seed_keys={keys}: every process needs at least one seed key)"
+        )
     base = int(cohort["seed"])
     bounds = [round(i * keys / processes) for i in range(processes + 1)]
     return [{"seeds": list(range(base + lo, base + hi))} for lo, hi in zip(bounds, bounds[1:])]

@@ -71,8 +71,14 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     its caller's thread count as it was."""
     from stateaware.cost_runtime.process import run_cell
 
-    run_cell(spec.params, spec.hardware, writer.write, seed=spec.seed, cohort=spec.cohort,
-             keep_threads=spec.launcher == "inline")
+    run_cell(
+        spec.params,
+        spec.hardware,
+        writer.write,
+        seed=spec.seed,
+        cohort=spec.cohort,
+        keep_threads=spec.launcher == "inline",
+    )
 
 
 def summary(out: str, cohort: str) -> str:

@@ -47,7 +47,7 @@ class Contrast(nn.Module):
         positive = (q * k).sum(1, keepdim=True)
         negative = q @ self.queue.clone().t()
         b = k.shape[0]
-        self.queue[self.ptr:self.ptr + b] = k
+        self.queue[self.ptr : self.ptr + b] = k
         self.ptr = (self.ptr + b) % self.queue.shape[0]
         return torch.cat([positive, negative], dim=1) / self.temperature
 
@@ -55,9 +55,12 @@ class Contrast(nn.Module):
 class Moco(nn.Module):
     def __init__(self, width: int = 16):
         super().__init__()
-        self.query = nn.Sequential(conv_block(3, width, 2), *(conv_block(width, width, 1) for _ in range(4)),
-                                   conv_block(width, 2 * width, 2),
-                                   nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * width, DIM)))
+        self.query = nn.Sequential(
+            conv_block(3, width, 2),
+            *(conv_block(width, width, 1) for _ in range(4)),
+            conv_block(width, 2 * width, 2),
+            nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * width, DIM)),
+        )
         self.key = copy.deepcopy(self.query).requires_grad_(False)
         self.contrast = Contrast(DIM, QUEUE, TEMPERATURE)
 
@@ -100,7 +103,8 @@ def state_of(model: Moco) -> dict[str, object]:
 
 def same(a: dict[str, object], b: dict[str, object]) -> bool:
     return a.keys() == b.keys() and all(
-        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a)
+        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
@@ -131,12 +135,18 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     torch.manual_seed(1)
     train(model, args.steps)
     identical = same(state_of(eager), state_of(model)) and torch.equal(eager_rng, torch.get_rng_state())
-    print(f"peak/eager: measured {planned_peak / eager_peak:.3f}, predicted "
-          f"{plan.predicted_peak_bytes / eager_model_peak:.3f} "
-          f"(measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)")
+    print(
+        f"peak/eager: measured {planned_peak / eager_peak:.3f}, predicted "
+        f"{plan.predicted_peak_bytes / eager_model_peak:.3f} "
+        f"(measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)"
+    )
     print(f"after {args.steps} steps: parameters, buffers, queue and pointer equal eager's byte for byte: {identical}")
-    return {"identical": identical, "policy": plan.policy, "measured_ratio": planned_peak / eager_peak,
-            "predicted_ratio": plan.predicted_peak_bytes / eager_model_peak}
+    return {
+        "identical": identical,
+        "policy": plan.policy,
+        "measured_ratio": planned_peak / eager_peak,
+        "predicted_ratio": plan.predicted_peak_bytes / eager_model_peak,
+    }
 
 
 if __name__ == "__main__":

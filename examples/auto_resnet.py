@@ -75,12 +75,18 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     torch.manual_seed(1)
     train(model, args.steps)
     identical = same(eager, model)
-    print(f"peak/eager: measured {planned_peak / eager_peak:.3f}, predicted "
-          f"{plan.predicted_peak_bytes / eager_model_peak:.3f} "
-          f"(measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)")
+    print(
+        f"peak/eager: measured {planned_peak / eager_peak:.3f}, predicted "
+        f"{plan.predicted_peak_bytes / eager_model_peak:.3f} "
+        f"(measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)"
+    )
     print(f"after {args.steps} steps: parameters and buffers equal eager's byte for byte: {identical}")
-    return {"identical": identical, "policy": plan.policy, "measured_ratio": planned_peak / eager_peak,
-            "predicted_ratio": plan.predicted_peak_bytes / eager_model_peak}
+    return {
+        "identical": identical,
+        "policy": plan.policy,
+        "measured_ratio": planned_peak / eager_peak,
+        "predicted_ratio": plan.predicted_peak_bytes / eager_model_peak,
+    }
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ METHODS = ("plain", "torch", "stateaware")
 class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.block = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Dropout(0.2),
-                                   nn.Linear(64, 64), nn.ReLU())
+        self.block = nn.Sequential(
+            nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 64), nn.ReLU()
+        )
         self.head = nn.Linear(64, 5)
 
     def forward(self, x: torch.Tensor, method: str) -> torch.Tensor:
@@ -82,8 +83,10 @@ def main() -> None:
         stats = same_bytes(r["running_mean"], ref["running_mean"]) and same_bytes(r["running_var"], ref["running_var"])
         grads = all(same_bytes(a, b) for a, b in zip(r["grads"], ref["grads"]))
         weights = all(same_bytes(a, b) for a, b in zip(r["weights"], ref["weights"]))
-        print(f"{method:>10}: num_batches_tracked={r['num_batches_tracked']} (plain {ref['num_batches_tracked']}), "
-              f"running stats identical: {stats}, gradients identical: {grads}, weights identical: {weights}")
+        print(
+            f"{method:>10}: num_batches_tracked={r['num_batches_tracked']} (plain {ref['num_batches_tracked']}), "
+            f"running stats identical: {stats}, gradients identical: {grads}, weights identical: {weights}"
+        )
 
 
 if __name__ == "__main__":

@@ -88,24 +88,37 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
         for line in quarantine_damaged(plan):
             _say(line)
         plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
-        write_manifest(plan.out, collect_manifest(cfg, plan.run_id, code, len(plan.specs),
-                                                         report_sections=plan.report_sections), say=_say)
+        write_manifest(
+            plan.out,
+            collect_manifest(cfg, plan.run_id, code, len(plan.specs), report_sections=plan.report_sections),
+            say=_say,
+        )
     except DiskFullError as exc:  # nothing started: the summary says so
-        summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending), disk_full=str(exc),
-                          not_started=[s.process_index for s in plan.pending])
+        summary = Summary(
+            plan.run_id,
+            plan.cohort,
+            skipped=len(plan.specs) - len(plan.pending),
+            disk_full=str(exc),
+            not_started=[s.process_index for s in plan.pending],
+        )
     else:
         pending = plan.pending
         if len(pending) < len(plan.specs):
-            print(f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
-                  f"{len(plan.specs)} processes already completed, launching {len(pending)}", file=sys.stderr)
+            print(
+                f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
+                f"{len(plan.specs)} processes already completed, launching {len(pending)}",
+                file=sys.stderr,
+            )
         with workers_stop_with_launcher():
             summary = launch(cfg, plan, progress=progress)
     if summary.disk_full:
         _say(f"error: {summary.disk_full}")
     if not cfg.wait and not summary.disk_full:
-        print(f"{plan.cohort}: run {plan.run_id}: {len(summary.submitted)} processes queued or running on Slurm "
-              f"(jobs {', '.join(summary.submitted)}); follow them with: python -m stateaware.analysis status "
-              f"--results {plan.out}; re-run this command to collect and resubmit what is missing")
+        print(
+            f"{plan.cohort}: run {plan.run_id}: {len(summary.submitted)} processes queued or running on Slurm "
+            f"(jobs {', '.join(summary.submitted)}); follow them with: python -m stateaware.analysis status "
+            f"--results {plan.out}; re-run this command to collect and resubmit what is missing"
+        )
         return 0
     print(describe(summary, plan))
     if plan.specs and plan.specs[0].timing:
@@ -136,14 +149,18 @@ def _dry_run_table(plan) -> str:
     def flat(params: dict) -> str:
         return OmegaConf.to_yaml(OmegaConf.create(params), sort_keys=True).strip().replace("\n", "; ") if params else ""
 
-    lines = [f"run {plan.run_id} (cohort {plan.cohort}, source {plan.source_hash[:12]}, out {plan.out})",
-             f"shared params: {', '.join(sorted(shared)) or '(none)'}",
-             f"{'index':>5}  {'seed':>8}  {'state':<10}  params"]
+    lines = [
+        f"run {plan.run_id} (cohort {plan.cohort}, source {plan.source_hash[:12]}, out {plan.out})",
+        f"shared params: {', '.join(sorted(shared)) or '(none)'}",
+        f"{'index':>5}  {'seed':>8}  {'state':<10}  params",
+    ]
     for spec in plan.specs:
         state = plan.statuses.get(spec.process_index, "pending")
         action = "skip" if state == "completed" else "launch"
         own = flat({k: v for k, v in spec.params.items() if k not in shared})
-        lines.append(f"{spec.process_index:>5}  {spec.seed:>8}  {action + ' (' + state + ')' if state != 'pending' else action:<10}  {own}")
+        lines.append(
+            f"{spec.process_index:>5}  {spec.seed:>8}  {action + ' (' + state + ')' if state != 'pending' else action:<10}  {own}"
+        )
     lines.append(f"{len(plan.pending)} of {len(plan.specs)} processes would launch")
     return "\n".join(lines)
 
@@ -196,7 +213,9 @@ def _compose_error(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     first = lines[0] if lines else type(exc).__name__
     if isinstance(exc, MissingConfigException) and exc.options is not None:
-        return f"error: {first.removeprefix('In ' + repr('config') + ': ')}; allowed values are: {', '.join(exc.options)}"
+        return (
+            f"error: {first.removeprefix('In ' + repr('config') + ': ')}; allowed values are: {', '.join(exc.options)}"
+        )
     cause = exc.__cause__
     if isinstance(cause, OmegaConfBaseException):
         return f"error: {_omegaconf_line(cause)} ({first}); {_HELP_TIP}"

@@ -78,8 +78,10 @@ def declared_clock(cohort: Mapping[str, Any], hardware: Mapping[str, Any]) -> st
     if chosen in CLOCKS:
         return str(chosen)
     if chosen not in (None, "auto"):
-        raise ValueError(f"cohort {cohort.get('name')!r}: comparisons_clock={chosen!r}; allowed values are "
-                         f"{', '.join(CLOCKS)} or auto (cpu on a one-thread CPU profile, else wall)")
+        raise ValueError(
+            f"cohort {cohort.get('name')!r}: comparisons_clock={chosen!r}; allowed values are "
+            f"{', '.join(CLOCKS)} or auto (cpu on a one-thread CPU profile, else wall)"
+        )
     device = str(hardware.get("device", "cpu"))
     params = hardware.get("params") or {}
     # "costrt": the section's name in runs recorded before it was renamed cost_runtime
@@ -101,5 +103,4 @@ def timing_rows(times: Iterable[StepTime], **columns: Any) -> list[dict[str, Any
     The one place a timed step becomes a row, so every cohort records both clocks the
     same way.
     """
-    return [{"step": t.step, "warmup": t.warmup, "step_ms": t.wall_ms, "cpu_ms": t.cpu_ms, **columns}
-            for t in times]
+    return [{"step": t.step, "warmup": t.warmup, "step_ms": t.wall_ms, "cpu_ms": t.cpu_ms, **columns} for t in times]

@@ -187,7 +187,9 @@ def conf_file(group: str, name: str, key: str | None = None, conf_dir: str | os.
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
-def hardware_file(name: str, cohort: str | None = None, conf_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+def hardware_file(
+    name: str, cohort: str | None = None, conf_dir: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     """``<conf>/hardware/<name>.yaml`` as plain data, as a run of cohort ``cohort`` gets it.
 
     Its ``scale`` is :func:`cohort_scale`'s, set before the file's interpolations resolve,
@@ -204,8 +206,10 @@ def _conf_node(group: str, name: str, conf_dir: str | os.PathLike[str] | None) -
     path = folder / group / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in (folder / group).glob("*.yaml"))
-        raise ConfigError(f"{group}={name}: no file {path}; valid names are: {', '.join(known) or '(none)'} "
-                          "(pass --conf DIR for another config folder)")
+        raise ConfigError(
+            f"{group}={name}: no file {path}; valid names are: {', '.join(known) or '(none)'} "
+            "(pass --conf DIR for another config folder)"
+        )
     return path, OmegaConf.load(path)
 
 
@@ -266,11 +270,20 @@ def validate(cfg: DictConfig) -> None:
     (``PARAMS``, :mod:`stateaware.launch.params`); ``out`` creatable, writable and with at
     least ``min_free_mib`` MiB free.
     """
-    _check(1 <= cfg.processes <= MAX_PROCESSES, "processes", cfg.processes,
-           f"an integer >= 1 and <= {MAX_PROCESSES:,} (MAX_PROCESSES)")
+    _check(
+        1 <= cfg.processes <= MAX_PROCESSES,
+        "processes",
+        cfg.processes,
+        f"an integer >= 1 and <= {MAX_PROCESSES:,} (MAX_PROCESSES)",
+    )
     _check(bool(str(cfg.out).strip()), "out", cfg.out, "a directory path (default: $STATEAWARE_RESULTS or results)")
     _check(cfg.launcher.name in LAUNCHERS, "launcher.name", cfg.launcher.name, f"one of {', '.join(LAUNCHERS)}")
-    _check(cfg.hardware.name in HARDWARE_PROFILES, "hardware.name", cfg.hardware.name, f"one of {', '.join(HARDWARE_PROFILES)}")
+    _check(
+        cfg.hardware.name in HARDWARE_PROFILES,
+        "hardware.name",
+        cfg.hardware.name,
+        f"one of {', '.join(HARDWARE_PROFILES)}",
+    )
     for key in ("max_parallel", "array_parallelism"):
         value = cfg.launcher[key]
         _check(value is None or value >= 1, f"launcher.{key}", value, "null or an integer >= 1")
@@ -282,10 +295,19 @@ def validate(cfg: DictConfig) -> None:
     from stateaware.clocks import declared_clock
 
     try:
-        declared_clock(OmegaConf.to_container(cfg.cohort, resolve=True), OmegaConf.to_container(cfg.hardware, resolve=True))
+        declared_clock(
+            OmegaConf.to_container(cfg.cohort, resolve=True), OmegaConf.to_container(cfg.hardware, resolve=True)
+        )
     except ValueError as exc:
-        raise ConfigError(f"{exc}; set it in conf/cohort/{cfg.cohort.name}.yaml or pass cohort.comparisons_clock=cpu") from None
-    _check(cfg.wait or cfg.launcher.name == "slurm", "wait", cfg.wait, "true, unless launcher=slurm (local processes need a waiting launcher)")
+        raise ConfigError(
+            f"{exc}; set it in conf/cohort/{cfg.cohort.name}.yaml or pass cohort.comparisons_clock=cpu"
+        ) from None
+    _check(
+        cfg.wait or cfg.launcher.name == "slurm",
+        "wait",
+        cfg.wait,
+        "true, unless launcher=slurm (local processes need a waiting launcher)",
+    )
     from stateaware.units import FORMS
 
     for path, value in _budget_values(OmegaConf.to_container(cfg, resolve=True)):
@@ -321,22 +343,31 @@ def launcher_cpus(cfg: DictConfig) -> tuple[int, ...] | None:
     from stateaware.launch.context import format_cpus, parse_cpus
 
     if not hasattr(os, "sched_getaffinity"):
-        raise ConfigError("invalid launcher.cpus: this OS cannot pin processes to CPUs (no sched_setaffinity); "
-                          "drop launcher.cpus")
+        raise ConfigError(
+            "invalid launcher.cpus: this OS cannot pin processes to CPUs (no sched_setaffinity); drop launcher.cpus"
+        )
     if isinstance(value, (list, tuple)) or OmegaConf.is_list(value):
         value = list(value)
     allowed = sorted(os.sched_getaffinity(0))
     try:
         cpus = parse_cpus(value)
     except ValueError as exc:
-        raise ConfigError(f"invalid launcher.cpus={value!r}: {exc}; allowed CPUs are {format_cpus(allowed)} "
-                          f"(e.g. launcher.cpus=\"{allowed[-1]}\")") from None
-    _check(cfg.launcher.name in ("local", "inline"), "launcher.cpus", value,
-           "null with launcher=slurm (the cluster binds CPUs: use launcher.cpus_per_task)")
+        raise ConfigError(
+            f"invalid launcher.cpus={value!r}: {exc}; allowed CPUs are {format_cpus(allowed)} "
+            f'(e.g. launcher.cpus="{allowed[-1]}")'
+        ) from None
+    _check(
+        cfg.launcher.name in ("local", "inline"),
+        "launcher.cpus",
+        value,
+        "null with launcher=slurm (the cluster binds CPUs: use launcher.cpus_per_task)",
+    )
     outside = sorted(set(cpus) - set(allowed))
     if outside:
-        raise ConfigError(f"invalid launcher.cpus={value!r}: CPU(s) {format_cpus(outside)} are not available to this "
-                          f"process; allowed CPUs are {format_cpus(allowed)}")
+        raise ConfigError(
+            f"invalid launcher.cpus={value!r}: CPU(s) {format_cpus(outside)} are not available to this "
+            f"process; allowed CPUs are {format_cpus(allowed)}"
+        )
     return cpus
 
 

@@ -73,8 +73,9 @@ def _cap(text: str) -> int:
 def _plot_path(text: str) -> str:
     path = Path(text)
     if path.suffix.lstrip(".").lower() not in PLOT_FORMATS:
-        raise argparse.ArgumentTypeError(f"{text!r}: name the image format by its suffix, one of "
-                                         f"{', '.join('.' + f for f in PLOT_FORMATS)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: name the image format by its suffix, one of {', '.join('.' + f for f in PLOT_FORMATS)}"
+        )
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a directory; name the image file to write")
     if not path.parent.is_dir():
@@ -90,18 +91,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("card", help="profile card JSON file")
     parser.add_argument(
-        "--budget", required=True, type=_budget,
+        "--budget",
+        required=True,
+        type=_budget,
         help="logical memory budget: bytes (123456), a number with B, KiB, MiB, GiB or TiB (44GiB, 1.5GiB), "
         "or P%% of the way from the least achievable peak to the all-eager peak (50%%)",
     )
     parser.add_argument("--planner", default="joint", choices=list(PLANNERS), help="default: %(default)s")
     parser.add_argument(
-        "--frontier-cap", type=_cap, default=None,
+        "--frontier-cap",
+        type=_cap,
+        default=None,
         help="keep at most this many frontier points per segment (default: untruncated, optimal)",
     )
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument(
-        "--plot", metavar="FILE.png", type=_plot_path,
+        "--plot",
+        metavar="FILE.png",
+        type=_plot_path,
         help=f"write the predicted peak/time frontier of the policies that fit, with the budget line "
         f"(at most --frontier-cap or {PLOT_FRONTIER_CAP} points per segment)",
     )
@@ -112,8 +119,13 @@ def _hardware(card: ProfileCard) -> str:
     prov = card.provenance
     hardware = prov.get("hardware") or prov.get("device_name") or prov.get("device") or "unrecorded"
     scale = prov.get("scale")
-    scale_text = "unrecorded" if scale is None else (
-        f"1/{round(1 / float(scale))}" if 0 < float(scale) < 1 and (1 / float(scale)).is_integer() else f"{scale}")
+    scale_text = (
+        "unrecorded"
+        if scale is None
+        else (
+            f"1/{round(1 / float(scale))}" if 0 < float(scale) < 1 and (1 / float(scale)).is_integer() else f"{scale}"
+        )
+    )
     return f"{hardware}, scale {scale_text} of the paper's bytes"
 
 
@@ -127,8 +139,10 @@ def _report(card: ProfileCard, result: Plan, budget_text: str, curve: Plan) -> s
         f"planner   {result.planner}",
         f"budget    {format_bytes(result.budget_bytes)} ({result.budget_bytes} bytes{where})",
     ]
-    least = "none (a segment lacks every option of this planner)" if result.min_peak_bytes is None else (
-        f"{format_bytes(result.min_peak_bytes)} ({result.min_peak_bytes} bytes)"
+    least = (
+        "none (a segment lacks every option of this planner)"
+        if result.min_peak_bytes is None
+        else (f"{format_bytes(result.min_peak_bytes)} ({result.min_peak_bytes} bytes)")
     )
     if not result.feasible:
         lines += ["feasible  no: no policy of this planner fits the budget", f"min peak  {least}"]
@@ -137,9 +151,13 @@ def _report(card: ProfileCard, result: Plan, budget_text: str, curve: Plan) -> s
     for index, option in enumerate(result.policy):
         lines.append(f"segment {index:4d}  {option}")
     counts = ", ".join(f"{result.policy.count(o)} {o}" for o in OPTIONS if o in result.policy)
-    fits = "yes" if result.fits_budget else (
-        f"NO: over by {format_bytes(result.predicted_peak_bytes - result.budget_bytes)} "
-        "(this planner omitted state costs; the peak is re-costed with the true ones)"
+    fits = (
+        "yes"
+        if result.fits_budget
+        else (
+            f"NO: over by {format_bytes(result.predicted_peak_bytes - result.budget_bytes)} "
+            "(this planner omitted state costs; the peak is re-costed with the true ones)"
+        )
     )
     lines += [
         "",
@@ -150,7 +168,8 @@ def _report(card: ProfileCard, result: Plan, budget_text: str, curve: Plan) -> s
         f"min peak  {least}",
         f"frontier  {curve.frontier.shape[0]} point{'' if curve.frontier.shape[0] == 1 else 's'} on the peak/time "
         "trade-off"
-        + (" (as plotted)" if curve is not result else "") + ", "
+        + (" (as plotted)" if curve is not result else "")
+        + ", "
         + ("TRUNCATED: optimality not claimed" if curve.truncated else "untruncated"),
     ]
     return "\n".join(lines)
@@ -171,7 +190,14 @@ def plot_frontier(result: Plan, path: str) -> None:
     gib = float(1 << 30)
     fig, ax = plt.subplots(figsize=(6, 4))
     if result.frontier.shape[0]:
-        ax.step(result.frontier[:, 0] / gib, result.frontier[:, 1], where="post", marker="o", ms=3, label="frontier (planner's cost view)")
+        ax.step(
+            result.frontier[:, 0] / gib,
+            result.frontier[:, 1],
+            where="post",
+            marker="o",
+            ms=3,
+            label="frontier (planner's cost view)",
+        )
     if result.feasible:
         ax.plot([result.predicted_peak_bytes / gib], [result.predicted_ms], "r*", ms=12, label="chosen (true cost)")
     ax.axvline(result.budget_bytes / gib, color="k", ls="--", label=f"budget {format_bytes(result.budget_bytes)}")

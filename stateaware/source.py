@@ -99,8 +99,10 @@ def user_code_files(module: str) -> list[tuple[str, Path]]:
         return sorted((f"{module}/{rel}", path) for rel, path in _source_files_under(root))
     origin = Path(spec.origin) if spec.origin and spec.has_location else None
     if origin is None or origin.suffix != ".py":
-        raise UserCodeError(f"module {module!r} is not a Python source file ({spec.origin}); "
-                            "a cohort kind must be a .py module or a package of them")
+        raise UserCodeError(
+            f"module {module!r} is not a Python source file ({spec.origin}); "
+            "a cohort kind must be a .py module or a package of them"
+        )
     return [(f"{module}.py", origin.resolve())]
 
 

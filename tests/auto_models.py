@@ -24,7 +24,7 @@ class RingQueue(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = x @ self.queue.clone().t()
         b = x.shape[0]
-        self.queue[self.ptr:self.ptr + b] = x.detach()
+        self.queue[self.ptr : self.ptr + b] = x.detach()
         self.ptr = (self.ptr + b) % self.queue.shape[0]
         return torch.cat([x, logits[:, : x.shape[1]]], dim=1)[:, : x.shape[1]] + logits.mean(1, keepdim=True)
 

@@ -14,12 +14,22 @@ from stateaware.analysis.compare import compare_runs
 from stateaware.records.writer import Identity, RecordWriter
 
 
-def _write_run(out: Path, run_id: str, step_ms: dict[int, list[float]], method: str = "m", cell: str | None = None) -> None:
+def _write_run(
+    out: Path, run_id: str, step_ms: dict[int, list[float]], method: str = "m", cell: str | None = None
+) -> None:
     for process, values in step_ms.items():
         writer = RecordWriter(out, Identity(run_id, "synthetic", process, "0" * 64, "cpu", 1.0))
-        writer.write("timings", {"method": [method] * (len(values) + 1), "step": [0, *range(len(values))],
-                                 "warmup": [True] + [False] * len(values), "step_ms": [1e6, *values],
-                                 "cell": [cell] * (len(values) + 1)}, part=f"{cell}-{method}")
+        writer.write(
+            "timings",
+            {
+                "method": [method] * (len(values) + 1),
+                "step": [0, *range(len(values))],
+                "warmup": [True] + [False] * len(values),
+                "step_ms": [1e6, *values],
+                "cell": [cell] * (len(values) + 1),
+            },
+            part=f"{cell}-{method}",
+        )
 
 
 def test_paired_ratio_is_the_geometric_mean_of_per_process_ratios(tmp_path: Path) -> None:
@@ -61,8 +71,12 @@ def test_every_cell_and_method_both_runs_timed_is_a_row_at_the_bonferroni_level(
             _write_run(tmp_path, "B", {p: [10.0 + 2 * p] for p in range(3)}, method=method, cell=cell)
     _write_run(tmp_path, "A", {p: [1.0] for p in range(3)}, method="only_in_a", cell="queue")
     rows = compare_runs(tmp_path, "A", "B")
-    assert [(r.cell, r.method) for r in rows] == [("memory", "regions"), ("memory", "whole"),
-                                                   ("queue", "regions"), ("queue", "whole")]
+    assert [(r.cell, r.method) for r in rows] == [
+        ("memory", "regions"),
+        ("memory", "whole"),
+        ("queue", "regions"),
+        ("queue", "whole"),
+    ]
     assert all(r.ratio == 2.0 and r.lower == r.upper == 2.0 and r.confidence == 1 - 0.05 / 4 for r in rows)
 
 
@@ -81,21 +95,61 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_two_runs_of_a_cohort_compare_and_sql_restricts_to_chosen_runs(tmp_path: Path) -> None:
     for run_id in ("first", "second"):
-        done = _cli("stateaware", "cohort=demo", "launcher=inline", "processes=3", f"run_id={run_id}", "out=results",
-                    cwd=tmp_path)
+        done = _cli(
+            "stateaware",
+            "cohort=demo",
+            "launcher=inline",
+            "processes=3",
+            f"run_id={run_id}",
+            "out=results",
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
-    compared = _cli("stateaware.analysis", "compare", "first", "second", "--results", "results", "--format", "json",
-                    "--draws", "500", cwd=tmp_path)
+    compared = _cli(
+        "stateaware.analysis",
+        "compare",
+        "first",
+        "second",
+        "--results",
+        "results",
+        "--format",
+        "json",
+        "--draws",
+        "500",
+        cwd=tmp_path,
+    )
     assert compared.returncode == 0, compared.stderr
     (row,) = json.loads(compared.stdout)
     assert (row["method"], row["paired"], row["a_processes"], row["b_processes"]) == ("matmul", True, 3, 3)
     assert row["lower"] <= row["ratio"] <= row["upper"]
 
-    counted = _cli("stateaware.analysis", "sql", "--results", "results", "--run-id", "second", "--format", "json",
-                   "SELECT run_id, count(*) AS n FROM processes GROUP BY ALL", cwd=tmp_path)
+    counted = _cli(
+        "stateaware.analysis",
+        "sql",
+        "--results",
+        "results",
+        "--run-id",
+        "second",
+        "--format",
+        "json",
+        "SELECT run_id, count(*) AS n FROM processes GROUP BY ALL",
+        cwd=tmp_path,
+    )
     assert json.loads(counted.stdout) == [{"run_id": "second", "n": 3}]
-    both = _cli("stateaware.analysis", "sql", "--results", "results", "--run-id", "first", "--run-id", "second",
-                "--format", "json", "SELECT count(DISTINCT run_id) AS runs FROM timings", cwd=tmp_path)
+    both = _cli(
+        "stateaware.analysis",
+        "sql",
+        "--results",
+        "results",
+        "--run-id",
+        "first",
+        "--run-id",
+        "second",
+        "--format",
+        "json",
+        "SELECT count(DISTINCT run_id) AS runs FROM timings",
+        cwd=tmp_path,
+    )
     assert json.loads(both.stdout) == [{"runs": 2}]
 
     unknown = _cli("stateaware.analysis", "compare", "first", "third", "--results", "results", cwd=tmp_path)

@@ -30,9 +30,23 @@ RUN = "r1"
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pristine") / "results"
-    done = subprocess.run([sys.executable, "-m", "stateaware", "cohort=demo", "launcher=inline", "processes=2",
-                           f"out={out}", f"run_id={RUN}", "cohort.params.steps=2", "cohort.params.warmup=1"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stateaware",
+            "cohort=demo",
+            "launcher=inline",
+            "processes=2",
+            f"out={out}",
+            f"run_id={RUN}",
+            "cohort.params.steps=2",
+            "cohort.params.warmup=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return out
 
@@ -62,8 +76,9 @@ def _bad_bytes(table: str, kind: str, tmp_path: Path) -> bytes:
     if kind == "missing_column":
         arrow = arrow.drop(["process_index"])
     elif kind == "retyped_column":
-        arrow = arrow.set_column(arrow.schema.get_field_index("process_index"), "process_index",
-                                 pa.array(["zero"] * arrow.num_rows))
+        arrow = arrow.set_column(
+            arrow.schema.get_field_index("process_index"), "process_index", pa.array(["zero"] * arrow.num_rows)
+        )
     elif kind == "extra_column":
         arrow = arrow.append_column("forged", pa.array([1] * arrow.num_rows))
     elif kind == "foreign":
@@ -92,8 +107,9 @@ def _drop(results: Path, table: str, kind: str, tmp_path: Path) -> Path:
 
 def _counts(results: Path) -> dict[str, int]:
     con = connect(results)
-    return {t: con.execute(f"SELECT count(*) FROM {'attempts' if t == 'processes' else t}").fetchone()[0]
-            for t in TABLES}
+    return {
+        t: con.execute(f"SELECT count(*) FROM {'attempts' if t == 'processes' else t}").fetchone()[0] for t in TABLES
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -122,8 +138,19 @@ def test_a_clean_run_verifies(results):
 @pytest.mark.parametrize("kind", ["truncated", "retyped_column"])
 def test_sql_skips_the_bad_part_with_one_warning_line(results, kind, tmp_path, capsys):
     bad = _drop(results, "timings", kind, tmp_path)
-    assert main(["sql", "--results", str(results), "--format", "csv",
-                 "SELECT typeof(process_index), count(*) FROM timings GROUP BY ALL"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "--results",
+                str(results),
+                "--format",
+                "csv",
+                "SELECT typeof(process_index), count(*) FROM timings GROUP BY ALL",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert captured.out == "typeof(process_index),count_star()\nINTEGER,6\n"
     assert captured.err == f"warning: skipped {bad.as_posix()}: {_problem(results, bad)}\n"
@@ -139,14 +166,21 @@ def test_status_shows_a_process_whose_status_part_is_damaged_as_unknown(results,
     assert main(["status", "--results", str(results), "--format", "csv"]) == 1
     captured = capsys.readouterr()
     assert captured.out.splitlines()[1:] == ["demo,r1,0,completed,1,,", "demo,r1,1,-,,,"]
-    assert captured.err == f"warning: skipped {status.as_posix()}: not a Parquet file (no footer): truncated, damaged or foreign\n"
+    assert (
+        captured.err
+        == f"warning: skipped {status.as_posix()}: not a Parquet file (no footer): truncated, damaged or foreign\n"
+    )
 
 
 @pytest.mark.parametrize("kind", ["zero", "foreign"])
 def test_report_refuses_naming_the_bad_part_without_a_traceback(results, kind, tmp_path):
     bad = _drop(results, "records", kind, tmp_path)
-    done = subprocess.run([sys.executable, "-m", "stateaware.analysis", "report", "--results", str(results)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "stateaware.analysis", "report", "--results", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert f"damaged part records/cohort=demo/run_id={RUN}/{bad.name}: {KINDS[kind]}" in done.stderr
@@ -161,4 +195,5 @@ def test_a_link_out_of_the_results_directory_is_never_followed(results, tmp_path
     con = connect(results)
     assert con.execute("SELECT count(*) FROM timings").fetchone() == (6,)
     assert con.execute("SELECT problem FROM damaged_parts").fetchall() == [
-        ("a link to a file outside the results directory",)]
+        ("a link to a file outside the results directory",)
+    ]

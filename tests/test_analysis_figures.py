@@ -38,21 +38,40 @@ def test_figure1_shows_every_method_with_time_peak_and_budget_hatching(tmp_path)
     fig = figure1(SUMMARY, BUDGET, tmp_path / "report" / "figure1.png")
     assert isinstance(fig, Figure1)
     assert_real_png(fig.path, fig.pixels)
-    assert fig.methods == ("Joint (ours)", "Eager/whole planner", "Fixed regions", "Functional",
-                           "Whole snapshots", "State-agnostic", "Eager")
+    assert fig.methods == (
+        "Joint (ours)",
+        "Eager/whole planner",
+        "Fixed regions",
+        "Functional",
+        "Whole snapshots",
+        "State-agnostic",
+        "Eager",
+    )
     assert fig.time_unit == "s"
     assert fig.times == pytest.approx((3.1, 3.7, 3.9, 3.95, 3.951, 3.05, 2.85))
     assert fig.hatched == (False, False, False, False, False, True, True)
     assert fig.labels == (
-        "3.10 s, 42.0 GiB", "3.70 s, 43.0 GiB", "3.90 s, 26.0 GiB", "3.95 s, 40.0 GiB", "3.95 s, 40.0 GiB",
-        "3.05 s, 45.3 GiB, over budget", "2.85 s, 46.0 GiB, over budget",
+        "3.10 s, 42.0 GiB",
+        "3.70 s, 43.0 GiB",
+        "3.90 s, 26.0 GiB",
+        "3.95 s, 40.0 GiB",
+        "3.95 s, 40.0 GiB",
+        "3.05 s, 45.3 GiB, over budget",
+        "2.85 s, 46.0 GiB, over budget",
     )
     assert fig.budget_label == "44.0 GiB logical budget"
 
 
 def test_figure1_at_cpu_scale_reads_in_milliseconds_and_mebibytes(tmp_path):
-    summary = [{"method": r["method"], "mean_ms": r["mean_ms"] / 500, "peak_bytes": r["peak_bytes"] // 1000,
-                "label": r["method"].upper()} for r in (SUMMARY[0], SUMMARY[5], SUMMARY[2])]
+    summary = [
+        {
+            "method": r["method"],
+            "mean_ms": r["mean_ms"] / 500,
+            "peak_bytes": r["peak_bytes"] // 1000,
+            "label": r["method"].upper(),
+        }
+        for r in (SUMMARY[0], SUMMARY[5], SUMMARY[2])
+    ]
     fig = figure1(summary, BUDGET // 1000, tmp_path / "f1.png")
     assert fig.time_unit == "ms"
     assert fig.methods == ("JOINT", "AGNOSTIC", "REGIONS")
@@ -81,8 +100,14 @@ def test_figure3_places_every_method_shades_the_budget_and_highlights_joint(tmp_
     assert len(set(fig.colors.values())) == len(fig.colors)
     assert fig.colors["Eager"] == METHOD_COLOURS["eager"].lower() != fig.colors["Fixed regions"]
     # Methods drawn at one spot share one label instead of overprinting.
-    assert fig.annotations == ("Eager", "Eager/whole planner", "Fixed regions", "Functional / Whole snapshots",
-                               "Joint (ours)", "State-agnostic")
+    assert fig.annotations == (
+        "Eager",
+        "Eager/whole planner",
+        "Fixed regions",
+        "Functional / Whole snapshots",
+        "Joint (ours)",
+        "State-agnostic",
+    )
 
 
 def test_a_summary_row_without_its_fields_is_refused(tmp_path):

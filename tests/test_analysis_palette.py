@@ -32,12 +32,18 @@ def test_a_users_method_keeps_its_colour_from_run_to_run():
     import sys
 
     methods = ["mine", "ours_v2", "baseline", "régions", "x"]
-    code = ("import sys; from stateaware.analysis.palette import colour; "
-            "print(' '.join(colour(m) for m in sys.argv[1:]))")
+    code = (
+        "import sys; from stateaware.analysis.palette import colour; print(' '.join(colour(m) for m in sys.argv[1:]))"
+    )
     picked = set()
     for seed in ("1", "2"):
-        out = subprocess.run([sys.executable, "-c", code, *methods], capture_output=True, text=True, check=True,
-                             env={**os.environ, "PYTHONHASHSEED": seed}).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", code, *methods],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.split()
         picked.add(tuple(out))
     assert picked == {tuple(colour(m) for m in methods)}
 
@@ -51,8 +57,10 @@ def test_figure3c_colours_each_method_as_the_other_figures_do(tmp_path, monkeypa
 
     from stateaware.analysis import application
 
-    procs = [{"seed": 1, "method": m, "observed": True, "peak_allocated_bytes": (i + 1) << 20,
-              "encoder_seconds": 1.0 + i} for i, m in enumerate(application._METHODS)]
+    procs = [
+        {"seed": 1, "method": m, "observed": True, "peak_allocated_bytes": (i + 1) << 20, "encoder_seconds": 1.0 + i}
+        for i, m in enumerate(application._METHODS)
+    ]
     monkeypatch.setattr(application, "process_rows", lambda con: procs)
     drawn = {}
     real_close = plt.close

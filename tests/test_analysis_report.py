@@ -16,8 +16,14 @@ def test_report_of_a_complete_run(compose, tmp_path):
 
 
 def test_an_unfinished_run_stops_the_report_unless_partial(compose, tmp_path, capsys):
-    cfg = compose("cohort=demo", "processes=3", "launcher=inline", f"out={tmp_path}", "cohort.kind=tests.kinds.clock",
-                  "++cohort.params={fail_index:2}")
+    cfg = compose(
+        "cohort=demo",
+        "processes=3",
+        "launcher=inline",
+        f"out={tmp_path}",
+        "cohort.kind=tests.kinds.clock",
+        "++cohort.params={fail_index:2}",
+    )
     assert run(cfg, progress=False) == 1
     assert main(["--results", str(tmp_path)]) == 2
     assert "process 2 ended 'failed'" in capsys.readouterr().err
@@ -33,7 +39,7 @@ def test_unknown_run_ids_are_named(compose, tmp_path):
 
 # --- Sections come from the recorded kind (issue 16) -------------------------------------------
 
-_TIMED_KIND = '''
+_TIMED_KIND = """
 from stateaware.clocks import StepTime, time_step, timing_rows
 
 
@@ -42,17 +48,17 @@ def run(spec, writer):
         times = [StepTime(i < 1, i if i < 1 else i - 1, *time_step(lambda: sum(range(n)))) for i in range(4)]
         writer.write("timings", timing_rows(times, method=method, precision="fp64", device="cpu", seed=spec.seed,
                                             peak_allocated_bytes=1000 + n, peak_source="tracemalloc"), part=method)
-'''
+"""
 
-_SECTIONED_KIND = '''
+_SECTIONED_KIND = """
 REPORT = ("{section}",)
 
 
 def run(spec, writer):
     writer.write("records", [{{"method": "m", "outcome": "match", "check_name": "mine"}}], part="main")
-'''
+"""
 
-_SECTION = '''
+_SECTION = """
 from pathlib import Path
 
 TITLE = "A section of my own"
@@ -67,12 +73,12 @@ def figures(con, out):
     path = Path(out) / "mine.png"
     path.write_bytes(b"not really a picture")
     return [path]
-'''
+"""
 
-_PLAIN_KIND = '''
+_PLAIN_KIND = """
 def run(spec, writer):
     writer.write("records", [{"method": "m", "outcome": "match"}] * 3, part="main")
-'''
+"""
 
 
 def _kind_dir(tmp_path, monkeypatch, name: str, kind_source: str, yaml_text: str, **modules: str) -> str:
@@ -97,37 +103,56 @@ def _kind_dir(tmp_path, monkeypatch, name: str, kind_source: str, yaml_text: str
 
 
 def _yaml(name: str, kind: str, processes: int, comparisons: str = "[]") -> str:
-    return (f"name: {name}\nkind: {kind}\ntiming: false\nprocesses: {processes}\nseed: 7\nparams: {{}}\n"
-            f"comparisons: {comparisons}\n")
+    return (
+        f"name: {name}\nkind: {kind}\ntiming: false\nprocesses: {processes}\nseed: 7\nparams: {{}}\n"
+        f"comparisons: {comparisons}\n"
+    )
 
 
 def test_a_kind_added_with_its_yaml_renders_the_section_it_declares(compose, tmp_path, monkeypatch, sql):
-    search = _kind_dir(tmp_path, monkeypatch, "tsa_sectioned_kind",
-                       _SECTIONED_KIND.format(section="tsa_sectioned_kind.section"),
-                       _yaml("tsa_sectioned_kind", "tsa_sectioned_kind.kind", 2), section=_SECTION)
+    search = _kind_dir(
+        tmp_path,
+        monkeypatch,
+        "tsa_sectioned_kind",
+        _SECTIONED_KIND.format(section="tsa_sectioned_kind.section"),
+        _yaml("tsa_sectioned_kind", "tsa_sectioned_kind.kind", 2),
+        section=_SECTION,
+    )
     out = tmp_path / "out"
     assert run(compose(search, "cohort=tsa_sectioned_kind", "launcher=inline", f"out={out}"), progress=False) == 0
-    assert sql(out, "SELECT kind, report_sections FROM runs") == [("tsa_sectioned_kind.kind",
-                                                                    ["tsa_sectioned_kind.section"])]
+    assert sql(out, "SELECT kind, report_sections FROM runs") == [
+        ("tsa_sectioned_kind.kind", ["tsa_sectioned_kind.section"])
+    ]
     text = build_report(out).read_text()
     assert "\n## A section of my own\n\n2 rows of my own check\n\n![mine](mine.png)\n" in text
     assert "## Cost runtime" not in text and "Cohorts without" not in text
 
 
-def test_a_timing_kind_without_a_section_gets_the_generic_one_with_its_comparisons(compose, tmp_path, monkeypatch,
-                                                                                 sql):
+def test_a_timing_kind_without_a_section_gets_the_generic_one_with_its_comparisons(compose, tmp_path, monkeypatch, sql):
     comparisons = '[{name: "fast/slow step time", numerator: fast, denominator: slow, metric: step_ms}]'
-    search = _kind_dir(tmp_path, monkeypatch, "tsa_timed_kind", _TIMED_KIND,
-                       _yaml("tsa_timed_kind", "tsa_timed_kind.kind", 2, comparisons))
+    search = _kind_dir(
+        tmp_path,
+        monkeypatch,
+        "tsa_timed_kind",
+        _TIMED_KIND,
+        _yaml("tsa_timed_kind", "tsa_timed_kind.kind", 2, comparisons),
+    )
     out = tmp_path / "out"
-    assert run(compose(search, "cohort=tsa_timed_kind", "launcher=inline", f"out={out}", "cohort.comparisons_clock=cpu"),
-               progress=False) == 0
+    assert (
+        run(
+            compose(search, "cohort=tsa_timed_kind", "launcher=inline", f"out={out}", "cohort.comparisons_clock=cpu"),
+            progress=False,
+        )
+        == 0
+    )
     assert sql(out, "SELECT kind, report_sections FROM runs") == [("tsa_timed_kind.kind", [])]
     text = build_report(out, draws=500).read_text()
     section = text.split("\n## tsa_timed_kind (cohort kind `tsa_timed_kind.kind`)\n", 1)[1]
     lines = section.splitlines()
-    assert "| method | processes | measured steps | median cpu ms | median wall ms | max peak allocated bytes | " \
-           "peak source |" in lines
+    assert (
+        "| method | processes | measured steps | median cpu ms | median wall ms | max peak allocated bytes | "
+        "peak source |" in lines
+    )
     fast = next(line for line in lines if line.startswith("| fast |"))
     assert fast.startswith("| fast | 2 | 6 |") and fast.endswith("| 1,400 | tracemalloc |")
     row = next(line for line in lines if line.startswith("| fast/slow step time |"))
@@ -138,8 +163,9 @@ def test_a_timing_kind_without_a_section_gets_the_generic_one_with_its_compariso
 
 
 def test_a_kind_with_no_section_and_no_timings_gets_one_line_of_counts(compose, tmp_path, monkeypatch):
-    search = _kind_dir(tmp_path, monkeypatch, "tsa_plain_kind", _PLAIN_KIND,
-                       _yaml("tsa_plain_kind", "tsa_plain_kind.kind", 2))
+    search = _kind_dir(
+        tmp_path, monkeypatch, "tsa_plain_kind", _PLAIN_KIND, _yaml("tsa_plain_kind", "tsa_plain_kind.kind", 2)
+    )
     out = tmp_path / "out"
     assert run(compose(search, "cohort=tsa_plain_kind", "launcher=inline", f"out={out}"), progress=False) == 0
     text = build_report(out).read_text()
@@ -151,22 +177,43 @@ def test_a_kind_whose_report_is_not_a_tuple_is_refused_when_planned(compose, tmp
     from stateaware.config import ConfigError
     from stateaware.launch.launcher import plan_run
 
-    search = _kind_dir(tmp_path, monkeypatch, "tsa_bad_kind", 'REPORT = "stateaware.analysis.timing"\n' + _PLAIN_KIND,
-                       _yaml("tsa_bad_kind", "tsa_bad_kind.kind", 1))
+    search = _kind_dir(
+        tmp_path,
+        monkeypatch,
+        "tsa_bad_kind",
+        'REPORT = "stateaware.analysis.timing"\n' + _PLAIN_KIND,
+        _yaml("tsa_bad_kind", "tsa_bad_kind.kind", 1),
+    )
     with pytest.raises(ConfigError, match=r"cohort kind 'tsa_bad_kind.kind': REPORT must be a tuple of section"):
         plan_run(compose(search, "cohort=tsa_bad_kind", f"out={tmp_path / 'out'}"), "h" * 64)
 
 
 def test_two_runs_of_one_cohort_render_one_section_each(compose, tmp_path, capsys):
     for run_id in ("first", "second"):
-        assert run(compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}", f"run_id={run_id}",
-                           "cohort.params.size=8", "cohort.params.steps=2", "cohort.params.warmup=0"),
-                   progress=False) == 0
+        assert (
+            run(
+                compose(
+                    "cohort=demo",
+                    "processes=1",
+                    "launcher=inline",
+                    f"out={tmp_path}",
+                    f"run_id={run_id}",
+                    "cohort.params.size=8",
+                    "cohort.params.steps=2",
+                    "cohort.params.warmup=0",
+                ),
+                progress=False,
+            )
+            == 0
+        )
     assert main(["--results", str(tmp_path), "--run-id", "first", "--run-id", "second"]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert "| demo | `first` |" in text and "| demo | `second` |" in text
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings[:2] == ["## demo (cohort kind `demo`) — runs `first`", "## demo (cohort kind `demo`) — runs `second`"]
+    assert headings[:2] == [
+        "## demo (cohort kind `demo`) — runs `first`",
+        "## demo (cohort kind `demo`) — runs `second`",
+    ]
     for run_id in ("first", "second"):
         section = text.split(f"— runs `{run_id}`\n", 1)[1].split("\n## ", 1)[0]
         assert f"### demo (`{run_id}`, 1 process)" in section and section.count("| matmul | 1 | 2 |") == 1
@@ -176,18 +223,29 @@ def test_two_runs_of_one_cohort_render_one_section_each(compose, tmp_path, capsy
 
 
 def test_a_finite_suite_that_did_not_run_is_named_not_shown_as_zero(compose, tmp_path):
-    assert run(compose("cohort=derivative", "processes=1", "launcher=inline", f"out={tmp_path}",
-                       "cohort.params.programs=3"), progress=False) == 0
+    assert (
+        run(
+            compose(
+                "cohort=derivative", "processes=1", "launcher=inline", f"out={tmp_path}", "cohort.params.programs=3"
+            ),
+            progress=False,
+        )
+        == 0
+    )
     text = build_report(tmp_path).read_text()
     section = text.split("## Independent derivative", 1)[1]
     assert "| §6 derivative programs | 3 | 1,024 | differs |" in section
     rows = [line for line in section.splitlines() if line.startswith("| ")]
-    assert [r.split(" | ")[0] for r in rows[1:]] == ["| §6 derivative programs", "| §6 version graph: exact output and "
-                                                    "gradient within tolerance", "| §6 max gradient disagreement "
-                                                    "(version graph vs forward Jacobian)",
-                                                    "| §6 final-storage control detected"]
-    assert ("Not run in these results: the byte suite (§6), the engine and complex-step suite (§7, Table 3), "
-            "the joint-alias suite (Table 3, §7).") in section
+    assert [r.split(" | ")[0] for r in rows[1:]] == [
+        "| §6 derivative programs",
+        "| §6 version graph: exact output and gradient within tolerance",
+        "| §6 max gradient disagreement (version graph vs forward Jacobian)",
+        "| §6 final-storage control detected",
+    ]
+    assert (
+        "Not run in these results: the byte suite (§6), the engine and complex-step suite (§7, Table 3), "
+        "the joint-alias suite (Table 3, §7)."
+    ) in section
     assert "### Engines by write density" not in section and "## Cost runtime" not in text
 
 
@@ -196,9 +254,22 @@ def test_a_report_checks_each_part_once_before_and_once_after_its_comparisons(co
     import stateaware.analysis.views as views
 
     for run_id in ("first", "second"):
-        assert run(compose("cohort=demo", "processes=2", "launcher=inline", f"out={tmp_path}", f"run_id={run_id}",
-                           "cohort.params.size=8", "cohort.params.steps=2", "cohort.params.warmup=0"),
-                   progress=False) == 0
+        assert (
+            run(
+                compose(
+                    "cohort=demo",
+                    "processes=2",
+                    "launcher=inline",
+                    f"out={tmp_path}",
+                    f"run_id={run_id}",
+                    "cohort.params.size=8",
+                    "cohort.params.steps=2",
+                    "cohort.params.warmup=0",
+                ),
+                progress=False,
+            )
+            == 0
+        )
     before = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
     checked = []
     real = views.part_problem

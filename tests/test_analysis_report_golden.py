@@ -37,17 +37,37 @@ CONF = REPO / "conf" / "cohort"
 EXACT_SECTIONS = ("Replay semantics", "Independent derivative")
 
 
-def _spec(out: Path, name: str, kind: str, index: int, processes: int, seed: int, source: str, hardware: dict,
-          params: dict, timing: bool):
+def _spec(
+    out: Path,
+    name: str,
+    kind: str,
+    index: int,
+    processes: int,
+    seed: int,
+    source: str,
+    hardware: dict,
+    params: dict,
+    timing: bool,
+):
     from stateaware.launch.spec import ProcessSpec
 
-    return ProcessSpec(run_id=f"{name}-run", cohort=name, kind=kind, process_index=index, processes=processes,
-                       seed=seed + index, source_hash=source, out=str(out), launcher="inline", timing=timing,
-                       hardware=hardware, params=params)
+    return ProcessSpec(
+        run_id=f"{name}-run",
+        cohort=name,
+        kind=kind,
+        process_index=index,
+        processes=processes,
+        seed=seed + index,
+        source_hash=source,
+        out=str(out),
+        launcher="inline",
+        timing=timing,
+        hardware=hardware,
+        params=params,
+    )
 
 
-def run_cohort(out: Path, doc: dict, hardware: dict, per_process: list[dict], started: datetime,
-               source: str) -> None:
+def run_cohort(out: Path, doc: dict, hardware: dict, per_process: list[dict], started: datetime, source: str) -> None:
     """Run every process of ``doc`` through the worker, then write the run's manifest row."""
     from stateaware.launch.manifest import write_manifest
     from stateaware.launch.worker import run_one_process
@@ -57,16 +77,43 @@ def run_cohort(out: Path, doc: dict, hardware: dict, per_process: list[dict], st
     processes = len(per_process)
     for i, extra in enumerate(per_process):
         source = source_hash()  # what the worker checks: the code as it is now
-        spec = _spec(out, doc["name"], doc["kind"], i, processes, int(doc["seed"]), source, hardware,
-                     {**doc.get("params", {}), **extra}, timing=doc["kind"] in ("timing", "cifar"))
+        spec = _spec(
+            out,
+            doc["name"],
+            doc["kind"],
+            i,
+            processes,
+            int(doc["seed"]),
+            source,
+            hardware,
+            {**doc.get("params", {}), **extra},
+            timing=doc["kind"] in ("timing", "cifar"),
+        )
         result = run_one_process(spec)
         assert result.status == "completed", (doc["name"], i, result.message)
-    write_manifest(out, {
-        "run_id": f"{doc['name']}-run", "cohort": doc["name"], "source_hash": source, "processes": processes,
-        "launcher": "inline", "hardware": hardware["name"], "scale": float(hardware.get("scale", 1.0)),
-        "git_commit": None, "git_dirty": None, "host": "test", "python": None, "torch": None, "jax": None,
-        "cuda": None, "driver": None, "launches": 1, "started_at": started.isoformat(),
-        "config": {"cohort": doc, "hardware": hardware}})
+    write_manifest(
+        out,
+        {
+            "run_id": f"{doc['name']}-run",
+            "cohort": doc["name"],
+            "source_hash": source,
+            "processes": processes,
+            "launcher": "inline",
+            "hardware": hardware["name"],
+            "scale": float(hardware.get("scale", 1.0)),
+            "git_commit": None,
+            "git_dirty": None,
+            "host": "test",
+            "python": None,
+            "torch": None,
+            "jax": None,
+            "cuda": None,
+            "driver": None,
+            "launches": 1,
+            "started_at": started.isoformat(),
+            "config": {"cohort": doc, "hardware": hardware},
+        },
+    )
 
 
 def small_results(out: Path, cards_dir: Path) -> Path:
@@ -91,8 +138,12 @@ def small_results(out: Path, cards_dir: Path) -> Path:
     run_cohort(out, semantic, cpu, load_kind("semantic").expand(semantic, cpu, 1), started(), source)
 
     # The finite suites (as tests/test_finite_cohorts.py runs them).
-    for name, programs, extra in (("derivative", 18, {}), ("bytes", 18, {}),
-                                  ("engines", 12, {"complex_step_programs": 4}), ("joint_alias", 6, {})):
+    for name, programs, extra in (
+        ("derivative", 18, {}),
+        ("bytes", 18, {}),
+        ("engines", 12, {"complex_step_programs": 4}),
+        ("joint_alias", 6, {}),
+    ):
         doc = yaml.safe_load((CONF / f"{name}.yaml").read_text())
         doc["params"] = {**doc["params"], "programs": programs, **extra}
         run_cohort(out, doc, cpu, load_kind(doc["kind"]).expand(doc, cpu, 2), started(), source)

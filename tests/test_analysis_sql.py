@@ -14,8 +14,16 @@ from stateaware.records.writer import Identity, RecordWriter
 def _write(out, index, *, status="completed", attempt=1, steps=3):
     writer = RecordWriter(out, Identity("run", "co", index, "h" * 64, "cpu", 1.0))
     writer.write("processes", [{"status": status, "attempt": attempt}], part=f"a{attempt:03d}")
-    writer.write("timings", {"method": ["joint"] * steps, "step": list(range(steps)), "warmup": [False] * steps,
-                             "step_ms": [10.0 * (index + 1)] * steps, "peak_allocated_bytes": [2**30] * steps})
+    writer.write(
+        "timings",
+        {
+            "method": ["joint"] * steps,
+            "step": list(range(steps)),
+            "warmup": [False] * steps,
+            "step_ms": [10.0 * (index + 1)] * steps,
+            "peak_allocated_bytes": [2**30] * steps,
+        },
+    )
 
 
 def test_views_exist_with_their_columns_on_an_empty_directory(tmp_path):
@@ -61,8 +69,10 @@ def test_records_written_before_check_was_renamed_read_as_check_name(tmp_path, s
     folder = tmp_path / "records" / "cohort=co" / "run_id=old"
     folder.mkdir(parents=True)
     pq.write_table(old, folder / "old.parquet")
-    assert sql(tmp_path, "SELECT run_id, check_name FROM records ORDER BY run_id") == [("new", "bytes"),
-                                                                                       ("old", "bytes")]
+    assert sql(tmp_path, "SELECT run_id, check_name FROM records ORDER BY run_id") == [
+        ("new", "bytes"),
+        ("old", "bytes"),
+    ]
     assert sql(tmp_path, "SELECT count(*) FROM damaged_parts") == [(0,)]
     # ... and the plain-SQL views say the same.
     import duckdb
@@ -72,8 +82,10 @@ def test_records_written_before_check_was_renamed_read_as_check_name(tmp_path, s
     con = duckdb.connect()
     for statement in views_sql(tmp_path):
         con.execute(statement)
-    assert con.execute("SELECT run_id, check_name FROM records ORDER BY run_id").fetchall() == [("new", "bytes"),
-                                                                                                ("old", "bytes")]
+    assert con.execute("SELECT run_id, check_name FROM records ORDER BY run_id").fetchall() == [
+        ("new", "bytes"),
+        ("old", "bytes"),
+    ]
 
 
 def test_processes_shows_the_latest_attempt_and_attempts_all(tmp_path, sql):
@@ -81,7 +93,9 @@ def test_processes_shows_the_latest_attempt_and_attempts_all(tmp_path, sql):
     _write(tmp_path, 1, status="failed", attempt=1)
     _write(tmp_path, 1, status="completed", attempt=2)
     assert sql(tmp_path, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [
-        (0, "completed", 1), (1, "completed", 2)]
+        (0, "completed", 1),
+        (1, "completed", 2),
+    ]
     assert sql(tmp_path, "SELECT count(*) FROM attempts") == [(3,)]
     assert sql(tmp_path, "SELECT slurm_job_id, node FROM processes LIMIT 1") == [(None, None)]
 
@@ -89,10 +103,13 @@ def test_processes_shows_the_latest_attempt_and_attempts_all(tmp_path, sql):
 def test_joins_across_views(tmp_path, sql):
     for i in range(3):
         _write(tmp_path, i)
-    rows = sql(tmp_path, """
+    rows = sql(
+        tmp_path,
+        """
         SELECT p.process_index, avg(t.step_ms) AS ms, count(*) AS n
         FROM processes p JOIN timings t USING (run_id, cohort, process_index)
-        WHERE p.status = 'completed' AND NOT t.warmup GROUP BY ALL ORDER BY 1""")
+        WHERE p.status = 'completed' AND NOT t.warmup GROUP BY ALL ORDER BY 1""",
+    )
     assert rows == [(0, 10.0, 3), (1, 20.0, 3), (2, 30.0, 3)]
 
 
@@ -101,15 +118,18 @@ def test_hive_keys_stay_strings(tmp_path, sql):
     assert sql(tmp_path, "SELECT typeof(run_id), run_id, cohort FROM records") == [("VARCHAR", "2026", "44")]
 
 
-@pytest.mark.parametrize("statement", [
-    "INSERT INTO timings SELECT * FROM timings",
-    "CREATE TABLE x AS SELECT 1",
-    "COPY (SELECT 1) TO 'out.csv'",
-    "ATTACH 'other.db'",
-    "SET threads = 1",
-    "PRAGMA version",
-    "SELECT 1; DROP VIEW timings",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "INSERT INTO timings SELECT * FROM timings",
+        "CREATE TABLE x AS SELECT 1",
+        "COPY (SELECT 1) TO 'out.csv'",
+        "ATTACH 'other.db'",
+        "SET threads = 1",
+        "PRAGMA version",
+        "SELECT 1; DROP VIEW timings",
+    ],
+)
 def test_writes_are_refused_before_anything_runs(tmp_path, statement, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ReadOnlyError, match="refused: .*results are read-only"):
@@ -119,8 +139,14 @@ def test_writes_are_refused_before_anything_runs(tmp_path, statement, monkeypatc
 
 def test_reads_of_every_form_run(tmp_path):
     _write(tmp_path, 0)
-    for text in ("SELECT 1", "WITH a AS (SELECT 2 AS x) SELECT x FROM a", "DESCRIBE timings",
-                 "FROM timings SELECT count(*)", "EXPLAIN SELECT * FROM timings", "SUMMARIZE timings"):
+    for text in (
+        "SELECT 1",
+        "WITH a AS (SELECT 2 AS x) SELECT x FROM a",
+        "DESCRIBE timings",
+        "FROM timings SELECT count(*)",
+        "EXPLAIN SELECT * FROM timings",
+        "SUMMARIZE timings",
+    ):
         assert query(tmp_path, text)
 
 

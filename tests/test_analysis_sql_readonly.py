@@ -136,8 +136,19 @@ def test_the_locked_connection_refuses_without_the_filter(results, statement):
 
 
 def test_reads_through_the_views_still_work_when_locked(results, capsys):
-    assert main(["sql", "--results", str(results), "--format", "csv",
-                 "SELECT process_index, sum(step_ms) FROM timings GROUP BY ALL ORDER BY 1"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "--results",
+                str(results),
+                "--format",
+                "csv",
+                "SELECT process_index, sum(step_ms) FROM timings GROUP BY ALL ORDER BY 1",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == "process_index,sum(step_ms)\n0,6.0\n1,6.0\n"
 
 

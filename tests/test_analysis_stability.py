@@ -22,11 +22,13 @@ STEPS = 10
 
 def config_yaml(clock: str | None = None, device: str = "cpu", threads: int | None = 1, **limits: float) -> str:
     stab = "".join(f"\n    {k}: {v}" for k, v in limits.items())
-    return (f"cohort:\n  name: confirm44\n  comparisons_clock: {clock or 'null'}\n"
-            "  comparisons:\n  - {name: joint/eager_whole step time, numerator: joint, denominator: eager_whole, "
-            "metric: step_ms}\n"
-            f"hardware:\n  name: cpu\n  device: {device}\n  params:\n    cost_runtime:\n      threads: {threads or 'null'}\n"
-            f"analysis:\n  stability:{stab or ' {}'}\n")
+    return (
+        f"cohort:\n  name: confirm44\n  comparisons_clock: {clock or 'null'}\n"
+        "  comparisons:\n  - {name: joint/eager_whole step time, numerator: joint, denominator: eager_whole, "
+        "metric: step_ms}\n"
+        f"hardware:\n  name: cpu\n  device: {device}\n  params:\n    cost_runtime:\n      threads: {threads or 'null'}\n"
+        f"analysis:\n  stability:{stab or ' {}'}\n"
+    )
 
 
 def wall_cpu(process: int, method: str, step: int) -> tuple[float, float]:
@@ -35,20 +37,49 @@ def wall_cpu(process: int, method: str, step: int) -> tuple[float, float]:
     return cpu * 1.05, cpu
 
 
-def write_run(out: Path, *, processes: int = 4, run_id: str = "r1", config: str | None = None,
-              other_share: dict[int, float] | None = None, noisy: dict[int, str] | None = None,
-              waited: dict[int, str] | None = None, slow_wall: float = 1.0) -> None:
+def write_run(
+    out: Path,
+    *,
+    processes: int = 4,
+    run_id: str = "r1",
+    config: str | None = None,
+    other_share: dict[int, float] | None = None,
+    noisy: dict[int, str] | None = None,
+    waited: dict[int, str] | None = None,
+    slow_wall: float = 1.0,
+) -> None:
     """A completed timing run; ``noisy``/``waited`` give one method of a process wild or
     waiting steps, ``other_share`` a process's loaded context, ``slow_wall`` multiplies
     joint's wall time (not its CPU time) in every process."""
     other_share, noisy, waited = other_share or {}, noisy or {}, waited or {}
     RecordWriter(out, Identity(run_id, "confirm44", 0, HASH, "cpu", 0.001)).write(
-        "runs", [{"launcher": "local", "processes": processes, "config_yaml": config or config_yaml(),
-                  "started_at": datetime(2026, 12, 1, tzinfo=timezone.utc)}], part="manifest")
+        "runs",
+        [
+            {
+                "launcher": "local",
+                "processes": processes,
+                "config_yaml": config or config_yaml(),
+                "started_at": datetime(2026, 12, 1, tzinfo=timezone.utc),
+            }
+        ],
+        part="manifest",
+    )
     for p in range(processes):
         w = RecordWriter(out, Identity(run_id, "confirm44", p, HASH, "cpu", 0.001))
-        w.write("processes", [{"status": "completed", "attempt": 1, "other_cpu_share": other_share.get(p, 0.01),
-                               "load_before": 0.3, "load_after": 0.4, "affinity": "0"}], part="a001")
+        w.write(
+            "processes",
+            [
+                {
+                    "status": "completed",
+                    "attempt": 1,
+                    "other_cpu_share": other_share.get(p, 0.01),
+                    "load_before": 0.3,
+                    "load_after": 0.4,
+                    "affinity": "0",
+                }
+            ],
+            part="a001",
+        )
         for method in ("joint", "eager_whole"):
             rows = []
             for s in range(STEPS):
@@ -59,16 +90,53 @@ def write_run(out: Path, *, processes: int = 4, run_id: str = "r1", config: str 
                     wall, cpu = wall * 2, cpu * 2
                 if waited.get(p) == method:
                     wall *= 1.5
-                rows.append({"method": method, "step": s, "warmup": False, "step_ms": wall, "cpu_ms": cpu,
-                             "device": "cpu", "seed": p, "workload": "feature_queue", "cell": "large_sparse",
-                         "peak_allocated_bytes": 1 << 20, "peak_source": "torch_profiler"})
-            rows.append({"method": method, "step": 0, "warmup": True, "step_ms": 500.0, "cpu_ms": 1.0,
-                         "device": "cpu", "seed": p, "workload": "feature_queue", "cell": "large_sparse",
-                         "peak_allocated_bytes": 1 << 20, "peak_source": "torch_profiler"})
+                rows.append(
+                    {
+                        "method": method,
+                        "step": s,
+                        "warmup": False,
+                        "step_ms": wall,
+                        "cpu_ms": cpu,
+                        "device": "cpu",
+                        "seed": p,
+                        "workload": "feature_queue",
+                        "cell": "large_sparse",
+                        "peak_allocated_bytes": 1 << 20,
+                        "peak_source": "torch_profiler",
+                    }
+                )
+            rows.append(
+                {
+                    "method": method,
+                    "step": 0,
+                    "warmup": True,
+                    "step_ms": 500.0,
+                    "cpu_ms": 1.0,
+                    "device": "cpu",
+                    "seed": p,
+                    "workload": "feature_queue",
+                    "cell": "large_sparse",
+                    "peak_allocated_bytes": 1 << 20,
+                    "peak_source": "torch_profiler",
+                }
+            )
             w.write("timings", rows, part=f"method={method}")
-            w.write("policies", [{"method": method, "planner": method, "feasible": True, "card_digest": "card0",
-                                  "plan_digest": f"plan-{method}", "workload": "feature_queue",
-                                  "cell": "large_sparse", "budget_bytes": 1 << 30}], part=f"method={method}")
+            w.write(
+                "policies",
+                [
+                    {
+                        "method": method,
+                        "planner": method,
+                        "feasible": True,
+                        "card_digest": "card0",
+                        "plan_digest": f"plan-{method}",
+                        "workload": "feature_queue",
+                        "cell": "large_sparse",
+                        "budget_bytes": 1 << 30,
+                    }
+                ],
+                part=f"method={method}",
+            )
 
 
 def kinds(out: Path, **overrides) -> list[tuple[int, str | None, str]]:
@@ -140,8 +208,9 @@ def test_report_strict_accepts_a_quiet_run(tmp_path):
 def test_comparisons_use_the_declared_clock_and_show_the_other(tmp_path):
     # joint's wall time is 1.0625x its CPU time: the clocks disagree about the ratio (0.80 vs 0.85)
     write_run(tmp_path, slow_wall=1.0625)
-    spec = [{"name": "joint/eager_whole step time", "numerator": "joint", "denominator": "eager_whole",
-             "metric": "step_ms"}]
+    spec = [
+        {"name": "joint/eager_whole step time", "numerator": "joint", "denominator": "eager_whole", "metric": "step_ms"}
+    ]
     con = connect(tmp_path)
     _, (cpu,) = compute_comparisons(con, "r1", spec, clock="cpu", draws=200)
     assert cpu.clock == "cpu" and cpu.comparison.metric == "cpu_ms"
@@ -168,8 +237,11 @@ def test_records_without_cpu_times_fall_back_to_wall(tmp_path):
     # rows and the file (a part with no version stamp that lacks a column is foreign).
     for part in (tmp_path / "timings").rglob("*.parquet"):
         table = pq.read_table(part).drop_columns(["cpu_ms"])
-        table = table.set_column(table.schema.get_field_index("schema_version"), "schema_version",
-                                 pa.array([3] * table.num_rows, table.schema.field("schema_version").type))
+        table = table.set_column(
+            table.schema.get_field_index("schema_version"),
+            "schema_version",
+            pa.array([3] * table.num_rows, table.schema.field("schema_version").type),
+        )
         metadata = {**(table.schema.metadata or {}), b"stateaware.schema_version": b"3"}
         pq.write_table(table.replace_schema_metadata(metadata), part)
     spec = [("joint", "eager_whole", "step_ms")]
@@ -177,9 +249,16 @@ def test_records_without_cpu_times_fall_back_to_wall(tmp_path):
     assert result.clock == "wall" and result.other is None
 
 
-@pytest.mark.parametrize("clock, device, threads, want", [(None, "cpu", 1, "cpu"), (None, "cpu", 2, "wall"),
-                                                          (None, "cuda", None, "wall"), ("wall", "cpu", 1, "wall"),
-                                                          ("cpu", "cuda", None, "cpu")])
+@pytest.mark.parametrize(
+    "clock, device, threads, want",
+    [
+        (None, "cpu", 1, "cpu"),
+        (None, "cpu", 2, "wall"),
+        (None, "cuda", None, "wall"),
+        ("wall", "cpu", 1, "wall"),
+        ("cpu", "cuda", None, "cpu"),
+    ],
+)
 def test_the_declared_clock_of_a_recorded_config(clock, device, threads, want):
     assert declared_clock_of(config_yaml(clock, device, threads)) == want
 
@@ -193,9 +272,17 @@ def test_the_end_of_run_summary_of_a_timing_cohort_names_its_flags(compose, tmp_
     from stateaware.cli import run
 
     # tests.kinds.clock writes steps of 0, 1, 2 ms (CV 1.0) and no CPU times: flagged on the wall clock
-    cfg = compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}", "cohort.kind=tests.kinds.clock",
-                  "cohort.timing=true", "++cohort.params={rows:3}", "hardware=cpu",
-                  "analysis.stability.max_other_share=1.0")  # the test machine's own load is not the point here
+    cfg = compose(
+        "cohort=demo",
+        "processes=1",
+        "launcher=inline",
+        f"out={tmp_path}",
+        "cohort.kind=tests.kinds.clock",
+        "cohort.timing=true",
+        "++cohort.params={rows:3}",
+        "hardware=cpu",
+        "analysis.stability.max_other_share=1.0",
+    )  # the test machine's own load is not the point here
     assert run(cfg, progress=False) == 0
     out = capsys.readouterr().out
     assert "stability: 1 flag(s) — 1 unstable;" in out

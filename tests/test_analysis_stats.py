@@ -46,7 +46,7 @@ def reference_interval(num, den, confidence, draws, seed):
 def long_table(per_process: dict[str, np.ndarray], steps: int, rng, extra: dict | None = None) -> pa.Table:
     """Step rows whose per-process means are exactly ``per_process`` (zero-mean noise)."""
     cols: dict[str, list] = {"process_index": [], "method": [], "step": [], "step_ms": []}
-    for k in (extra or {}):
+    for k in extra or {}:
         cols[k] = []
     for method, means in per_process.items():
         for p, mean in enumerate(means):
@@ -149,13 +149,15 @@ def test_six_bonferroni_intervals_cover_jointly():
         for w, ratio in zip(workloads, (0.4, 0.6, 0.5)):
             num, den = cohort(rng, ratio=ratio)
             peak_num, peak_den = cohort(rng, ratio=ratio / 8)
-            t = pa.table({
-                "process_index": np.arange(50).repeat(2),
-                "method": np.tile(["regions", "whole"], 50),
-                "workload": [w] * 100,
-                "step_ms": np.column_stack([num, den]).ravel(),
-                "peak_bytes": np.column_stack([peak_num, peak_den]).ravel(),
-            })
+            t = pa.table(
+                {
+                    "process_index": np.arange(50).repeat(2),
+                    "method": np.tile(["regions", "whole"], 50),
+                    "workload": [w] * 100,
+                    "step_ms": np.column_stack([num, den]).ravel(),
+                    "peak_bytes": np.column_stack([peak_num, peak_den]).ravel(),
+                }
+            )
             tables.append(t)
             truths[(w, "step_ms")], truths[(w, "peak_bytes")] = ratio, ratio / 8
         # One run's processes each run one workload: give each workload its own indices.
@@ -163,8 +165,11 @@ def test_six_bonferroni_intervals_cover_jointly():
             t.set_column(0, "process_index", pa.array(np.asarray(t["process_index"]) + 50 * i))
             for i, t in enumerate(tables)
         )
-        specs = [Comparison("regions", "whole", metric, where=(("workload", w),))
-                 for w in workloads for metric in ("step_ms", "peak_bytes")]
+        specs = [
+            Comparison("regions", "whole", metric, where=(("workload", w),))
+            for w in workloads
+            for metric in ("step_ms", "peak_bytes")
+        ]
         results = compare(table, specs, draws=500, seed=k)
         assert all(r.ratio.processes == 50 for r in results)
         all_covered += all(
@@ -189,8 +194,9 @@ def test_steps_are_averaged_per_process_and_never_counted_as_samples():
     rng = np.random.default_rng(8)
     num, den = cohort(rng, n=20)
     table = long_table({"joint": num, "eager_whole": den}, steps=40, rng=rng)
-    (result,) = compare(table, [{"numerator": "joint", "denominator": "eager_whole", "metric": "step_ms"}],
-                        draws=2_000, seed=0)
+    (result,) = compare(
+        table, [{"numerator": "joint", "denominator": "eager_whole", "metric": "step_ms"}], draws=2_000, seed=0
+    )
     assert result.ratio.processes == 20
     assert result.process_indices == tuple(range(20))
     assert result.ratio.estimate == pytest.approx(sps.gmean(num / den), rel=1e-9)
@@ -198,7 +204,11 @@ def test_steps_are_averaged_per_process_and_never_counted_as_samples():
     assert result.ratio.confidence == 0.95  # m = 1
     row = result.row()
     assert (row["comparison"], row["numerator"], row["denominator"], row["m"]) == (
-        "joint/eager_whole step_ms", "joint", "eager_whole", 1)
+        "joint/eager_whole step_ms",
+        "joint",
+        "eager_whole",
+        1,
+    )
 
 
 def test_where_restricts_rows_and_unpaired_processes_are_named():
@@ -207,10 +217,14 @@ def test_where_restricts_rows_and_unpaired_processes_are_named():
     a = long_table({"regions": num, "whole": den}, steps=2, rng=rng, extra={"workload": "queue"})
     b = long_table({"regions": num * 2, "whole": den}, steps=2, rng=rng, extra={"workload": "proto"})
     table = pa.concat_tables([a, b.set_column(0, "process_index", pa.array(np.asarray(b["process_index"]) + 6))])
-    queue, proto = compare(table, [
-        Comparison("regions", "whole", "step_ms", where=(("workload", "queue"),)),
-        {"numerator": "regions", "denominator": "whole", "metric": "step_ms", "where": {"workload": "proto"}},
-    ], draws=500)
+    queue, proto = compare(
+        table,
+        [
+            Comparison("regions", "whole", "step_ms", where=(("workload", "queue"),)),
+            {"numerator": "regions", "denominator": "whole", "metric": "step_ms", "where": {"workload": "proto"}},
+        ],
+        draws=500,
+    )
     assert queue.ratio.estimate == pytest.approx(sps.gmean(num / den), rel=1e-9)
     assert proto.ratio.estimate == pytest.approx(2 * sps.gmean(num / den), rel=1e-9)
     assert proto.process_indices == tuple(range(6, 12))
@@ -271,8 +285,9 @@ def test_swapping_and_scaling_transform_the_interval(pairs, scale, seed):
     assert s.upper >= (1 / r.lower) * (1 - 1e-9)
     # Scaling the numerator scales every bound exactly (to rounding).
     c = paired_ratio(num * scale, den, draws=200, seed=seed)
-    assert (c.estimate, c.lower, c.upper) == pytest.approx((scale * r.estimate, scale * r.lower, scale * r.upper),
-                                                           rel=1e-9)
+    assert (c.estimate, c.lower, c.upper) == pytest.approx(
+        (scale * r.estimate, scale * r.lower, scale * r.upper), rel=1e-9
+    )
 
 
 # --- the whole path for one run: records -> verification -> comparisons table -> view ------
@@ -285,7 +300,8 @@ def write_timing_run(out, *, processes=6, failed=(), steps=4, warmups=2, seed=11
     rng = np.random.default_rng(seed)
     ident = dict(run_id="r1", cohort="confirm44", source_hash="c" * 64, hardware="cpu", scale=0.001)
     RecordWriter(out, Identity(process_index=0, **ident)).write(
-        "runs", [{"launcher": "inline", "processes": processes}], part="manifest")
+        "runs", [{"launcher": "inline", "processes": processes}], part="manifest"
+    )
     means: dict[str, list[float]] = {"joint": [], "eager_whole": []}
     for p in range(processes):
         w = RecordWriter(out, Identity(process_index=p, **ident))
@@ -294,10 +310,14 @@ def write_timing_run(out, *, processes=6, failed=(), steps=4, warmups=2, seed=11
         for method, factor, peak in (("joint", 0.8, 42 * 2**20), ("eager_whole", 1.0, 43 * 2**20)):
             measured = base * factor * rng.uniform(0.97, 1.03, steps)
             means[method].append(float(measured.mean()))
-            rows = [{"method": method, "step": s, "warmup": True, "step_ms": 1000.0, "peak_allocated_bytes": 1}
-                    for s in range(warmups)]
-            rows += [{"method": method, "step": s, "warmup": False, "step_ms": float(v), "peak_allocated_bytes": peak}
-                     for s, v in enumerate(measured)]
+            rows = [
+                {"method": method, "step": s, "warmup": True, "step_ms": 1000.0, "peak_allocated_bytes": 1}
+                for s in range(warmups)
+            ]
+            rows += [
+                {"method": method, "step": s, "warmup": False, "step_ms": float(v), "peak_allocated_bytes": peak}
+                for s, v in enumerate(measured)
+            ]
             w.write("timings", rows, part=f"method={method}")
     return {k: np.array(v) for k, v in means.items()}
 
@@ -323,10 +343,14 @@ def test_comparisons_are_computed_from_measured_rows_and_queryable_as_a_view(tmp
     path = write_comparisons(tmp_path, results, run=run)
     assert path == comparisons_path(tmp_path, "confirm44", "r1")
     write_comparisons(tmp_path, results, run=run)  # recomputing replaces, never appends
-    rows = connect(tmp_path).execute(
-        "SELECT run_id, cohort, comparison, metric, numerator, denominator, estimate, lower, upper, "
-        "confidence, draws, processes, partial, seed, m, expected_processes FROM comparisons ORDER BY metric DESC"
-    ).fetchall()
+    rows = (
+        connect(tmp_path)
+        .execute(
+            "SELECT run_id, cohort, comparison, metric, numerator, denominator, estimate, lower, upper, "
+            "confidence, draws, processes, partial, seed, m, expected_processes FROM comparisons ORDER BY metric DESC"
+        )
+        .fetchall()
+    )
     assert [r[:6] for r in rows] == [
         ("r1", "confirm44", "joint/eager_whole step_ms", "step_ms", "joint", "eager_whole"),
         ("r1", "confirm44", "joint/eager_whole peak_allocated_bytes", "peak_allocated_bytes", "joint", "eager_whole"),
@@ -350,7 +374,8 @@ def test_a_partial_analysis_is_marked_and_counts_only_completed_processes(tmp_pa
     assert time.ratio.estimate == pytest.approx(sps.gmean(means["joint"][keep] / means["eager_whole"][keep]))
     write_comparisons(tmp_path, [time], run=run)
     assert connect(tmp_path).execute("SELECT partial, processes, expected_processes FROM comparisons").fetchall() == [
-        (True, 5, 6)]
+        (True, 5, 6)
+    ]
 
 
 def test_the_analysis_modules_import_no_gpu_stack_and_defer_scipy_and_matplotlib():

@@ -13,7 +13,7 @@ def test_figures_come_from_the_executed_methods_of_each_budgeted_cell(tmp_path, 
     folder, frozen = cards
     run_processes(tmp_path, cohort("confirm32"), tiny_hardware(folder, frozen), 2, [0, 1])
     con = connect(tmp_path)
-    (key, (rows, budget)), = summaries(con).items()
+    ((key, (rows, budget)),) = summaries(con).items()
     assert key == ("confirm32", "large_sparse")
     # eager_whole is infeasible at this budget: never executed, so no point or bar.
     assert [r["method"] for r in rows] == ["eager", "whole", "regions", "functional", "agnostic", "joint"]

@@ -6,8 +6,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-STORED = [{"name": "stored joint/eager_whole time", "numerator": "joint", "denominator": "eager_whole",
-           "metric": "step_ms"}]
+STORED = [
+    {"name": "stored joint/eager_whole time", "numerator": "joint", "denominator": "eager_whole", "metric": "step_ms"}
+]
 
 
 def _write_run(out, comparisons):
@@ -18,20 +19,48 @@ def _write_run(out, comparisons):
 
     rng = np.random.default_rng(3)
     ident = dict(run_id="r1", cohort="confirm44", source_hash="c" * 64, hardware="cpu", scale=0.001)
-    config = yaml.safe_dump({"cohort": {"name": "confirm44", "kind": "timing", "comparisons": comparisons},
-                             "hardware": {"name": "cpu", "params": {}}})
+    config = yaml.safe_dump(
+        {
+            "cohort": {"name": "confirm44", "kind": "timing", "comparisons": comparisons},
+            "hardware": {"name": "cpu", "params": {}},
+        }
+    )
     RecordWriter(out, Identity(process_index=0, **ident)).write(
-        "runs", [{"launcher": "inline", "processes": 4, "config_yaml": config,
-                  "started_at": datetime(2026, 1, 1, tzinfo=timezone.utc)}], part="manifest")
+        "runs",
+        [
+            {
+                "launcher": "inline",
+                "processes": 4,
+                "config_yaml": config,
+                "started_at": datetime(2026, 1, 1, tzinfo=timezone.utc),
+            }
+        ],
+        part="manifest",
+    )
     for p in range(4):
         w = RecordWriter(out, Identity(process_index=p, **ident))
         w.write("processes", [{"status": "completed", "attempt": 1}], part="a001")
         cell = {"workload": "feature_queue", "cell": "large_sparse", "budget_bytes": 44 << 20}
-        w.write("policies", [{"method": m, "planner": m, "feasible": True, "policy": ["eager"], **cell}
-                             for m in ("joint", "eager_whole")], part="cell=large_sparse")
+        w.write(
+            "policies",
+            [
+                {"method": m, "planner": m, "feasible": True, "policy": ["eager"], **cell}
+                for m in ("joint", "eager_whole")
+            ],
+            part="cell=large_sparse",
+        )
         for method, factor in (("joint", 0.8), ("eager_whole", 1.0)):
-            rows = [{"method": method, "step": s, "warmup": False, "step_ms": float(10 * factor * rng.uniform(0.97, 1.03)),
-                     "peak_allocated_bytes": 42 << 20, **cell} for s in range(3)]
+            rows = [
+                {
+                    "method": method,
+                    "step": s,
+                    "warmup": False,
+                    "step_ms": float(10 * factor * rng.uniform(0.97, 1.03)),
+                    "peak_allocated_bytes": 42 << 20,
+                    **cell,
+                }
+                for s in range(3)
+            ]
             w.write("timings", rows, part=f"method={method}")
 
 
@@ -46,9 +75,11 @@ def test_the_summary_keeps_the_runs_comparisons_when_the_yaml_changes_after_the_
     (conf / "cohort").mkdir(parents=True)
     monkeypatch.setattr(stateaware.conf, "__file__", str(conf / "__init__.py"))
     yaml_file = conf / "cohort" / "confirm44.yaml"
-    yaml_file.write_text("name: confirm44\nkind: timing\ncomparisons:\n"
-                         "  - {name: edited peak, numerator: joint, denominator: eager_whole, "
-                         "metric: peak_allocated_bytes}\n")
+    yaml_file.write_text(
+        "name: confirm44\nkind: timing\ncomparisons:\n"
+        "  - {name: edited peak, numerator: joint, denominator: eager_whole, "
+        "metric: peak_allocated_bytes}\n"
+    )
     before = summary(out, "confirm44", draws=200)
     yaml_file.write_text("name: confirm44\nkind: timing\ncomparisons: []\n")
     after = summary(out, "confirm44", draws=200)

@@ -44,18 +44,28 @@ def write_run(
         st = status.get(p, "completed")
         w.write(
             "processes",
-            [{
-                "status": st,
-                "attempt": 1,
-                "exception_type": None if st == "completed" else "RuntimeError",
-                "exception_message": None if st == "completed" else "CUDA error: boom",
-            }],
+            [
+                {
+                    "status": st,
+                    "attempt": 1,
+                    "exception_type": None if st == "completed" else "RuntimeError",
+                    "exception_message": None if st == "completed" else "CUDA error: boom",
+                }
+            ],
             part="a001",
         )
         for method in METHODS:
             rows = [
-                {"method": method, "step": s, "warmup": warm, "step_ms": 10.0 + p + s, "seed": 100 + p,
-                 "peak_allocated_bytes": 1 << 20, "workload": "feature_queue", "cell": "large_sparse"}
+                {
+                    "method": method,
+                    "step": s,
+                    "warmup": warm,
+                    "step_ms": 10.0 + p + s,
+                    "seed": 100 + p,
+                    "peak_allocated_bytes": 1 << 20,
+                    "workload": "feature_queue",
+                    "cell": "large_sparse",
+                }
                 for warm, count in ((True, WARMUPS), (False, STEPS))
                 for s in range(count)
                 if not (drop_step.get(p) == method and not warm and s == STEPS - 1)
@@ -63,9 +73,17 @@ def write_run(
             w.write("timings", rows, part=f"method={method}")
             w.write(
                 "policies",
-                [{"method": method, "planner": method, "feasible": True, "card_digest": "card0",
-                  "plan_digest": plan_digest.get(p, f"plan-{method}"), "workload": "feature_queue",
-                  "cell": "large_sparse"}],
+                [
+                    {
+                        "method": method,
+                        "planner": method,
+                        "feasible": True,
+                        "card_digest": "card0",
+                        "plan_digest": plan_digest.get(p, f"plan-{method}"),
+                        "workload": "feature_queue",
+                        "cell": "large_sparse",
+                    }
+                ],
                 part=f"method={method}",
             )
 
@@ -126,13 +144,28 @@ def test_a_duplicated_part_stops_the_analysis_and_names_the_parts(tmp_path):
     # The same steps written again under another part name, as a resumed process that
     # chose a non-deterministic part name would leave them.
     w = RecordWriter(tmp_path, Identity("r1", "confirm44", 1, HASH, "cpu", 0.001))
-    w.write("timings", [{"method": "joint", "step": s, "warmup": False, "step_ms": 1.0, "seed": 101,
-                         "workload": "feature_queue", "cell": "large_sparse"} for s in range(STEPS)],
-            part="retry")
+    w.write(
+        "timings",
+        [
+            {
+                "method": "joint",
+                "step": s,
+                "warmup": False,
+                "step_ms": 1.0,
+                "seed": 101,
+                "workload": "feature_queue",
+                "cell": "large_sparse",
+            }
+            for s in range(STEPS)
+        ],
+        part="retry",
+    )
     message = problems_of(tmp_path)
     assert "timings process 1 method 'joint': 3 row key(s)" in message
-    assert "duplicated part across parts timings/cohort=confirm44/run_id=r1/p000001-method=joint.parquet, " \
-           "timings/cohort=confirm44/run_id=r1/p000001-retry.parquet" in message
+    assert (
+        "duplicated part across parts timings/cohort=confirm44/run_id=r1/p000001-method=joint.parquet, "
+        "timings/cohort=confirm44/run_id=r1/p000001-retry.parquet" in message
+    )
     # The duplicate also breaks the row count of that cell.
     assert "process 1 method 'joint': 7" in message
 
@@ -140,8 +173,20 @@ def test_a_duplicated_part_stops_the_analysis_and_names_the_parts(tmp_path):
 def test_a_duplicated_part_is_named_through_a_view_with_filenames(tmp_path):
     write_run(tmp_path, processes=2)
     w = RecordWriter(tmp_path, Identity("r1", "confirm44", 0, HASH, "cpu", 0.001))
-    w.write("policies", [{"method": "joint", "planner": "joint", "card_digest": "card0", "plan_digest": "plan-joint",
-                          "workload": "feature_queue", "cell": "large_sparse"}], part="again")
+    w.write(
+        "policies",
+        [
+            {
+                "method": "joint",
+                "planner": "joint",
+                "card_digest": "card0",
+                "plan_digest": "plan-joint",
+                "workload": "feature_queue",
+                "cell": "large_sparse",
+            }
+        ],
+        part="again",
+    )
     con = connect(tmp_path)
     con.execute(
         f"CREATE OR REPLACE VIEW policies AS SELECT p.*, 1 AS extra FROM read_parquet("
@@ -168,7 +213,10 @@ def test_an_explicit_row_expectation_replaces_the_mode(tmp_path):
 def test_a_second_plan_digest_is_named(tmp_path):
     write_run(tmp_path, plan_digest={3: "plan-other"})
     message = problems_of(tmp_path)
-    assert "policies for workload='feature_queue', cell='large_sparse', method='eager_whole' carry 2 plan_digests" in message
+    assert (
+        "policies for workload='feature_queue', cell='large_sparse', method='eager_whole' carry 2 plan_digests"
+        in message
+    )
     assert "'plan-other' in process(es) 3" in message
 
 
@@ -224,15 +272,30 @@ def test_verify_reads_the_results_views_of_the_analysis_package(tmp_path):
     retry.write("processes", [{"status": "completed", "attempt": 2}], part="again")
     message = str(pytest.raises(VerificationError, verify, connect_results(tmp_path)).value)
     assert "attempts process 2: 1 row key(s) (process_index, attempt) appear up to 2 times" in message
-    assert ("across parts processes/cohort=confirm44/run_id=r1/p000002-a002.parquet, "
-            "processes/cohort=confirm44/run_id=r1/p000002-again.parquet\n") in message
+    assert (
+        "across parts processes/cohort=confirm44/run_id=r1/p000002-a002.parquet, "
+        "processes/cohort=confirm44/run_id=r1/p000002-again.parquet\n"
+    ) in message
 
 
 def test_a_duplicated_part_is_named_through_a_view_that_filters_runs(tmp_path):
     write_run(tmp_path, processes=2)
     w = RecordWriter(tmp_path, Identity("r1", "confirm44", 0, HASH, "cpu", 0.001))
-    w.write("timings", [{"method": "joint", "step": 0, "warmup": True, "step_ms": 1.0, "seed": 100,
-                         "workload": "feature_queue", "cell": "large_sparse"}], part="stray")
+    w.write(
+        "timings",
+        [
+            {
+                "method": "joint",
+                "step": 0,
+                "warmup": True,
+                "step_ms": 1.0,
+                "seed": 100,
+                "workload": "feature_queue",
+                "cell": "large_sparse",
+            }
+        ],
+        part="stray",
+    )
     con = connect(tmp_path)
     con.execute(
         f"CREATE OR REPLACE VIEW timings AS SELECT * FROM read_parquet('{tmp_path}/timings/**/*.parquet', "
@@ -240,10 +303,12 @@ def test_a_duplicated_part_is_named_through_a_view_that_filters_runs(tmp_path):
     )
     with pytest.raises(VerificationError) as info:
         verify(con)
-    assert ("timings process 0 method 'joint': 1 row key(s) (process_index, method, precision, warmup, step, "
-            "workload, cell, budget_bytes, seed) appear up to 2 times — a duplicated part across parts "
-            "timings/cohort=confirm44/run_id=r1/p000000-method=joint.parquet, "
-            "timings/cohort=confirm44/run_id=r1/p000000-stray.parquet") in str(info.value)
+    assert (
+        "timings process 0 method 'joint': 1 row key(s) (process_index, method, precision, warmup, step, "
+        "workload, cell, budget_bytes, seed) appear up to 2 times — a duplicated part across parts "
+        "timings/cohort=confirm44/run_id=r1/p000000-method=joint.parquet, "
+        "timings/cohort=confirm44/run_id=r1/p000000-stray.parquet"
+    ) in str(info.value)
 
 
 def _declare(out: Path, methods, run_id: str = "r1", cohort: str = "confirm44", processes: int = 4) -> None:
@@ -252,7 +317,10 @@ def _declare(out: Path, methods, run_id: str = "r1", cohort: str = "confirm44", 
 
     config = {"cohort": {"name": cohort, "kind": "timing", "timing": True, "params": {"methods": list(methods)}}}
     RecordWriter(out, Identity(run_id, cohort, 0, HASH, "cpu", 0.001)).write(
-        "runs", [{"launcher": "local", "processes": processes, "config_yaml": OmegaConf.to_yaml(config)}], part="manifest")
+        "runs",
+        [{"launcher": "local", "processes": processes, "config_yaml": OmegaConf.to_yaml(config)}],
+        part="manifest",
+    )
 
 
 def test_a_declared_method_without_timings_fails_unless_its_plan_was_infeasible(tmp_path):
@@ -261,16 +329,28 @@ def test_a_declared_method_without_timings_fails_unless_its_plan_was_infeasible(
     _declare(tmp_path, [*METHODS, "regions"])
     with pytest.raises(VerificationError) as raised:
         verify(connect(tmp_path))
-    assert ("run 'r1': 4 declared process x method cell(s) were not timed and have no infeasible plan (methods "
-            "declared: joint, eager_whole, regions): process 0 method 'regions': no timings and no record saying why"
-            ) in str(raised.value)
+    assert (
+        "run 'r1': 4 declared process x method cell(s) were not timed and have no infeasible plan (methods "
+        "declared: joint, eager_whole, regions): process 0 method 'regions': no timings and no record saying why"
+    ) in str(raised.value)
 
     # Recorded infeasible in every process: planned, never executed — the run verifies.
     for p in range(4):
         RecordWriter(tmp_path, Identity("r1", "confirm44", p, HASH, "cpu", 0.001)).write(
-            "policies", [{"method": "regions", "planner": "regions", "feasible": False, "card_digest": "card0",
-                          "plan_digest": "plan-regions", "workload": "feature_queue", "cell": "large_sparse"}],
-            part="method=regions")
+            "policies",
+            [
+                {
+                    "method": "regions",
+                    "planner": "regions",
+                    "feasible": False,
+                    "card_digest": "card0",
+                    "plan_digest": "plan-regions",
+                    "workload": "feature_queue",
+                    "cell": "large_sparse",
+                }
+            ],
+            part="method=regions",
+        )
     assert verify(connect(tmp_path)).run("r1").completed == (0, 1, 2, 3)
 
     # One process lost a declared method's timings: named, whatever the others have.

@@ -15,10 +15,26 @@ from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = {"verify_checksum": False, "threads": 1, "fit": 72, "validation": 16, "test": 24, "split_seed": 0,
-        "image": 12, "width": 4, "dim": 16, "queue_size": 64, "batch": 16, "encoder_epochs": 2, "probe_epochs": 2,
-        "probe_batch": 32, "lr": 0.06, "probe_lr": 0.05, "budget_position": 0.5,
-        "peaks": "epoch"}  # fit 72 at batch 16: every epoch ends with a short batch of 8
+TINY = {
+    "verify_checksum": False,
+    "threads": 1,
+    "fit": 72,
+    "validation": 16,
+    "test": 24,
+    "split_seed": 0,
+    "image": 12,
+    "width": 4,
+    "dim": 16,
+    "queue_size": 64,
+    "batch": 16,
+    "encoder_epochs": 2,
+    "probe_epochs": 2,
+    "probe_batch": 32,
+    "lr": 0.06,
+    "probe_lr": 0.05,
+    "budget_position": 0.5,
+    "peaks": "epoch",
+}  # fit 72 at batch 16: every epoch ends with a short batch of 8
 
 
 HARDWARE = {"name": "cpu", "scale": 0.001953125, "device": "cpu"}
@@ -40,9 +56,20 @@ def _freeze_tiny_card(directory: Path, **shape) -> str:
 def _run_process(out: Path, params: dict, index: int, run_id: str = "r1") -> None:
     from stateaware.cohorts import cifar
 
-    spec = ProcessSpec(run_id=run_id, cohort="cifar", kind="cifar", process_index=index, processes=14,
-                       seed=2701 + index, source_hash="x", out=str(out), launcher="inline", timing=True,
-                       hardware=HARDWARE, params=params)
+    spec = ProcessSpec(
+        run_id=run_id,
+        cohort="cifar",
+        kind="cifar",
+        process_index=index,
+        processes=14,
+        seed=2701 + index,
+        source_hash="x",
+        out=str(out),
+        launcher="inline",
+        timing=True,
+        hardware=HARDWARE,
+        params=params,
+    )
     cifar.run(spec, RecordWriter(out, Identity(run_id, "cifar", index, "x", "cpu", HARDWARE["scale"])))
 
 
@@ -79,14 +106,25 @@ def test_expand_is_seed_major_and_checks_the_process_count(tmp_path, monkeypatch
     cohort = yaml.safe_load((REPO / "conf/cohort/cifar.yaml").read_text())
     monkeypatch.chdir(tmp_path)
     cohort["params"]["archive"] = "here.tar.gz"
-    with pytest.raises(ValueError, match=r"cohort.params.archive=here.tar.gz: no file at .*here.tar.gz; put the "
-                                         r"official .* python -m stateaware.app.data "):
+    with pytest.raises(
+        ValueError,
+        match=r"cohort.params.archive=here.tar.gz: no file at .*here.tar.gz; put the "
+        r"official .* python -m stateaware.app.data ",
+    ):
         cifar.expand(cohort, {"name": "cpu"}, 14)
     (tmp_path / "here.tar.gz").write_bytes(b"")  # expand checks presence; the process checks the contents
     per = cifar.expand(cohort, {"name": "cpu"}, 14)
     assert [p["train_seed"] for p in per] == [2701] * 7 + [2702] * 7
     assert {p["archive"] for p in per} == {str(tmp_path / "here.tar.gz")}  # absolute: any working directory
-    assert [p["method"] for p in per[:7]] == ["eager", "whole", "regions", "functional", "deferred", "agnostic", "joint"]
+    assert [p["method"] for p in per[:7]] == [
+        "eager",
+        "whole",
+        "regions",
+        "functional",
+        "deferred",
+        "agnostic",
+        "joint",
+    ]
     assert len(cifar.expand(cohort, {"name": "h100"}, 42)) == 42
     assert [p["train_seed"] for p in cifar.expand(cohort, {"name": "cpu"}, 21)][-1] == 2703
     for bad in (15, 49, 0):  # not 7 x seeds; seven seeds of six; none
@@ -98,8 +136,11 @@ def test_expand_is_seed_major_and_checks_the_process_count(tmp_path, monkeypatch
 
 def test_seven_methods_give_byte_identical_score_files_within_a_seed(cohort_run):
     out, _ = cohort_run
-    rows = _q(out, "SELECT seed, method, sha256, encoder_sha256, checksum_verified, test_accuracy FROM records "
-                   "ORDER BY seed, method")
+    rows = _q(
+        out,
+        "SELECT seed, method, sha256, encoder_sha256, checksum_verified, test_accuracy FROM records "
+        "ORDER BY seed, method",
+    )
     assert len(rows) == 14
     by_seed: dict[int, set] = {}
     for seed, method, sha, enc, verified, acc in rows:
@@ -118,12 +159,20 @@ def test_seven_methods_give_byte_identical_score_files_within_a_seed(cohort_run)
 
 def test_epochs_peaks_and_policies_are_recorded(cohort_run):
     out, _ = cohort_run
-    assert _q(out, "SELECT phase, count(*) FROM epochs GROUP BY phase ORDER BY phase") == [("encoder", 28), ("probe", 28)]
+    assert _q(out, "SELECT phase, count(*) FROM epochs GROUP BY phase ORDER BY phase") == [
+        ("encoder", 28),
+        ("probe", 28),
+    ]
     # One peak before each of the two epoch resets and one at exit, per process.
-    assert _q(out, "SELECT event, count(*) FROM peaks GROUP BY event ORDER BY event") == [("before_reset", 28),
-                                                                                         ("exit", 14)]
-    assert _q(out, "SELECT count(*) FROM peaks WHERE peak_allocated_bytes > 0 AND peak_source = 'torch_profiler' "
-                   "AND checksum_verified = false") == [(42,)]
+    assert _q(out, "SELECT event, count(*) FROM peaks GROUP BY event ORDER BY event") == [
+        ("before_reset", 28),
+        ("exit", 14),
+    ]
+    assert _q(
+        out,
+        "SELECT count(*) FROM peaks WHERE peak_allocated_bytes > 0 AND peak_source = 'torch_profiler' "
+        "AND checksum_verified = false",
+    ) == [(42,)]
     plans = _q(out, "SELECT method, policy, budget_bytes, predicted_peak_bytes FROM policies ORDER BY method")
     assert len(plans) == 14
     for method, policy, budget, predicted in plans:
@@ -166,8 +215,13 @@ def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_pa
 def _params(tmp_path: Path, method: str, **protocol) -> dict:
     archive = data.write_archive(tmp_path / data.ARCHIVE_NAME, train=100, test=30, seed=1)
     cohort = yaml.safe_load((REPO / "conf/cohort/cifar.yaml").read_text())
-    return {**cohort["params"], "archive": str(archive), "train_seed": 2701, "method": method,
-            "protocols": {"cpu": {**TINY, **protocol}}}
+    return {
+        **cohort["params"],
+        "archive": str(archive),
+        "train_seed": 2701,
+        "method": method,
+        "protocols": {"cpu": {**TINY, **protocol}},
+    }
 
 
 def test_processes_default_to_the_hardware_profiles_protocol(compose):
@@ -183,9 +237,11 @@ def test_every_process_uses_the_one_frozen_card(cohort_run):
     assert _q(out, "SELECT DISTINCT card_source FROM records") == [("frozen",)]
     assert _q(out, "SELECT count(DISTINCT card_digest) FROM policies") == [(1,)]
     # One card, so each planned method chose one policy for both seeds.
-    assert _q(out, "SELECT method, count(DISTINCT seed), count(DISTINCT policy) FROM policies "
-                   "WHERE method IN ('agnostic', 'joint') GROUP BY method ORDER BY method") == [("agnostic", 2, 1),
-                                                                                              ("joint", 2, 1)]
+    assert _q(
+        out,
+        "SELECT method, count(DISTINCT seed), count(DISTINCT policy) FROM policies "
+        "WHERE method IN ('agnostic', 'joint') GROUP BY method ORDER BY method",
+    ) == [("agnostic", 2, 1), ("joint", 2, 1)]
     assert _q(out, "SELECT count(*) FROM records WHERE observed") == [(14,)]
 
 
@@ -234,8 +290,15 @@ def test_dry_run_lists_each_process_seed_and_method(compose, tmp_path, capsys):
     from stateaware.config import resolve_hardware
 
     archive = data.write_archive(tmp_path / "in" / data.ARCHIVE_NAME, train=20, test=10)
-    cfg = resolve_hardware(compose("cohort=cifar", "hardware=cpu", "dry_run=true", f"out={tmp_path / 'out'}",
-                                   f"cohort.params.archive={archive}"))
+    cfg = resolve_hardware(
+        compose(
+            "cohort=cifar",
+            "hardware=cpu",
+            "dry_run=true",
+            f"out={tmp_path / 'out'}",
+            f"cohort.params.archive={archive}",
+        )
+    )
     assert run(cfg, progress=False) == 0
     printed = capsys.readouterr().out
     assert "shared params: archive, protocols, seeds" in printed
@@ -255,11 +318,16 @@ def test_the_card_command_profiles_the_cohorts_protocol_and_records_the_cohorts_
     (conf / "cohort").mkdir()
     (conf / "hardware" / "lab.yaml").write_text("name: lab\ndevice: cpu\nscale: 1.0\nscales: {mine: 0.125}\n")
     (conf / "hardware" / "bare.yaml").write_text("name: bare\ndevice: cpu\n")
-    (conf / "cohort" / "mine.yaml").write_text(yaml.safe_dump({"name": "mine", "kind": "cifar",
-                                                               "params": {"protocols": {"lab": TINY}}}))
+    (conf / "cohort" / "mine.yaml").write_text(
+        yaml.safe_dump({"name": "mine", "kind": "cifar", "params": {"protocols": {"lab": TINY}}})
+    )
     cards = tmp_path / "cards"
-    assert main(["--conf", str(conf), "--hardware", "lab", "--cohort", "mine", "--repeats", "1",
-                 "--directory", str(cards)]) == 0
+    assert (
+        main(
+            ["--conf", str(conf), "--hardware", "lab", "--cohort", "mine", "--repeats", "1", "--directory", str(cards)]
+        )
+        == 0
+    )
     (path,) = cards.glob("cifar-lab-*.json")
     digest = capsys.readouterr().out.split()[1]
     assert path.name == f"cifar-lab-{digest[:12]}.json"

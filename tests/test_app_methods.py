@@ -113,12 +113,14 @@ def test_strict_enqueue_under_torch_checkpoint_corrupts_gradients_and_statistics
     from stateaware.torch_replay import Region, checkpoint
 
     for mode in ("whole", "region"):
+
         def ours_contrast(m, h, k, rows, mode=mode):
             state = [m.queue] if mode == "whole" else [Region(m.queue, rows)]
             return checkpoint(moco.contrast, h, k, m.queue, rows, m.temperature, state=state, preserve=mode)
 
-        g, s, q = _grads_after_one_step(ours_contrast,
-                                        lambda seg, h, mode=mode: checkpoint(seg, h, state=[seg], preserve=mode))
+        g, s, q = _grads_after_one_step(
+            ours_contrast, lambda seg, h, mode=mode: checkpoint(seg, h, state=[seg], preserve=mode)
+        )
         assert torch.equal(g, ref_g) and torch.equal(s, ref_s) and torch.equal(q, ref_q)
 
 
@@ -187,20 +189,36 @@ def test_replayed_steps_free_what_they_allocate():
 
 
 def test_step_peaks_one_observation_per_reset_and_one_at_exit(tmp_path):
-    proto = Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=0,
-                           peaks="step")
+    proto = Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=0, peaks="step")
     images = torch.randint(0, 256, (20, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     observer = train.Observer(torch.device("cpu"), lambda: 0)
-    enc = train.train_encoder(images, images[:4], seed=1, method="whole", policy=moco.fixed_policy("whole"),
-                              proto=proto, device=torch.device("cpu"), out=tmp_path, observer=observer)
+    enc = train.train_encoder(
+        images,
+        images[:4],
+        seed=1,
+        method="whole",
+        policy=moco.fixed_policy("whole"),
+        proto=proto,
+        device=torch.device("cpu"),
+        out=tmp_path,
+        observer=observer,
+    )
     # 20 images at batch 8: steps of 8, 8 and 4 — three resets, then the exit observation.
     assert [r["event"] for r in observer.rows] == ["before_reset"] * 3 + ["exit"]
     assert all(r["peak_allocated_bytes"] > 0 and r["peak_source"] == "torch_profiler" for r in observer.rows)
     assert enc["epochs"][0]["peak_allocated_bytes"] == max(r["peak_allocated_bytes"] for r in observer.rows[:3])
     with pytest.raises(ValueError, match="valid values are: step, epoch"):
-        train.train_encoder(images, images[:4], seed=1, method="whole", policy=moco.fixed_policy("whole"),
-                            proto=dataclasses.replace(proto, peaks="batch"), device=torch.device("cpu"),
-                            out=tmp_path, observer=None)
+        train.train_encoder(
+            images,
+            images[:4],
+            seed=1,
+            method="whole",
+            policy=moco.fixed_policy("whole"),
+            proto=dataclasses.replace(proto, peaks="batch"),
+            device=torch.device("cpu"),
+            out=tmp_path,
+            observer=None,
+        )
 
 
 def test_protocol_card_bytes_are_deterministic_and_freeze_round_trips(tmp_path):
@@ -223,6 +241,7 @@ def test_cuda_observer_reads_both_peaks_before_every_reset_and_at_exit(monkeypat
         def counter(device):
             calls.append(kind)
             return current[0 if kind == "allocated" else 1]
+
         return counter
 
     current = next(peaks)
@@ -241,18 +260,39 @@ def test_cuda_observer_reads_both_peaks_before_every_reset_and_at_exit(monkeypat
     observer.window(lambda: calls.append("step"))
     observer.exit()
     assert calls == ["step", "sync", "allocated", "reserved", "reset"] * 2 + ["sync", "allocated", "reserved"]
-    assert [(r["event"], r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["peak_source"]) for r in observer.rows] == [
-        ("before_reset", 100, 200, "cuda_allocator"), ("before_reset", 150, 256, "cuda_allocator"),
-        ("exit", 170, 300, "cuda_allocator")]
+    assert [
+        (r["event"], r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["peak_source"]) for r in observer.rows
+    ] == [
+        ("before_reset", 100, 200, "cuda_allocator"),
+        ("before_reset", 150, 256, "cuda_allocator"),
+        ("exit", 170, 300, "cuda_allocator"),
+    ]
 
 
 # aten ops that raise under torch.use_deterministic_algorithms(True) on CUDA (its docstring's
 # "will throw a RuntimeError" list, as the aten overloads those modules and functions call).
-_THROW_ON_CUDA = ("nll_loss", "nll_loss2d", "_adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward",
-                  "adaptive_max_pool2d_backward", "avg_pool3d_backward", "fractional_max_pool", "max_unpool",
-                  "upsample_linear1d_backward", "upsample_bilinear2d_backward", "upsample_bicubic2d_backward",
-                  "upsample_trilinear3d_backward", "reflection_pad", "_ctc_loss_backward", "embedding_bag",
-                  "put_", "histc", "bincount", "median", "grid_sampler_2d_backward")
+_THROW_ON_CUDA = (
+    "nll_loss",
+    "nll_loss2d",
+    "_adaptive_avg_pool2d_backward",
+    "adaptive_avg_pool3d_backward",
+    "adaptive_max_pool2d_backward",
+    "avg_pool3d_backward",
+    "fractional_max_pool",
+    "max_unpool",
+    "upsample_linear1d_backward",
+    "upsample_bilinear2d_backward",
+    "upsample_bicubic2d_backward",
+    "upsample_trilinear3d_backward",
+    "reflection_pad",
+    "_ctc_loss_backward",
+    "embedding_bag",
+    "put_",
+    "histc",
+    "bincount",
+    "median",
+    "grid_sampler_2d_backward",
+)
 
 
 def test_every_op_of_training_and_probe_is_deterministic_on_cuda(tmp_path):
@@ -270,19 +310,41 @@ def test_every_op_of_training_and_probe_is_deterministic_on_cuda(tmp_path):
             self.names.add(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
 
-    proto = Protocol(image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=1,
-                           probe_batch=8, peaks="epoch")
+    proto = Protocol(
+        image=8, width=2, dim=8, queue_size=16, batch=8, encoder_epochs=1, probe_epochs=1, probe_batch=8, peaks="epoch"
+    )
     images = torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     labels = torch.arange(16) % 4
     with Ops() as ops:
         for method in moco.METHODS:
             policy = moco.fixed_policy("regions") if method in moco.PLANNED else moco.fixed_policy(method)
-            enc = train.train_encoder(images, images[:8], seed=1, method=method, policy=policy, proto=proto,
-                                      device=torch.device("cpu"), out=tmp_path / method)
-        train.probe(enc["path"], enc["sha256"], {"fit": images, "val": images[:8], "test": images[:8],
-                                                 "fit_labels": labels, "val_labels": labels[:8],
-                                                 "test_labels": labels[:8]},
-                    4, seed=1, proto=proto, device=torch.device("cpu"), scores_path=tmp_path / "scores.bin")
+            enc = train.train_encoder(
+                images,
+                images[:8],
+                seed=1,
+                method=method,
+                policy=policy,
+                proto=proto,
+                device=torch.device("cpu"),
+                out=tmp_path / method,
+            )
+        train.probe(
+            enc["path"],
+            enc["sha256"],
+            {
+                "fit": images,
+                "val": images[:8],
+                "test": images[:8],
+                "fit_labels": labels,
+                "val_labels": labels[:8],
+                "test_labels": labels[:8],
+            },
+            4,
+            seed=1,
+            proto=proto,
+            device=torch.device("cpu"),
+            scores_path=tmp_path / "scores.bin",
+        )
     assert {"convolution_backward", "native_batch_norm_backward", "index_copy_"} <= ops.names  # it saw the work
     refused = sorted(n for n in ops.names if n.startswith(_THROW_ON_CUDA))
     assert refused == [], refused

@@ -23,8 +23,10 @@ def test_the_profiles_block_gives_the_protocol_and_its_other_keys_stay_the_cohor
 def test_the_budget_is_absolute_in_mib_and_a_card_of_other_shapes_is_refused():
     assert budget_bytes({"budget_mib": 2}, None) == 2 << 20
     proto = Protocol(width=8, batch=32)
-    card = SimpleNamespace(digest="d" * 64, provenance={"protocol": {"image": 32, "width": 6, "dim": 128,
-                                                                     "queue_size": 131072, "batch": 32}})
+    card = SimpleNamespace(
+        digest="d" * 64,
+        provenance={"protocol": {"image": 32, "width": 6, "dim": 128, "queue_size": 131072, "batch": 32}},
+    )
     with pytest.raises(ValueError, match="was profiled at width=6; the protocol has width=8: freeze a card"):
         check_card_shape(card, proto, "cpu")
     card.provenance["protocol"]["width"] = 8
@@ -33,8 +35,10 @@ def test_the_budget_is_absolute_in_mib_and_a_card_of_other_shapes_is_refused():
 
 def test_the_method_list_is_the_one_moco_runs_and_the_analysis_names_it_without_torch():
     assert len(METHODS) == 7 and METHODS[4] == "deferred"
-    code = ("import sys; import stateaware.app.protocol, stateaware.analysis.application; "
-            "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))")
+    code = (
+        "import sys; import stateaware.app.protocol, stateaware.analysis.application; "
+        "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
     from stateaware.app import moco

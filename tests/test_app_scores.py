@@ -11,11 +11,17 @@ from stateaware.app.model import cifar_resnet18
 
 
 def test_score_file_bytes_are_exact(tmp_path):
-    sha = scores.write_scores(np.array([3, 7]), np.array([3, 1]), np.array([0.5, 2.0], dtype=np.float32),
-                              tmp_path / "s.bin")
+    sha = scores.write_scores(
+        np.array([3, 7]), np.array([3, 1]), np.array([0.5, 2.0], dtype=np.float32), tmp_path / "s.bin"
+    )
     blob = (tmp_path / "s.bin").read_bytes()
-    assert blob == (scores.SCORES_MAGIC + bytes([0, 0, 0, 0, 3, 0, 3, 0]) + np.float32(0.5).tobytes()
-                    + bytes([1, 0, 0, 0, 7, 0, 1, 0]) + np.float32(2.0).tobytes())
+    assert blob == (
+        scores.SCORES_MAGIC
+        + bytes([0, 0, 0, 0, 3, 0, 3, 0])
+        + np.float32(0.5).tobytes()
+        + bytes([1, 0, 0, 0, 7, 0, 1, 0])
+        + np.float32(2.0).tobytes()
+    )
     assert sha == scores.sha256_file(tmp_path / "s.bin")
     rec = scores.read_scores(tmp_path / "s.bin")
     assert rec["pred"].tolist() == [3, 1] and rec["loss"].tolist() == [0.5, 2.0]
@@ -52,8 +58,12 @@ def test_augment_is_seeded_and_crops_from_the_padded_image():
     # Every crop is a window of the zero-padded image: find crop 0 in it (or its mirror).
     padded = train.center(torch.nn.functional.pad(images, (4, 4, 4, 4)), 40)
     crop = a[0]
-    found = any(torch.equal(padded[0, :, y:y + 16, x:x + 16], c)
-                for y in range(25) for x in range(25) for c in (crop, crop.flip(2)))
+    found = any(
+        torch.equal(padded[0, :, y : y + 16, x : x + 16], c)
+        for y in range(25)
+        for x in range(25)
+        for c in (crop, crop.flip(2))
+    )
     assert found
 
 
@@ -63,9 +73,9 @@ def test_deterministic_cross_entropy_matches_the_builtin():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(6, 40, dtype=torch.float64, generator=gen, requires_grad=True)
     t = torch.randint(0, 40, (6,), generator=gen)
-    g_ref, = torch.autograd.grad(torch.nn.functional.cross_entropy(x, t), x)
+    (g_ref,) = torch.autograd.grad(torch.nn.functional.cross_entropy(x, t), x)
     loss = cross_entropy(x, t)
-    g, = torch.autograd.grad(loss, x)
+    (g,) = torch.autograd.grad(loss, x)
     assert torch.allclose(loss, torch.nn.functional.cross_entropy(x, t), rtol=0, atol=1e-12)
     assert torch.allclose(g, g_ref, rtol=0, atol=1e-12)
     assert torch.autograd.gradcheck(cross_entropy, (x, t))

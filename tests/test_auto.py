@@ -84,8 +84,12 @@ def test_wrap_trains_bit_identically_and_peaks_follow_the_plan(seed, named):
         measured = auto.step_peak_bytes(copy.deepcopy(applied), (x,))
         predicted_ratio = chosen.predicted_peak_bytes / eager_predicted
         measured_ratio = measured / eager_peak
-        assert abs(measured_ratio / predicted_ratio - 1) <= 0.10, (budget, chosen.policy, measured_ratio,
-                                                                    predicted_ratio)
+        assert abs(measured_ratio / predicted_ratio - 1) <= 0.10, (
+            budget,
+            chosen.policy,
+            measured_ratio,
+            predicted_ratio,
+        )
         eager = copy.deepcopy(model)
         rng_eager = _train(eager, 3, seed=100)
         rng_planned = _train(applied, 3, seed=100)
@@ -103,8 +107,9 @@ def test_profile_leaves_no_trace():
             m.note = ["kept", 1]
     before_state = _state(model)
     before_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-    before_attrs = {n: {k: copy.copy(v) for k, v in vars(m).items() if not isinstance(v, dict)}
-                    for n, m in model.named_modules()}
+    before_attrs = {
+        n: {k: copy.copy(v) for k, v in vars(m).items() if not isinstance(v, dict)} for n, m in model.named_modules()
+    }
     torch.manual_seed(7)
     rng = torch.get_rng_state()
     auto.profile(model, (x,), repeats=1)

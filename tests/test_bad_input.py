@@ -92,37 +92,67 @@ CASES = [
     _launch("demo size missing", "cohort=demo", "~cohort.params.size", names=("params.size", "missing")),
     _launch("demo unknown param", "cohort=demo", "+cohort.params.zz=1", names=("params.zz", "size, warmup, steps")),
     _launch("noop takes no params", "cohort=noop", "+cohort.params.x=1", names=("params.x",)),
-    _launch("timing unknown method", "cohort=calibration", "cohort.params.methods=[eager,bogus]",
-            names=("params.methods", "joint")),
+    _launch(
+        "timing unknown method",
+        "cohort=calibration",
+        "cohort.params.methods=[eager,bogus]",
+        names=("params.methods", "joint"),
+    ),
     _launch("timing empty methods", "cohort=calibration", "cohort.params.methods=[]", names=("params.methods",)),
-    _launch("timing placement", "cohort=calibration", "cohort.params.placement=sideways",
-            names=("params.placement='sideways'", "relative, scaled")),
-    _launch("timing card mode", "cohort=calibration", "cohort.params.card=maybe",
-            names=("params.card='maybe'", "frozen, auto, measure")),
-    _launch("timing grid", "cohort=calibration", "cohort.params.grid=square",
-            names=("params.grid='square'", "calibration, three_workload")),
+    _launch(
+        "timing placement",
+        "cohort=calibration",
+        "cohort.params.placement=sideways",
+        names=("params.placement='sideways'", "relative, scaled"),
+    ),
+    _launch(
+        "timing card mode",
+        "cohort=calibration",
+        "cohort.params.card=maybe",
+        names=("params.card='maybe'", "frozen, auto, measure"),
+    ),
+    _launch(
+        "timing grid",
+        "cohort=calibration",
+        "cohort.params.grid=square",
+        names=("params.grid='square'", "calibration, three_workload"),
+    ),
     _launch("timing steps text", "cohort=confirm44", "cohort.params.steps=many", names=("params.steps='many'",)),
     _launch("timing shuffle text", "cohort=confirm44", "+cohort.params.shuffle=perhaps", names=("params.shuffle",)),
-    _launch("semantic backend", "cohort=semantic", "cohort.params.backends=[tensorflow]",
-            names=("params.backends", "torch, jax")),
+    _launch(
+        "semantic backend",
+        "cohort=semantic",
+        "cohort.params.backends=[tensorflow]",
+        names=("params.backends", "torch, jax"),
+    ),
     _launch("semantic seed keys", "cohort=semantic", "cohort.params.seed_keys=0", names=("params.seed_keys=0",)),
     _launch("bytes programs", "cohort=bytes", "cohort.params.programs=-1", names=("params.programs=-1",)),
     _launch("bytes dimensions", "cohort=bytes", "cohort.params.dimensions=[0,4]", names=("params.dimensions",)),
     _launch("derivative operations", "cohort=derivative", "cohort.params.operations=[a]", names=("params.operations",)),
-    _launch("engines complex programs", "cohort=engines", "cohort.params.complex_step_programs=-2",
-            names=("params.complex_step_programs=-2",)),
+    _launch(
+        "engines complex programs",
+        "cohort=engines",
+        "cohort.params.complex_step_programs=-2",
+        names=("params.complex_step_programs=-2",),
+    ),
     _launch("joint_alias programs", "cohort=joint_alias", "cohort.params.programs=x", names=("params.programs='x'",)),
     _launch("cifar seeds", "cohort=cifar", "cohort.params.seeds=[a]", names=("params.seeds",)),
     # --- python -m stateaware.analysis
-    Case("sql missing results", (*A, "sql", "--results", "{T}/missing", "SELECT 1"), ("--results", "no such directory")),
+    Case(
+        "sql missing results", (*A, "sql", "--results", "{T}/missing", "SELECT 1"), ("--results", "no such directory")
+    ),
     Case("sql results a file", (*A, "sql", "--results", "{F}", "SELECT 1"), ("--results", "a file")),
     Case("sql results empty", (*A, "sql", "--results", "{E}", "SELECT 1"), ("--results", "no record tables")),
     Case("sql default results missing", (*A, "sql", "SELECT 1"), ("--results results", "no such directory")),
     Case("sql missing file", (*A, "sql", "--results", "{R}", "--file", "{T}/nope.sql"), ("--file", "nope.sql")),
     Case("sql file a directory", (*A, "sql", "--results", "{R}", "--file", "{E}"), ("--file", "directory")),
     Case("sql file not UTF-8", (*A, "sql", "--results", "{R}", "--file", "{B}"), ("--file", "not UTF-8")),
-    Case("sql stdin not UTF-8", (*A, "sql", "--results", "{R}", "-"), ("standard input", "not UTF-8"),
-         stdin=b"SELECT '\xff\xfe'"),
+    Case(
+        "sql stdin not UTF-8",
+        (*A, "sql", "--results", "{R}", "-"),
+        ("standard input", "not UTF-8"),
+        stdin=b"SELECT '\xff\xfe'",
+    ),
     Case("sql empty query", (*A, "sql", "--results", "{R}", " "), ("no SQL statement",)),
     Case("sql syntax", (*A, "sql", "--results", "{R}", "SELEC 1"), ("syntax error",)),
     Case("sql unknown column", (*A, "sql", "--results", "{R}", "SELECT nope FROM timings"), ("nope",)),
@@ -155,8 +185,11 @@ CASES = [
     Case("budget unit", (*P, str(CARD), "--budget", "5 parsecs"), ("--budget",)),
     Case("planner unknown", (*P, str(CARD), "--budget", "1GiB", "--planner", "x"), ("--planner", "joint")),
     Case("frontier cap too small", (*P, str(CARD), "--budget", "1GiB", "--frontier-cap", "1"), ("--frontier-cap",)),
-    Case("plot in a missing directory", (*P, str(CARD), "--budget", "1GiB", "--plot", "{T}/nodir/x.png"),
-         ("--plot", "nodir")),
+    Case(
+        "plot in a missing directory",
+        (*P, str(CARD), "--budget", "1GiB", "--plot", "{T}/nodir/x.png"),
+        ("--plot", "nodir"),
+    ),
     Case("plot a directory", (*P, str(CARD), "--budget", "1GiB", "--plot", "{E}"), ("--plot", "suffix")),
     Case("plot unknown format", (*P, str(CARD), "--budget", "1GiB", "--plot", "{T}/x.txt"), ("--plot", ".png")),
 ]
@@ -179,8 +212,13 @@ def _fixtures(root: Path) -> dict[str, str]:
     (root / "zero.json").write_bytes(b"")
     (root / "list.json").write_text("[]")
     (root / "object.json").write_text("{}")
-    return {"R": str(results), "E": str(root / "empty"), "F": str(root / "plain"), "B": str(root / "rand.bin"),
-            "T": str(root)}
+    return {
+        "R": str(results),
+        "E": str(root / "empty"),
+        "F": str(root / "plain"),
+        "B": str(root / "rand.bin"),
+        "T": str(root),
+    }
 
 
 @dataclass(frozen=True)
@@ -198,8 +236,9 @@ def _env() -> dict[str, str]:
 
 def run_case(case: Case, paths: dict[str, str]) -> Outcome:
     argv = [a.format(**paths) for a in case.argv]
-    done = subprocess.run([sys.executable, *argv], input=case.stdin, capture_output=True, cwd=paths["T"],
-                          env=_env(), timeout=300)
+    done = subprocess.run(
+        [sys.executable, *argv], input=case.stdin, capture_output=True, cwd=paths["T"], env=_env(), timeout=300
+    )
     return Outcome(done.returncode, done.stderr.decode(errors="replace"), done.stdout.decode(errors="replace"))
 
 
@@ -233,8 +272,10 @@ def summary(outcomes: dict[str, Outcome]) -> str:
     tracebacks = sum("Traceback" in o.stderr for o in outcomes.values())
     accepted = sum(o.status == 0 for o in outcomes.values())
     failing = sum(bool(problems_of(c, outcomes[c.name])) for c in CASES)
-    return (f"bad input: {len(CASES)} cases tried, {tracebacks} tracebacks, {accepted} wrongly accepted, "
-            f"{failing} not ending in one line naming the field or file")
+    return (
+        f"bad input: {len(CASES)} cases tried, {tracebacks} tracebacks, {accepted} wrongly accepted, "
+        f"{failing} not ending in one line naming the field or file"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -306,10 +347,21 @@ def _ended(process: subprocess.Popen, *, within: float) -> str:
 def test_ctrl_c_during_a_launch_stops_every_worker_and_says_how_to_resume(tmp_path):
     out = tmp_path / "out"
     # Its own session, so the signal goes to the whole group, as a terminal's Ctrl-C does.
-    process = _start_as_a_terminal_would([*S, "cohort=demo", "processes=8", "launcher.max_parallel=1", f"out={out}",
-                                          "cohort.params.size=2048", "cohort.params.steps=10000"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
-                                         start_new_session=True)
+    process = _start_as_a_terminal_would(
+        [
+            *S,
+            "cohort=demo",
+            "processes=8",
+            "launcher.max_parallel=1",
+            f"out={out}",
+            "cohort.params.size=2048",
+            "cohort.params.steps=10000",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / ".submitit").exists() and time.monotonic() < deadline and process.poll() is None:
@@ -330,8 +382,9 @@ def test_ctrl_c_during_a_launch_stops_every_worker_and_says_how_to_resume(tmp_pa
 
 def _interrupt_reading(argv: list[str], fifo: Path, cwd: Path) -> tuple[int, str]:
     """Run ``argv`` until it blocks reading ``fifo`` (which never gets data), then send SIGINT."""
-    process = _start_as_a_terminal_would(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, cwd=cwd)
+    process = _start_as_a_terminal_would(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd
+    )
     deadline = time.monotonic() + 120
     writer = None
     while writer is None and time.monotonic() < deadline and process.poll() is None:
@@ -354,16 +407,23 @@ def test_ctrl_c_during_a_query_and_a_plan(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     assert _interrupt_reading([*A, "sql", "--results", paths["R"], "--file", str(fifo)], fifo, tmp_path) == (
-        130, INTERRUPTED)
+        130,
+        INTERRUPTED,
+    )
     assert _interrupt_reading([*P, str(fifo), "--budget", "1GiB"], fifo, tmp_path) == (130, INTERRUPTED)
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
     paths = _fixtures(tmp_path)
     query = "SELECT range AS n, repeat('x', 100) AS pad FROM range(200000)"
-    done = subprocess.run(f"{sys.executable} -m stateaware.analysis sql --results {paths['R']} --format csv "
-                          f"\"{query}\" | head -1", shell=True, capture_output=True, text=True, timeout=300,
-                          env=_env())
+    done = subprocess.run(
+        f'{sys.executable} -m stateaware.analysis sql --results {paths["R"]} --format csv "{query}" | head -1',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+    )
     assert done.stdout == "n,pad\n"
     assert done.stderr == ""
 

@@ -29,19 +29,24 @@ def test_a_busy_step_counts_its_cpu_time():
 
 def test_timing_rows_put_both_clocks_and_the_shared_columns_on_every_row():
     rows = timing_rows([StepTime(True, 0, 3.0, 2.5), StepTime(False, 0, 4.0, 3.5)], method="m", device="cpu")
-    assert rows == [{"step": 0, "warmup": True, "step_ms": 3.0, "cpu_ms": 2.5, "method": "m", "device": "cpu"},
-                    {"step": 0, "warmup": False, "step_ms": 4.0, "cpu_ms": 3.5, "method": "m", "device": "cpu"}]
+    assert rows == [
+        {"step": 0, "warmup": True, "step_ms": 3.0, "cpu_ms": 2.5, "method": "m", "device": "cpu"},
+        {"step": 0, "warmup": False, "step_ms": 4.0, "cpu_ms": 3.5, "method": "m", "device": "cpu"},
+    ]
 
 
-@pytest.mark.parametrize("cohort, hardware, clock", [
-    ({}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "cpu"),
-    ({"comparisons_clock": "auto"}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "cpu"),
-    ({}, {"device": "cpu", "params": {"cost_runtime": {"threads": 4}}}, "wall"),
-    ({}, {"device": "cpu"}, "wall"),  # threads unknown: the thread clock may under-count
-    ({}, {"device": "cuda", "params": {"cost_runtime": {"threads": 1}}}, "wall"),
-    ({"comparisons_clock": "cpu"}, {"device": "cuda"}, "cpu"),
-    ({"comparisons_clock": "wall"}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "wall"),
-])
+@pytest.mark.parametrize(
+    "cohort, hardware, clock",
+    [
+        ({}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "cpu"),
+        ({"comparisons_clock": "auto"}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "cpu"),
+        ({}, {"device": "cpu", "params": {"cost_runtime": {"threads": 4}}}, "wall"),
+        ({}, {"device": "cpu"}, "wall"),  # threads unknown: the thread clock may under-count
+        ({}, {"device": "cuda", "params": {"cost_runtime": {"threads": 1}}}, "wall"),
+        ({"comparisons_clock": "cpu"}, {"device": "cuda"}, "cpu"),
+        ({"comparisons_clock": "wall"}, {"device": "cpu", "params": {"cost_runtime": {"threads": 1}}}, "wall"),
+    ],
+)
 def test_declared_clock_defaults_to_cpu_only_on_one_cpu_thread(cohort, hardware, clock):
     assert declared_clock(cohort, hardware) == clock
 

@@ -7,17 +7,31 @@ import pytest
 from stateaware.cost_runtime import runner
 from stateaware.cost_runtime.workloads import Shape
 
-SHAPE = Shape("feature_queue", buffer_bytes=4096, write_fraction=0.001, live_segments=2, granularity_bytes=256,
-              width=4, batch=2, rank=1)
+SHAPE = Shape(
+    "feature_queue",
+    buffer_bytes=4096,
+    write_fraction=0.001,
+    live_segments=2,
+    granularity_bytes=256,
+    width=4,
+    batch=2,
+    rank=1,
+)
 
 
-@pytest.mark.parametrize("raised, outcome", [
-    (lambda: __import__("stateaware.torch_replay.checkpoint", fromlist=["x"]).ReplayError("cannot replay"), "reject"),
-    (lambda: __import__("torch.utils.checkpoint", fromlist=["x"]).CheckpointError("metadata differs"), "reject"),
-    (lambda: TypeError("unsupported operand"), "error"),
-    (lambda: KeyError("segment"), "error"),
-    (lambda: RuntimeError("CUDA error: out of memory"), "error"),
-])
+@pytest.mark.parametrize(
+    "raised, outcome",
+    [
+        (
+            lambda: __import__("stateaware.torch_replay.checkpoint", fromlist=["x"]).ReplayError("cannot replay"),
+            "reject",
+        ),
+        (lambda: __import__("torch.utils.checkpoint", fromlist=["x"]).CheckpointError("metadata differs"), "reject"),
+        (lambda: TypeError("unsupported operand"), "error"),
+        (lambda: KeyError("segment"), "error"),
+        (lambda: RuntimeError("CUDA error: out of memory"), "error"),
+    ],
+)
 def test_an_exception_in_a_check_is_a_refusal_only_when_the_runtime_refused(monkeypatch, raised, outcome):
     real = runner.forward
     broken = ("whole", "whole")
@@ -30,7 +44,11 @@ def test_an_exception_in_a_check_is_a_refusal_only_when_the_runtime_refused(monk
     monkeypatch.setattr(runner, "forward", forward)
     checks = runner.semantic_checks(SHAPE, {"ok": "functional", "bad": broken}, seed=3, control=False)
     assert [(c.method, c.precision, c.outcome) for c in checks] == [
-        ("ok", "fp32", "match"), ("bad", "fp32", outcome), ("ok", "fp64", "match"), ("bad", "fp64", outcome)]
+        ("ok", "fp32", "match"),
+        ("bad", "fp32", outcome),
+        ("ok", "fp64", "match"),
+        ("bad", "fp64", outcome),
+    ]
     bad = [c for c in checks if c.method == "bad"]
     error = raised()
     assert {(c.exception_type, c.exception_message) for c in bad} == {(type(error).__name__, str(error))}

@@ -53,18 +53,24 @@ def test_window_peak_stops_the_profiler_when_fn_raises(capfd):
 def test_stderr_filter_drops_only_usdt_lines_and_restores_fd2_on_error(capfd):
     with pytest.raises(RuntimeError):
         with _stderr_without_usdt_lines():
-            os.write(2, b"USDT:2026-11-29 18:09:37 1:1 SyncActivityProfilerHandler.cpp:39] profiler_start\n"
-                        b"ERROR:2026-11-29 18:09:37 1:1 DeviceProperties.cpp:56] a real error\n"
-                        b"no newline at the end")
+            os.write(
+                2,
+                b"USDT:2026-11-29 18:09:37 1:1 SyncActivityProfilerHandler.cpp:39] profiler_start\n"
+                b"ERROR:2026-11-29 18:09:37 1:1 DeviceProperties.cpp:56] a real error\n"
+                b"no newline at the end",
+            )
             raise RuntimeError
     os.write(2, b"|after\n")
     assert capfd.readouterr().err == (
-        "ERROR:2026-11-29 18:09:37 1:1 DeviceProperties.cpp:56] a real error\nno newline at the end|after\n")
+        "ERROR:2026-11-29 18:09:37 1:1 DeviceProperties.cpp:56] a real error\nno newline at the end|after\n"
+    )
 
 
 def test_peak_step_adds_live_bytes_and_names_its_source():
     keep = torch.empty(2 * MIB, dtype=torch.uint8)
-    peak = peak_step(lambda: torch.empty(MIB, dtype=torch.uint8), device="cpu", live=lambda: live_bytes([keep, keep[:10]]))
+    peak = peak_step(
+        lambda: torch.empty(MIB, dtype=torch.uint8), device="cpu", live=lambda: live_bytes([keep, keep[:10]])
+    )
     assert peak.source == "torch_profiler"
     assert peak.allocated_bytes == 3 * MIB  # the view shares keep's storage: counted once
     assert peak.reserved_bytes is None

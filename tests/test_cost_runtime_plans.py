@@ -16,11 +16,25 @@ MIB = 1 << 20
 def card_doc(eager_peak=None):
     # Per segment: eager keeps 3 MiB; whole keeps 1 MiB activations + 1 MiB snapshot; region 1 MiB + a
     # small journal; replays cost more time.
-    seg = {"eager": {"retained_bytes": 3 * MIB, "temp_bytes": MIB, "ms": 1.0},
-           "whole": {"retained_bytes": 2 * MIB, "temp_bytes": 2 * MIB, "ms": 2.0,
-                     "state_retained_bytes": MIB, "state_temp_bytes": MIB, "state_ms": 0.5},
-           "region": {"retained_bytes": MIB + 4096, "temp_bytes": MIB + 4096, "ms": 1.8,
-                      "state_retained_bytes": 4096, "state_temp_bytes": 4096, "state_ms": 0.3}}
+    seg = {
+        "eager": {"retained_bytes": 3 * MIB, "temp_bytes": MIB, "ms": 1.0},
+        "whole": {
+            "retained_bytes": 2 * MIB,
+            "temp_bytes": 2 * MIB,
+            "ms": 2.0,
+            "state_retained_bytes": MIB,
+            "state_temp_bytes": MIB,
+            "state_ms": 0.5,
+        },
+        "region": {
+            "retained_bytes": MIB + 4096,
+            "temp_bytes": MIB + 4096,
+            "ms": 1.8,
+            "state_retained_bytes": 4096,
+            "state_temp_bytes": 4096,
+            "state_ms": 0.3,
+        },
+    }
     prov = {} if eager_peak is None else {"eager_step_peak_bytes": eager_peak}
     return {"persistent_bytes": 4 * MIB, "segments": [seg] * 8, "provenance": prov}
 

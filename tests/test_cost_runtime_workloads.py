@@ -13,8 +13,16 @@ from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build, seed_step
 
 
 def tiny(workload="feature_queue", fraction=0.05, live=4):
-    return Shape(workload, buffer_bytes=64 * 256, write_fraction=fraction, live_segments=live,
-                 granularity_bytes=256, width=16, batch=8, rank=2)
+    return Shape(
+        workload,
+        buffer_bytes=64 * 256,
+        write_fraction=fraction,
+        live_segments=live,
+        granularity_bytes=256,
+        width=16,
+        batch=8,
+        rank=2,
+    )
 
 
 def test_shape_validation_names_the_field():
@@ -100,8 +108,16 @@ def test_policy_errors_list_the_valid_values():
 def test_a_deep_stack_keeps_a_nonzero_output_and_the_control_still_diverges():
     # 64 segments of dropout: the output must not collapse to zero (which would make every
     # gradient check vacuous), and a non-finite or zero reference is never called a match.
-    shape = Shape("feature_queue", buffer_bytes=2048 * 256, write_fraction=0.001, live_segments=64,
-                  granularity_bytes=256, width=16, batch=8, rank=1)
+    shape = Shape(
+        "feature_queue",
+        buffer_bytes=2048 * 256,
+        write_fraction=0.001,
+        live_segments=64,
+        granularity_bytes=256,
+        width=16,
+        batch=8,
+        rank=1,
+    )
     wl, rows = build(shape, seed=1, dtype=torch.float64), step_rows(shape, seed=1, step=0)
     seed_step(1, 0)
     loss, y = forward(wl, rows, ("eager",) * 64)

@@ -36,22 +36,41 @@ def test_the_example_runs_from_a_copy_outside_the_repository_in_fresh_workers(tm
     folder = tmp_path / "custom_cohort"
     shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__", "results"))
     out = tmp_path / "out"
-    done = _stateaware(folder, "--config-dir", "conf", "cohort=prefix_sums", f"out={out}", "processes=3",
-                       "hardware=cpu", "cohort.params.length=2000", "cohort.params.warmup=2", "cohort.params.steps=5")
+    done = _stateaware(
+        folder,
+        "--config-dir",
+        "conf",
+        "cohort=prefix_sums",
+        f"out={out}",
+        "processes=3",
+        "hardware=cpu",
+        "cohort.params.length=2000",
+        "cohort.params.warmup=2",
+        "cohort.params.steps=5",
+    )
     assert done.returncode == 0, done.stderr
     assert "3/3 processes completed" in done.stdout
 
     assert sql(out, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [
-        (i, "completed", 1) for i in range(3)]
+        (i, "completed", 1) for i in range(3)
+    ]
     pids = {p for (p,) in sql(out, "SELECT pid FROM processes")}
     assert len(pids) == 3 and os.getpid() not in pids  # three fresh interpreters
     # 3 processes x 2 methods x (2 warm-ups + 5 measured steps), both clocks on every row.
-    assert sql(out, "SELECT method, warmup, count(*), count(step_ms), count(cpu_ms), count(peak_allocated_bytes) "
-                    "FROM timings GROUP BY 1, 2 ORDER BY 1, 2") == [
-        ("numpy", False, 15, 15, 15, 15), ("numpy", True, 6, 6, 6, 6),
-        ("python", False, 15, 15, 15, 15), ("python", True, 6, 6, 6, 6)]
+    assert sql(
+        out,
+        "SELECT method, warmup, count(*), count(step_ms), count(cpu_ms), count(peak_allocated_bytes) "
+        "FROM timings GROUP BY 1, 2 ORDER BY 1, 2",
+    ) == [
+        ("numpy", False, 15, 15, 15, 15),
+        ("numpy", True, 6, 6, 6, 6),
+        ("python", False, 15, 15, 15, 15),
+        ("python", True, 6, 6, 6, 6),
+    ]
     assert sql(out, "SELECT method, outcome, max_error, count(*) FROM records GROUP BY ALL ORDER BY 1") == [
-        ("numpy", "match", 0.0, 3), ("python", "match", 0.0, 3)]
+        ("numpy", "match", 0.0, 3),
+        ("python", "match", 0.0, 3),
+    ]
     # The workers ran the snapshot's copy of the user's kind, and its bytes are in the hash.
     (code,) = {h for (h,) in sql(out, "SELECT DISTINCT source_hash FROM processes")}
     snapshot = out / ".snapshots" / code[:16]
@@ -60,7 +79,8 @@ def test_the_example_runs_from_a_copy_outside_the_repository_in_fresh_workers(tm
     report = _stateaware(folder, "report", "--results", str(out), module="stateaware.analysis")
     assert report.returncode == 0, report.stderr
     assert sql(out, "SELECT cohort, comparison, numerator, denominator, metric, clock, processes FROM comparisons") == [
-        ("prefix_sums", "numpy/python step time", "numpy", "python", "cpu_ms", "cpu", 3)]
+        ("prefix_sums", "numpy/python step time", "numpy", "python", "cpu_ms", "cpu", 3)
+    ]
     text = (out / "report" / "report.md").read_text()
     assert "| prefix_sums |" in text and "complete (3 of 3 processes)" in text
     # Its section, found by the recorded kind (the generic one: the kind declares no REPORT).
@@ -93,13 +113,21 @@ _WHERE_KIND = """\
 
 def _cohort(conf: Path, name: str, kind: str, **extra: object) -> None:
     (conf / "cohort").mkdir(parents=True, exist_ok=True)
-    lines = [f"name: {name}", f"kind: {kind}", "timing: false", "processes: 2", "seed: 0", "params: {}",
-             *(f"{k}: {v}" for k, v in extra.items())]
+    lines = [
+        f"name: {name}",
+        f"kind: {kind}",
+        "timing: false",
+        "processes: 2",
+        "seed: 0",
+        "params: {}",
+        *(f"{k}: {v}" for k, v in extra.items()),
+    ]
     (conf / "cohort" / f"{name}.yaml").write_text("\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("packages, script", [(True, False), (False, False), (True, True)],
-                         ids=["package", "namespace", "package-script"])
+@pytest.mark.parametrize(
+    "packages, script", [(True, False), (False, False), (True, True)], ids=["package", "namespace", "package-script"]
+)
 def test_a_kind_under_a_dotted_path_in_the_working_directory_runs_in_fresh_workers(tmp_path, sql, packages, script):
     import json
 
@@ -125,7 +153,8 @@ def test_a_missing_kind_fails_at_submission_with_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(
         "error: cohort.kind='mylab.kinds.nowhere' (cohort 'dotted'): cohort kind 'mylab.kinds.nowhere': "
         "no module 'mylab.kinds.nowhere' (a module of stateaware.cohorts, or one importable from the current "
-        f"directory {tmp_path} or PYTHONPATH)"), done.stderr
+        f"directory {tmp_path} or PYTHONPATH)"
+    ), done.stderr
     assert not (out / "processes").exists()  # nothing launched
 
 
@@ -141,21 +170,32 @@ _EDITING_KIND = """\
 """
 
 
-@pytest.mark.parametrize("snapshot, edit, second", [
-    ("false", "live file", "source_drift"),  # workers import the live file: the edit is drift
-    ("true", "live file", "completed"),  # workers import the snapshot: the live edit cannot reach them
-    ("true", "running copy", "source_drift"),  # the snapshot's copy itself was edited: drift
-])
-def test_a_user_kind_edited_before_a_worker_starts_is_refused(compose, tmp_path, sql, monkeypatch, snapshot, edit,
-                                                              second):
+@pytest.mark.parametrize(
+    "snapshot, edit, second",
+    [
+        ("false", "live file", "source_drift"),  # workers import the live file: the edit is drift
+        ("true", "live file", "completed"),  # workers import the snapshot: the live edit cannot reach them
+        ("true", "running copy", "source_drift"),  # the snapshot's copy itself was edited: drift
+    ],
+)
+def test_a_user_kind_edited_before_a_worker_starts_is_refused(
+    compose, tmp_path, sql, monkeypatch, snapshot, edit, second
+):
     name = f"userkind_{tmp_path.name.replace('-', '_')}"  # one module name per test: the launcher imports it
     live = _write_kind(tmp_path, name, _EDITING_KIND)
     monkeypatch.chdir(tmp_path)  # local workers start here, and -m puts it on their path
     monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m stateaware` run from here would
     monkeypatch.delitem(sys.modules, name, raising=False)
     out = tmp_path / "out"
-    cfg = compose("cohort=demo", f"cohort.kind={name}", f"++cohort.params={{edit:'{edit}',live:'{live}'}}",
-                  f"out={out}", "processes=2", "launcher.max_parallel=1", f"launcher.snapshot={snapshot}")
+    cfg = compose(
+        "cohort=demo",
+        f"cohort.kind={name}",
+        f"++cohort.params={{edit:'{edit}',live:'{live}'}}",
+        f"out={out}",
+        "processes=2",
+        "launcher.max_parallel=1",
+        f"launcher.snapshot={snapshot}",
+    )
     assert run(cfg, progress=False) == (0 if second == "completed" else 1)
     rows = sql(out, "SELECT process_index, status, exception_message FROM processes ORDER BY 1")
     assert [(i, s) for i, s, _ in rows] == [(0, "completed"), (1, second)]

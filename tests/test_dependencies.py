@@ -41,8 +41,8 @@ def _guarded(tree: ast.AST) -> set[ast.AST]:
     guarded = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Try) and any(
-                isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
-                for h in node.handlers):
+            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError") for h in node.handlers
+        ):
             guarded |= {n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
     return guarded
 
@@ -60,8 +60,13 @@ def _imported(paths, *, optional: bool = False) -> dict[str, set[str]]:
         for node in ast.walk(tree):
             if (node in guarded) != optional:
                 continue
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                else []
+            )
             for name in names:
                 found.setdefault(name.split(".")[0], set()).add(str(path))
     return found
@@ -77,8 +82,9 @@ def _undeclared(imported: dict[str, set[str]], allowed_extras: set[str | None]) 
             continue
         dists = {_normal(d) for d in owners.get(module, [])}
         if not dists & declared:
-            problems.append(f"{module} (from {sorted(dists) or 'no installed distribution'}), imported by "
-                            f"{sorted(files)[0]}")
+            problems.append(
+                f"{module} (from {sorted(dists) or 'no installed distribution'}), imported by {sorted(files)[0]}"
+            )
     return problems
 
 
@@ -122,4 +128,5 @@ def test_every_declared_dependency_is_installed_within_its_range():
 def test_the_checks_see_an_undeclared_import():
     # The check itself can fail: a module no declared distribution provides is named.
     assert _undeclared({"yaml": {"x.py"}, "json": {"x.py"}, "numpy": {"x.py"}}, {None}) == [
-        "yaml (from ['pyyaml']), imported by x.py"]
+        "yaml (from ['pyyaml']), imported by x.py"
+    ]

@@ -23,8 +23,12 @@ def test_integer_write_variant_is_unsupported_with_a_reason():
 def test_no_gradient_path_accepts_an_integer_write_program():
     variant = integer_write_variant(workload_program(2, "queue", "sparse", 32, 8), 2)
     trace = execute(variant, keep_prestates=True)  # byte execution itself is fine
-    for attempt in (lambda: reverse_versions(trace), lambda: forward_jacobian(variant, trace.draws),
-                    lambda: complex_step(variant, trace.draws), lambda: retain("eager", trace)):
+    for attempt in (
+        lambda: reverse_versions(trace),
+        lambda: forward_jacobian(variant, trace.draws),
+        lambda: complex_step(variant, trace.draws),
+        lambda: retain("eager", trace),
+    ):
         with pytest.raises(UnsupportedProgram, match="integer write"):
             attempt()
 

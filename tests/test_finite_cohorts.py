@@ -21,9 +21,20 @@ def _run(out: Path, name: str, programs: int, processes: int = 2, **params) -> N
     per = kind.expand(cohort, {"name": "cpu", "scale": 1.0}, processes)
     assert [p["stop"] - p["start"] for p in per] == [programs // processes] * processes
     for i, extra in enumerate(per):
-        spec = ProcessSpec(run_id="r", cohort=name, kind=cohort["kind"], process_index=i, processes=processes,
-                           seed=cohort["seed"] + i, source_hash="h", out=str(out), launcher="inline", timing=False,
-                           hardware={"name": "cpu", "scale": 1.0}, params={**cohort["params"], **extra})
+        spec = ProcessSpec(
+            run_id="r",
+            cohort=name,
+            kind=cohort["kind"],
+            process_index=i,
+            processes=processes,
+            seed=cohort["seed"] + i,
+            source_hash="h",
+            out=str(out),
+            launcher="inline",
+            timing=False,
+            hardware={"name": "cpu", "scale": 1.0},
+            params={**cohort["params"], **extra},
+        )
         kind.run(spec, RecordWriter(out, Identity("r", name, i, "h", "cpu", 1.0)))
 
 
@@ -38,18 +49,24 @@ def results(tmp_path_factory):
 
 
 def test_one_row_per_program_and_method(results):
-    rows = dict(((c, m), n) for c, m, n in results.execute(
-        'SELECT check_name, method, count(*) FROM records GROUP BY ALL').fetchall())
+    rows = dict(
+        ((c, m), n)
+        for c, m, n in results.execute("SELECT check_name, method, count(*) FROM records GROUP BY ALL").fetchall()
+    )
     assert rows == {
-        ("derivative", "version_graph"): 18, ("derivative", "final_storage_control"): 18,
-        ("bytes", "snapshot"): 18, ("bytes", "region_undo"): 18, ("bytes", "wrong_rng_control"): 18,
+        ("derivative", "version_graph"): 18,
+        ("derivative", "final_storage_control"): 18,
+        ("bytes", "snapshot"): 18,
+        ("bytes", "region_undo"): 18,
+        ("bytes", "wrong_rng_control"): 18,
         **{("engines", e): 12 for e in ("eager", "whole", "read_set", "region_journal", "guarded_region")},
         ("complex_step", "complex_step"): 4,
         **{("joint_alias", e): 6 for e in ("eager", "whole", "read_set", "region_journal", "guarded_region")},
         ("joint_alias", "admission"): 6,
     }
-    seeds = results.execute("SELECT count(DISTINCT seed), min(seed), max(seed) FROM records "
-                            "WHERE check_name = 'derivative'").fetchone()
+    seeds = results.execute(
+        "SELECT count(DISTINCT seed), min(seed), max(seed) FROM records WHERE check_name = 'derivative'"
+    ).fetchone()
     assert seeds == (18, 610000, 610017)
     assert results.execute("SELECT DISTINCT backend FROM records").fetchall() == [("finite",)]
 
@@ -57,18 +74,24 @@ def test_one_row_per_program_and_method(results):
 def test_valid_paths_match_and_admission_is_unsupported(results):
     outcomes = results.execute(
         "SELECT method, list(DISTINCT outcome) FROM records WHERE method NOT IN "
-        "('final_storage_control', 'wrong_rng_control') GROUP BY method").fetchall()
+        "('final_storage_control', 'wrong_rng_control') GROUP BY method"
+    ).fetchall()
     for method, seen in outcomes:
         assert seen == (["unsupported"] if method == "admission" else ["match"]), method
     errors = results.execute("SELECT max(max_error) FROM records WHERE method NOT LIKE '%control'").fetchone()[0]
     assert errors < 1e-12
     # programs 0..3 all have dimension 32: one coordinate per input cell
-    assert results.execute("SELECT sum(coordinates) FROM records WHERE check_name = 'complex_step'").fetchone()[0] == 4 * 32
+    assert (
+        results.execute("SELECT sum(coordinates) FROM records WHERE check_name = 'complex_step'").fetchone()[0]
+        == 4 * 32
+    )
 
 
 def test_engine_rows_carry_retained_bytes_and_write_density(results):
-    rows = results.execute("SELECT writes, count(*), min(retained_bytes) FROM records "
-                           "WHERE check_name = 'engines' GROUP BY writes ORDER BY writes").fetchall()
+    rows = results.execute(
+        "SELECT writes, count(*), min(retained_bytes) FROM records "
+        "WHERE check_name = 'engines' GROUP BY writes ORDER BY writes"
+    ).fetchall()
     assert [(w, n) for w, n, _ in rows] == [("dense", 30), ("sparse", 30)]
     assert all(b > 0 for *_, b in rows)
 

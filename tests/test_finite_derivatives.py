@@ -4,19 +4,33 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stateaware.finite.derivatives import (complex_step, forward_jacobian, gradient_tolerance, reverse_trace,
-                                           reverse_versions)
+from stateaware.finite.derivatives import (
+    complex_step,
+    forward_jacobian,
+    gradient_tolerance,
+    reverse_trace,
+    reverse_versions,
+)
 from stateaware.finite.engines import reads_of
 from stateaware.finite.generate import FAMILIES, PATTERNS, WRITES, random_program, workload_program
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Cells, Op, Program
 
 random_programs = st.builds(
-    random_program, seed=st.integers(0, 2**32), dimension=st.sampled_from([4, 8, 16]),
-    operations=st.integers(1, 16), family=st.sampled_from(FAMILIES))
+    random_program,
+    seed=st.integers(0, 2**32),
+    dimension=st.sampled_from([4, 8, 16]),
+    operations=st.integers(1, 16),
+    family=st.sampled_from(FAMILIES),
+)
 workloads = st.builds(
-    workload_program, seed=st.integers(0, 2**32), pattern=st.sampled_from(PATTERNS),
-    writes=st.sampled_from(WRITES), dimension=st.sampled_from([16, 32]), operations=st.integers(1, 12))
+    workload_program,
+    seed=st.integers(0, 2**32),
+    pattern=st.sampled_from(PATTERNS),
+    writes=st.sampled_from(WRITES),
+    dimension=st.sampled_from([16, 32]),
+    operations=st.integers(1, 12),
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -41,8 +55,10 @@ def test_workload_gradients_agree(program):
 
 def test_jacobian_of_a_hand_program():
     # x1 <- tanh(2*x0); then x0 <- x1 * x0 (mul, overlapping); output x0 + x1.
-    ops = (Op("affine", Cells(1, 1, 1), (Cells(0, 1, 1), Cells(0, 1, 1)), a=2.0, b=0.0, act="tanh"),
-           Op("mul", Cells(0, 1, 1), (Cells(1, 1, 1), Cells(0, 1, 1)), a=1.0))
+    ops = (
+        Op("affine", Cells(1, 1, 1), (Cells(0, 1, 1), Cells(0, 1, 1)), a=2.0, b=0.0, act="tanh"),
+        Op("mul", Cells(0, 1, 1), (Cells(1, 1, 1), Cells(0, 1, 1)), a=1.0),
+    )
     program = Program("hand", 0, "hand", np.array([0.3, 5.0]), np.zeros(2, np.int32), ops, np.ones(2), 1)
     trace = execute(program)
     t = np.tanh(0.6)
@@ -66,9 +82,13 @@ def test_final_storage_control_is_caught_on_sixty_dimension_8_programs():
 
 # The suite's programs (cohorts/derivative.py): dimensions 4/8/16, 8/12/16 operations.
 suite_programs = st.builds(
-    random_program, seed=st.integers(0, 2**32), dimension=st.sampled_from([4, 8, 16]),
-    operations=st.sampled_from([8, 12, 16]), family=st.sampled_from(FAMILIES),
-    overwritten_dependence=st.just(True))
+    random_program,
+    seed=st.integers(0, 2**32),
+    dimension=st.sampled_from([4, 8, 16]),
+    operations=st.sampled_from([8, 12, 16]),
+    family=st.sampled_from(FAMILIES),
+    overwritten_dependence=st.just(True),
+)
 
 
 def _control_error(program):
@@ -101,8 +121,10 @@ def test_degenerate_first_draws_are_redrawn_and_obeying_ones_kept():
     assert (redrawn.n, len(redrawn.ops), redrawn.family, redrawn.seed) == (8, 8, "gather", 610019)
     assert random_program(610019, 8, 8, "gather", overwritten_dependence=True).to_dict() == redrawn.to_dict()
     # a first draw that obeys the rule is kept as drawn
-    assert random_program(610020, 16, 8, "gather", overwritten_dependence=True).to_dict() == \
-        random_program(610020, 16, 8, "gather").to_dict()
+    assert (
+        random_program(610020, 16, 8, "gather", overwritten_dependence=True).to_dict()
+        == random_program(610020, 16, 8, "gather").to_dict()
+    )
 
 
 def test_a_program_that_cannot_obey_the_rule_is_refused_by_name():

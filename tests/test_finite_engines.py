@@ -12,12 +12,23 @@ from stateaware.finite.interpret import apply, execute, storage_from_bytes
 from stateaware.finite.program import Cells, Op, Program
 
 workloads = st.builds(
-    workload_program, seed=st.integers(0, 2**32), pattern=st.sampled_from(PATTERNS),
-    writes=st.sampled_from(WRITES), dimension=st.sampled_from([16, 32, 64]), operations=st.integers(1, 16),
-    segment=st.integers(1, 5), aliases=st.just(True))
+    workload_program,
+    seed=st.integers(0, 2**32),
+    pattern=st.sampled_from(PATTERNS),
+    writes=st.sampled_from(WRITES),
+    dimension=st.sampled_from([16, 32, 64]),
+    operations=st.integers(1, 16),
+    segment=st.integers(1, 5),
+    aliases=st.just(True),
+)
 random_programs = st.builds(
-    random_program, seed=st.integers(0, 2**32), dimension=st.sampled_from([4, 8, 16]),
-    operations=st.integers(1, 16), family=st.sampled_from(FAMILIES), segment=st.integers(1, 5))
+    random_program,
+    seed=st.integers(0, 2**32),
+    dimension=st.sampled_from([4, 8, 16]),
+    operations=st.integers(1, 16),
+    family=st.sampled_from(FAMILIES),
+    segment=st.integers(1, 5),
+)
 
 
 def _check_all_engines(program):
@@ -94,8 +105,9 @@ def test_weakened_journal_gives_a_wrong_gradient_on_a_ring_queue():
 
 
 def _hand(ops, n=16):
-    return Program("hand", 0, "hand", np.linspace(-1, 1, n), np.zeros(n, np.int32), tuple(ops), np.ones(n), 1,
-                   segment=1)
+    return Program(
+        "hand", 0, "hand", np.linspace(-1, 1, n), np.zeros(n, np.int32), tuple(ops), np.ones(n), 1, segment=1
+    )
 
 
 def test_guarded_region_chooses_by_payload_bytes():
@@ -112,8 +124,13 @@ def test_retained_bytes_are_measured_from_what_each_engine_keeps():
     program = _hand([Op("affine", Cells(0, 1, 1), (Cells(1, 1, 1), Cells(2, 1, 1)), a=0.5, b=0.5)] * 3)
     trace = execute(program, keep_prestates=True)
     sizes = {e: retain(e, trace).retained_bytes for e in ENGINES}
-    assert sizes == {"eager": 3 * 192, "whole": 3 * 192, "read_set": 3 * 16, "region_journal": 3 * (4 + 8 + 8),
-                     "guarded_region": 3 * 20}
+    assert sizes == {
+        "eager": 3 * 192,
+        "whole": 3 * 192,
+        "read_set": 3 * 16,
+        "region_journal": 3 * (4 + 8 + 8),
+        "guarded_region": 3 * 20,
+    }
 
 
 def test_unknown_engine_lists_the_engines():

@@ -9,8 +9,16 @@ from stateaware.finite.program import Cells, Op, Program
 
 
 def _program(ops, n=4):
-    return Program(name="hand", seed=0, family="hand", cells0=np.arange(1.0, n + 1), slots0=np.zeros(n, np.int32),
-                   ops=tuple(ops), weights=np.ones(n), rng_seed=1)
+    return Program(
+        name="hand",
+        seed=0,
+        family="hand",
+        cells0=np.arange(1.0, n + 1),
+        slots0=np.zeros(n, np.int32),
+        ops=tuple(ops),
+        weights=np.ones(n),
+        rng_seed=1,
+    )
 
 
 def test_overlapping_shift_reads_versions_before_its_writes():

@@ -11,8 +11,13 @@ from stateaware.finite.interpret import execute, rng_state_bytes, storage_from_b
 from stateaware.finite.replay import byte_journal, region_undo, snapshot_replay, wrong_rng_replay
 
 byte_programs = st.builds(
-    random_program, seed=st.integers(0, 2**32), dimension=st.sampled_from([4, 8, 16]),
-    operations=st.integers(1, 16), family=st.sampled_from(FAMILIES), integer_writes=st.just(True))
+    random_program,
+    seed=st.integers(0, 2**32),
+    dimension=st.sampled_from([4, 8, 16]),
+    operations=st.integers(1, 16),
+    family=st.sampled_from(FAMILIES),
+    integer_writes=st.just(True),
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -38,8 +43,9 @@ def test_undoing_the_journal_recovers_the_initial_bytes(program):
 def test_wrong_rng_is_caught_when_draws_are_uniform_masks(program):
     # Uniform masks consume exactly one generator output per element, so a stream advanced
     # by one output stays one output ahead: the final generator state must differ.
-    program = dataclasses.replace(program, ops=tuple(
-        dataclasses.replace(op, sigma=0.0) if op.kind != "int_write" else op for op in program.ops))
+    program = dataclasses.replace(
+        program, ops=tuple(dataclasses.replace(op, sigma=0.0) if op.kind != "int_write" else op for op in program.ops)
+    )
     check = wrong_rng_replay(program)
     assert not check.match and not check.rng_equal
 

@@ -116,7 +116,9 @@ def _names(imported: set[str], prefixes: tuple[str, ...]) -> list[str]:
 
 def test_the_scan_sees_every_source_folder_and_resolves_relative_imports():
     files = modules()
-    assert {"stateaware.cli", "stateaware.planner", "stateaware.cohorts.timing", "stateaware.analysis.views"} <= set(files)
+    assert {"stateaware.cli", "stateaware.planner", "stateaware.cohorts.timing", "stateaware.analysis.views"} <= set(
+        files
+    )
     edges = graph()
     # stateaware/planner/records.py imports ``from .profile_card import ...``.
     assert "stateaware.planner.profile_card" in edges["stateaware.planner.records"]
@@ -137,26 +139,34 @@ def test_no_module_imports_back_into_a_module_that_imports_it():
 def test_the_library_never_imports_the_orchestration():
     files = modules()
     known = set(files)
-    problems = {m: _names(imports_of(m, p, known), FORBIDDEN_IN_LIBRARY) for m, p in files.items()
-                if m.startswith("stateaware.") and not m.startswith(("stateaware.cohorts", "stateaware.analysis"))
-                and not any(m == o or m.startswith(o + ".") for o in ORCHESTRATION)}
+    problems = {
+        m: _names(imports_of(m, p, known), FORBIDDEN_IN_LIBRARY)
+        for m, p in files.items()
+        if m.startswith("stateaware.")
+        and not m.startswith(("stateaware.cohorts", "stateaware.analysis"))
+        and not any(m == o or m.startswith(o + ".") for o in ORCHESTRATION)
+    }
     assert {m: names for m, names in problems.items() if names} == {}
 
 
 def test_the_analysis_never_imports_the_gpu_stack():
     files = modules()
     known = set(files)
-    problems = {m: _names(imports_of(m, p, known), GPU_STACK) for m, p in files.items()
-                if m.startswith("stateaware.analysis")}
+    problems = {
+        m: _names(imports_of(m, p, known), GPU_STACK) for m, p in files.items() if m.startswith("stateaware.analysis")
+    }
     assert {m: names for m, names in problems.items() if names} == {}
 
 
-@pytest.mark.parametrize("source, found", [
-    ("from omegaconf import OmegaConf\n", ["omegaconf"]),
-    ("def f():\n    import hydra.core\n", ["hydra.core"]),
-    ("def f():\n    from stateaware.cohorts.timing import run\n", ["stateaware.cohorts.timing"]),
-    ("import omegaconfig\n", []),
-])
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ("from omegaconf import OmegaConf\n", ["omegaconf"]),
+        ("def f():\n    import hydra.core\n", ["hydra.core"]),
+        ("def f():\n    from stateaware.cohorts.timing import run\n", ["stateaware.cohorts.timing"]),
+        ("import omegaconfig\n", []),
+    ],
+)
 def test_the_forbidden_names_are_found_at_any_depth(tmp_path, source, found):
     path = tmp_path / "m.py"
     path.write_text(source)

@@ -46,6 +46,7 @@ def test_impure_holder_leaks_a_tracer_only_under_checkpoint_and_readback_finds_i
             out = jnp.tanh(x + holder.value)
             holder.value = holder.value * 0.5 + jax.lax.stop_gradient(out)
             return out
+
         return f
 
     x = jnp.linspace(-1, 1, 5)

@@ -36,7 +36,9 @@ def test_local_runs_each_process_in_a_fresh_interpreter(compose, tmp_path, sql):
 def test_timing_cohorts_run_one_process_at_a_time(compose, tmp_path, sql):
     cfg = _clock(compose, tmp_path, "processes=3", "cohort.timing=true", sleep_s=0.4)
     assert run(cfg, progress=False) == 0
-    spans = sorted((json.loads(d)["started"], json.loads(d)["ended"]) for (d,) in sql(tmp_path, "SELECT detail FROM records"))
+    spans = sorted(
+        (json.loads(d)["started"], json.loads(d)["ended"]) for (d,) in sql(tmp_path, "SELECT detail FROM records")
+    )
     assert len(spans) == 3
     for (_, end), (start, _) in zip(spans, spans[1:]):
         assert start >= end, f"timed processes overlapped: {spans}"
@@ -45,7 +47,9 @@ def test_timing_cohorts_run_one_process_at_a_time(compose, tmp_path, sql):
 def test_a_failed_process_does_not_stop_the_others(compose, tmp_path, sql, capsys):
     cfg = _clock(compose, tmp_path, "processes=3", fail_index=1)
     assert run(cfg, progress=False) == 1
-    rows = sql(tmp_path, "SELECT process_index, status, exception_type, exception_message, traceback FROM processes ORDER BY 1")
+    rows = sql(
+        tmp_path, "SELECT process_index, status, exception_type, exception_message, traceback FROM processes ORDER BY 1"
+    )
     assert [(r[0], r[1]) for r in rows] == [(0, "completed"), (1, "failed"), (2, "completed")]
     assert rows[1][2] == "ValueError" and rows[1][3] == "deliberate failure in process 1"
     assert "clock.py" in rows[1][4] and "raise ValueError" in rows[1][4]
@@ -65,7 +69,10 @@ def test_resume_after_a_killed_process_reruns_only_it_and_duplicates_nothing(com
 
     assert run(cfg, progress=False) == 0
     assert sql(out, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [
-        (0, "completed", 1), (1, "completed", 2), (2, "completed", 1)]
+        (0, "completed", 1),
+        (1, "completed", 2),
+        (2, "completed", 1),
+    ]
     assert sql(out, "SELECT count(*) FROM attempts") == [(4,)]
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # the others did not run again
     # Process 1 wrote its timings before dying and again on retry: still 3 rows, not 6.
@@ -85,12 +92,24 @@ def test_source_drift_is_refused(tmp_path, sql):
     from stateaware.launch.spec import ProcessSpec
     from stateaware.launch.worker import run_one_process
 
-    spec = ProcessSpec(run_id="r", cohort="c", kind="tests.kinds.clock", process_index=0, processes=1, seed=0,
-                       source_hash="0" * 64, out=str(tmp_path), launcher="inline", timing=False,
-                       hardware={"name": "cpu", "scale": 1.0})
+    spec = ProcessSpec(
+        run_id="r",
+        cohort="c",
+        kind="tests.kinds.clock",
+        process_index=0,
+        processes=1,
+        seed=0,
+        source_hash="0" * 64,
+        out=str(tmp_path),
+        launcher="inline",
+        timing=False,
+        hardware={"name": "cpu", "scale": 1.0},
+    )
     result = run_one_process(spec)
     assert result.status == "source_drift"
-    assert sql(tmp_path, "SELECT status, exception_message LIKE 'source drift:%' FROM processes") == [("source_drift", True)]
+    assert sql(tmp_path, "SELECT status, exception_message LIKE 'source drift:%' FROM processes") == [
+        ("source_drift", True)
+    ]
     assert sql(tmp_path, "SELECT count(*) FROM timings") == [(0,)]  # the kind never ran
 
 

@@ -73,15 +73,24 @@ def test_governors_are_distinct_and_sorted(tmp_path):
     assert context.governors([5], pattern) is None
 
 
-@pytest.mark.parametrize("value, cpus", [("1", (1,)), ("2-3", (2, 3)), ("0,2-3", (0, 2, 3)), (4, (4,)),
-                                         ([1, "3-4"], (1, 3, 4)), (["2", 0], (0, 2))])
+@pytest.mark.parametrize(
+    "value, cpus",
+    [("1", (1,)), ("2-3", (2, 3)), ("0,2-3", (0, 2, 3)), (4, (4,)), ([1, "3-4"], (1, 3, 4)), (["2", 0], (0, 2))],
+)
 def test_parse_cpus_accepts_the_kernels_forms(value, cpus):
     assert context.parse_cpus(value) == cpus
 
 
-@pytest.mark.parametrize("value, message", [("", "'' is not a CPU number"), ("3-1", "not a non-negative, increasing"),
-                                            ("x", "'x' is not a CPU number"), ([], "is empty"),
-                                            (True, "True is not a CPU number")])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("", "'' is not a CPU number"),
+        ("3-1", "not a non-negative, increasing"),
+        ("x", "'x' is not a CPU number"),
+        ([], "is empty"),
+        (True, "True is not a CPU number"),
+    ],
+)
 def test_parse_cpus_names_the_bad_piece(value, message):
     with pytest.raises(ValueError, match=message):
         context.parse_cpus(value)
@@ -128,14 +137,20 @@ class FakeNvml:
 
 def test_gpu_state_reads_clocks_and_temperature_through_nvml():
     nvml = FakeNvml()
-    assert context.gpu_state(2, nvml) == {"name": "NVIDIA H200", "sm_clock_mhz": 1982, "mem_clock_mhz": 3203,
-                                          "temperature_c": 41}
+    assert context.gpu_state(2, nvml) == {
+        "name": "NVIDIA H200",
+        "sm_clock_mhz": 1982,
+        "mem_clock_mhz": 3203,
+        "temperature_c": 41,
+    }
     assert nvml.calls == ["init", "shutdown"]
     assert context.gpu_state(0, FakeNvml(fail=True)) == {}
 
 
-@pytest.mark.parametrize("device, visible, index", [("cpu", None, None), ("cuda", None, 0), ("cuda:1", None, 1),
-                                                    ("cuda:1", "4,6", 6), ("cuda", "GPU-abc", 0)])
+@pytest.mark.parametrize(
+    "device, visible, index",
+    [("cpu", None, None), ("cuda", None, 0), ("cuda:1", None, 1), ("cuda:1", "4,6", 6), ("cuda", "GPU-abc", 0)],
+)
 def test_nvml_index_follows_cuda_visible_devices(device, visible, index):
     assert context.nvml_index(device, visible) == index
 
@@ -146,10 +161,20 @@ def test_context_columns_from_two_snapshots(tmp_path):
     (tmp_path / "gov0").write_text("schedutil\n")
     ticks = os.sysconf("SC_CLK_TCK")
     before = Snapshot(0.5, (0, 1), CpuTimes(100, 1000), 3.0, {"name": "G", "sm_clock_mhz": 1400, "temperature_c": 30})
-    after = Snapshot(1.75, (0, 1), CpuTimes(100 + 4 * ticks, 1000 + 10 * ticks), 5.0,
-                     {"name": "G", "sm_clock_mhz": 1980, "temperature_c": 55})
-    cols = context.context_columns(before, after, cpuinfo=tmp_path / "cpuinfo", governor=str(gov),
-                                   modules={"torch": types.SimpleNamespace(get_num_threads=lambda: 1)})
+    after = Snapshot(
+        1.75,
+        (0, 1),
+        CpuTimes(100 + 4 * ticks, 1000 + 10 * ticks),
+        5.0,
+        {"name": "G", "sm_clock_mhz": 1980, "temperature_c": 55},
+    )
+    cols = context.context_columns(
+        before,
+        after,
+        cpuinfo=tmp_path / "cpuinfo",
+        governor=str(gov),
+        modules={"torch": types.SimpleNamespace(get_num_threads=lambda: 1)},
+    )
     assert cols["load_before"] == 0.5 and cols["load_after"] == 1.75
     assert cols["other_cpu_share"] == pytest.approx(0.2)  # (4 s busy - 2 s own) / 10 s
     assert cols["process_cpu_s"] == pytest.approx(2.0)

@@ -14,8 +14,15 @@ from stateaware.cli import run
 
 
 def _clock(compose, out, *extra):
-    return compose("cohort=demo", "cohort.kind=tests.kinds.clock", "++cohort.params={sleep_s:0.0,rows:3}",
-                   f"out={out}", "launcher=inline", "processes=3", *extra)
+    return compose(
+        "cohort=demo",
+        "cohort.kind=tests.kinds.clock",
+        "++cohort.params={sleep_s:0.0,rows:3}",
+        f"out={out}",
+        "launcher=inline",
+        "processes=3",
+        *extra,
+    )
 
 
 def _truncate(path):
@@ -40,7 +47,7 @@ def _middle(path):
     # Bytes overwritten inside the data, the footer intact: only reading the data finds it.
     data = bytearray(path.read_bytes())
     start = 4
-    data[start:start + 200] = os.urandom(200)
+    data[start : start + 200] = os.urandom(200)
     path.write_bytes(bytes(data))
 
 
@@ -64,8 +71,11 @@ def test_resume_quarantines_a_damaged_part_and_reruns_its_process(compose, tmp_p
     assert len(lines) == 1, err
     moved = next((out / ".quarantine").rglob(f"{PARTS[table]}.*"))
     assert moved.relative_to(out / ".quarantine").parent == part.parent.relative_to(out)
-    assert re.fullmatch(rf"quarantined damaged part {re.escape(str(part))}: .+; moved to {re.escape(str(moved))}; "
-                        r"process 1 will run again", lines[0]), lines[0]
+    assert re.fullmatch(
+        rf"quarantined damaged part {re.escape(str(part))}: .+; moved to {re.escape(str(moved))}; "
+        r"process 1 will run again",
+        lines[0],
+    ), lines[0]
     assert "1 of 3" not in err and "2 of 3 processes already completed, launching 1" in err
     # Exactly one copy of every row; process 1 completed again, under a new attempt number.
     assert sql(out, "SELECT process_index, status FROM processes ORDER BY 1") == [(i, "completed") for i in range(3)]
@@ -73,7 +83,9 @@ def test_resume_quarantines_a_damaged_part_and_reruns_its_process(compose, tmp_p
     assert sql(out, "SELECT process_index, count(*) FROM records GROUP BY 1 ORDER BY 1") == [(0, 1), (1, 1), (2, 1)]
     # Attempt 2 records the damage (the reason it ran again), attempt 3 the re-run.
     assert sql(out, "SELECT attempt, status FROM attempts WHERE process_index = 1 AND attempt > 1 ORDER BY 1") == [
-        (2, "damaged"), (3, "completed")]
+        (2, "damaged"),
+        (3, "completed"),
+    ]
 
     # A third launch finds nothing damaged and nothing to do.
     assert run(_clock(compose, out), progress=False) == 0
@@ -88,7 +100,7 @@ def test_a_part_damaged_inside_its_data_is_found_too(compose, tmp_path, sql, cap
     part = next((out / "timings").rglob("p000002-m.parquet"))
     _middle(part)
     run_id = part.parent.name.removeprefix("run_id=")
-    (found, problem), = damaged_parts(out, "demo", run_id)
+    ((found, problem),) = damaged_parts(out, "demo", run_id)
     assert found == part and problem
     assert latest_statuses(out, "demo", run_id) == {0: "completed", 1: "completed", 2: "damaged"}
 

@@ -18,14 +18,22 @@ import pytest
 from stateaware.cli import run
 from tests.conftest import REPO
 
-LINE = re.compile(r"error: disk full writing (?P<path>\S+): needed (?P<needed>[\d.]+ [KMG]?i?B), "
-                  r"(?P<free>[\d.]+ [KMG]?i?B) free there; free some space and re-run the same command to resume")
+LINE = re.compile(
+    r"error: disk full writing (?P<path>\S+): needed (?P<needed>[\d.]+ [KMG]?i?B), "
+    r"(?P<free>[\d.]+ [KMG]?i?B) free there; free some space and re-run the same command to resume"
+)
 
 
 def _clock(compose, out, *extra, **params):
     body = ",".join(f"{k}:{v}" for k, v in {"sleep_s": 0.0, "rows": 3, **params}.items())
-    return compose("cohort=demo", "cohort.kind=tests.kinds.clock", f"++cohort.params={{{body}}}", f"out={out}",
-                   "processes=3", *extra)
+    return compose(
+        "cohort=demo",
+        "cohort.kind=tests.kinds.clock",
+        f"++cohort.params={{{body}}}",
+        f"out={out}",
+        "processes=3",
+        *extra,
+    )
 
 
 class _FullFile(io.FileIO):
@@ -132,7 +140,9 @@ def test_a_full_disk_while_writing_the_report_leaves_no_half_report(compose, tmp
     _fill_disk_at(full, lambda p: p.name == "report.md")
     assert report_main(["--results", str(results), "--out", str(report)]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and LINE.fullmatch(err) and LINE.fullmatch(err)["path"] == str(report / "report.md")
+    assert (
+        len(err.splitlines()) == 1 and LINE.fullmatch(err) and LINE.fullmatch(err)["path"] == str(report / "report.md")
+    )
     assert not (report / "report.md").exists() and not list(report.glob(".*tmp*"))
     full.undo()
     assert report_main(["--results", str(results), "--out", str(report)]) == 0
@@ -154,7 +164,9 @@ def small_tmpfs(tmp_path):
     mount.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -165,9 +177,18 @@ def small_tmpfs(tmp_path):
 
 def test_a_real_full_disk_stops_the_queue_and_a_rerun_after_freeing_space_completes(small_tmpfs, sql):
     out = small_tmpfs / "out"
-    args = [sys.executable, "-m", "stateaware", "cohort=demo", "cohort.kind=tests.kinds.clock",
-            "++cohort.params={sleep_s:0.0,rows:3,pad_kib:1200}", "processes=8", f"out={out}", "launcher=inline",
-            "min_free_mib=0"]
+    args = [
+        sys.executable,
+        "-m",
+        "stateaware",
+        "cohort=demo",
+        "cohort.kind=tests.kinds.clock",
+        "++cohort.params={sleep_s:0.0,rows:3,pad_kib:1200}",
+        "processes=8",
+        f"out={out}",
+        "launcher=inline",
+        "min_free_mib=0",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     first = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert first.returncode == 1, (first.stdout, first.stderr)

@@ -29,8 +29,11 @@ def _sleeper(started: list[subprocess.Popen], *, interrupt_first: bool):
     def start_controller(*args, **kwargs):
         if interrupt_first:
             os.kill(os.getpid(), signal.SIGINT)  # arrives while the controller is being started
-        child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"],
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         started.append(child)
         return child
 
@@ -53,13 +56,16 @@ def threads(request):
 
 def _deaf_to_sigint(pid: int) -> bool:
     """Whether SIGINT is blocked or ignored in ``pid`` (its /proc status masks)."""
-    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    fields = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+    )
     bit = 1 << (signal.SIGINT - 1)
     return bool((int(fields["SigBlk"], 16) | int(fields["SigIgn"], 16)) & bit)
 
 
-def test_a_ctrl_c_while_a_worker_starts_interrupts_the_launcher_and_kills_the_worker(monkeypatch, sigint_raises,
-                                                                                     threads):
+def test_a_ctrl_c_while_a_worker_starts_interrupts_the_launcher_and_kills_the_worker(
+    monkeypatch, sigint_raises, threads
+):
     started: list[subprocess.Popen] = []
     monkeypatch.setattr(local, "start_controller", _sleeper(started, interrupt_first=True))
     try:

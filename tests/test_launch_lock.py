@@ -15,9 +15,19 @@ from tests.conftest import REPO
 
 def _launch(out, *extra, sleep_s=0.0, processes=2):
     """A real `python -m stateaware` launch of the clock kind, as a subprocess."""
-    args = [sys.executable, "-m", "stateaware", "cohort=demo", "cohort.kind=tests.kinds.clock",
-            f"++cohort.params={{sleep_s:{sleep_s},rows:3}}", f"processes={processes}", f"out={out}",
-            "run_id=shared", "launcher.max_parallel=1", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "stateaware",
+        "cohort=demo",
+        "cohort.kind=tests.kinds.clock",
+        f"++cohort.params={{sleep_s:{sleep_s},rows:3}}",
+        f"processes={processes}",
+        f"out={out}",
+        "run_id=shared",
+        "launcher.max_parallel=1",
+        *extra,
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
@@ -48,7 +58,10 @@ def test_a_second_launch_of_a_live_run_exits_2_naming_the_holder(tmp_path, sql):
     stdout, stderr = first.communicate(timeout=300)
     assert first.returncode == 0, (stdout, stderr)
     # Nothing ran twice, nothing was overwritten: one attempt per process, numbered 1.
-    assert sql(out, "SELECT process_index, attempt, status FROM attempts ORDER BY 1") == [(0, 1, "completed"), (1, 1, "completed")]
+    assert sql(out, "SELECT process_index, attempt, status FROM attempts ORDER BY 1") == [
+        (0, 1, "completed"),
+        (1, 1, "completed"),
+    ]
     assert sql(out, "SELECT process_index, count(*) FROM timings GROUP BY 1 ORDER BY 1") == [(0, 3), (1, 3)]
     assert _lock(out).read_text() == ""  # released: it names no holder
 
@@ -67,7 +80,10 @@ def test_the_lock_of_a_launcher_that_died_is_taken_over(tmp_path, sql):
     proc = _launch(out)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, (stdout, stderr)
-    assert f"run shared: taking over the lock of pid {dead.pid} on host gone-host since 2026-01-01T00:00:00+00:00, which is gone" in stderr
+    assert (
+        f"run shared: taking over the lock of pid {dead.pid} on host gone-host since 2026-01-01T00:00:00+00:00, which is gone"
+        in stderr
+    )
     assert sql(out, "SELECT count(*) FROM processes WHERE status = 'completed'") == [(2,)]
 
 
@@ -86,8 +102,18 @@ def test_cleanup_removes_only_temporaries_of_dead_writers(tmp_path):
     other_host = folder / f".p000000-z.parquet.tmp-elsewhere-{dead_proc.pid}"
     for path in (live, dead, legacy, other_host):
         path.write_bytes(b"partial")
-    spec = ProcessSpec(run_id="r", cohort="c", kind="tests.kinds.clock", process_index=0, processes=1, seed=0,
-                       source_hash="0" * 64, out=str(tmp_path), launcher="inline", timing=False)
+    spec = ProcessSpec(
+        run_id="r",
+        cohort="c",
+        kind="tests.kinds.clock",
+        process_index=0,
+        processes=1,
+        seed=0,
+        source_hash="0" * 64,
+        out=str(tmp_path),
+        launcher="inline",
+        timing=False,
+    )
     run_one_process(spec)
     assert live.exists() and other_host.exists()
     assert not dead.exists() and not legacy.exists()
@@ -99,8 +125,18 @@ def test_a_status_row_never_overwrites_another_attempts_row(tmp_path, sql):
     from stateaware.launch.spec import ProcessSpec
     from stateaware.launch.worker import attempts_so_far, record_status, status_row
 
-    spec = ProcessSpec(run_id="r", cohort="c", kind="tests.kinds.clock", process_index=4, processes=5, seed=0,
-                       source_hash="h", out=str(tmp_path), launcher="local", timing=False)
+    spec = ProcessSpec(
+        run_id="r",
+        cohort="c",
+        kind="tests.kinds.clock",
+        process_index=4,
+        processes=5,
+        seed=0,
+        source_hash="h",
+        out=str(tmp_path),
+        launcher="local",
+        timing=False,
+    )
     now = datetime.now(timezone.utc)
     # Two writers that both counted no earlier attempts (the race of two launches).
     first = status_row(spec, "failed", 1, now, message="first")
@@ -108,7 +144,9 @@ def test_a_status_row_never_overwrites_another_attempts_row(tmp_path, sql):
     assert record_status(spec, first) == 1
     assert record_status(spec, second) == 2
     assert sql(tmp_path, "SELECT attempt, status, exception_message FROM attempts ORDER BY 1") == [
-        (1, "failed", "first"), (2, "completed", "second")]
+        (1, "failed", "first"),
+        (2, "completed", "second"),
+    ]
     assert attempts_so_far(spec) == 2
     # Numbers come from what is recorded, not a count: a gap (a row moved aside) is never refilled.
     (tmp_path / "processes" / "cohort=c" / "run_id=r" / "p000004-a001.parquet").unlink()

@@ -26,8 +26,10 @@ def test_planning_a_timing_cohort_checks_its_methods_without_importing_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from stateaware.cohorts import load_kind; kind = load_kind('timing'); "
-            "print(kind.PARAMS['methods'].choices, 'torch' in sys.modules)")
+    code = (
+        "import sys; from stateaware.cohorts import load_kind; kind = load_kind('timing'); "
+        "print(kind.PARAMS['methods'].choices, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     from stateaware.cost_runtime.methods import METHODS
 
@@ -44,24 +46,37 @@ DECLARED = {
 }
 
 
-@pytest.mark.parametrize("params, message", [
-    ({}, "cohort 'c': params.size is missing; allowed values are an integer in [1, 10]"),
-    ({"size": 0}, "cohort 'c': invalid params.size=0; allowed values are an integer in [1, 10]"),
-    ({"size": 11}, "cohort 'c': invalid params.size=11; allowed values are an integer in [1, 10]"),
-    ({"size": 2.0}, "cohort 'c': invalid params.size=2.0; allowed values are an integer in [1, 10]"),
-    ({"size": True}, "cohort 'c': invalid params.size=True; allowed values are an integer in [1, 10]"),
-    ({"size": 1, "rate": -0.5}, "cohort 'c': invalid params.rate=-0.5; allowed values are a number >= 0"),
-    ({"size": 1, "rate": float("nan")}, "cohort 'c': invalid params.rate=nan; allowed values are a number >= 0"),
-    ({"size": 1, "mode": "z"}, "cohort 'c': invalid params.mode='z'; allowed values are one of a, b"),
-    ({"size": 1, "methods": []}, "cohort 'c': invalid params.methods=[]; allowed values are a non-empty list, each one of x, y"),
-    ({"size": 1, "methods": ["x", "q"]},
-     "cohort 'c': invalid params.methods=['x', 'q']; allowed values are a non-empty list, each one of x, y"),
-    ({"size": 1, "methods": "x"}, "cohort 'c': invalid params.methods='x'; allowed values are a non-empty list, each one of x, y"),
-    ({"size": 1, "flag": "yes"}, "cohort 'c': invalid params.flag='yes'; allowed values are true or false"),
-    ({"size": 1, "extra": [1]}, "cohort 'c': invalid params.extra=[1]; allowed values are a mapping (or null)"),
-    ({"size": 1, "typo": 1, "other": 2},
-     "cohort 'c': unknown parameter(s) params.other, params.typo; valid parameters are: size, rate, mode, methods, flag, extra"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({}, "cohort 'c': params.size is missing; allowed values are an integer in [1, 10]"),
+        ({"size": 0}, "cohort 'c': invalid params.size=0; allowed values are an integer in [1, 10]"),
+        ({"size": 11}, "cohort 'c': invalid params.size=11; allowed values are an integer in [1, 10]"),
+        ({"size": 2.0}, "cohort 'c': invalid params.size=2.0; allowed values are an integer in [1, 10]"),
+        ({"size": True}, "cohort 'c': invalid params.size=True; allowed values are an integer in [1, 10]"),
+        ({"size": 1, "rate": -0.5}, "cohort 'c': invalid params.rate=-0.5; allowed values are a number >= 0"),
+        ({"size": 1, "rate": float("nan")}, "cohort 'c': invalid params.rate=nan; allowed values are a number >= 0"),
+        ({"size": 1, "mode": "z"}, "cohort 'c': invalid params.mode='z'; allowed values are one of a, b"),
+        (
+            {"size": 1, "methods": []},
+            "cohort 'c': invalid params.methods=[]; allowed values are a non-empty list, each one of x, y",
+        ),
+        (
+            {"size": 1, "methods": ["x", "q"]},
+            "cohort 'c': invalid params.methods=['x', 'q']; allowed values are a non-empty list, each one of x, y",
+        ),
+        (
+            {"size": 1, "methods": "x"},
+            "cohort 'c': invalid params.methods='x'; allowed values are a non-empty list, each one of x, y",
+        ),
+        ({"size": 1, "flag": "yes"}, "cohort 'c': invalid params.flag='yes'; allowed values are true or false"),
+        ({"size": 1, "extra": [1]}, "cohort 'c': invalid params.extra=[1]; allowed values are a mapping (or null)"),
+        (
+            {"size": 1, "typo": 1, "other": 2},
+            "cohort 'c': unknown parameter(s) params.other, params.typo; valid parameters are: size, rate, mode, methods, flag, extra",
+        ),
+    ],
+)
 def test_bad_params_are_named_with_what_is_allowed(params, message):
     with pytest.raises(ValueError) as error:
         check_params(params, DECLARED, "c")
@@ -69,5 +84,6 @@ def test_bad_params_are_named_with_what_is_allowed(params, message):
 
 
 def test_good_params_pass():
-    check_params({"size": 10, "rate": 3, "mode": "b", "methods": ["y", "x"], "flag": False, "extra": None},
-                 DECLARED, "c")
+    check_params(
+        {"size": 10, "rate": 3, "mode": "b", "methods": ["y", "x"], "flag": False, "extra": None}, DECLARED, "c"
+    )

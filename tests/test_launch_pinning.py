@@ -17,8 +17,10 @@ def test_a_process_records_both_clocks_and_its_system_context(compose, tmp_path,
     assert run(compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}"), progress=False) == 0
     assert sql(tmp_path, "SELECT count(*), count(cpu_ms), bool_and(cpu_ms >= 0) FROM timings") == [(7, 7, True)]
     ((before, after, cpus, affinity, share, own, model),) = sql(
-        tmp_path, "SELECT load_before, load_after, logical_cpus, affinity, other_cpu_share, process_cpu_s, cpu_model "
-                  "FROM processes")
+        tmp_path,
+        "SELECT load_before, load_after, logical_cpus, affinity, other_cpu_share, process_cpu_s, cpu_model "
+        "FROM processes",
+    )
     assert before >= 0 and after >= 0 and cpus == os.cpu_count() and affinity == format_cpus(ALLOWED)
     assert 0.0 <= share <= 1.0 and own >= 0 and model
 
@@ -26,8 +28,14 @@ def test_a_process_records_both_clocks_and_its_system_context(compose, tmp_path,
 @pytest.mark.parametrize("launcher", ["inline", "local"])
 def test_processes_are_pinned_to_launcher_cpus_and_say_so(compose, tmp_path, sql, launcher):
     cpu = ALLOWED[-1]
-    cfg = compose("cohort=demo", "processes=2", f"launcher={launcher}", f"out={tmp_path}", f"launcher.cpus='{cpu}'",
-                  "launcher.max_parallel=1")
+    cfg = compose(
+        "cohort=demo",
+        "processes=2",
+        f"launcher={launcher}",
+        f"out={tmp_path}",
+        f"launcher.cpus='{cpu}'",
+        "launcher.max_parallel=1",
+    )
     assert run(cfg, progress=False) == 0
     assert sql(tmp_path, "SELECT process_index, affinity FROM processes ORDER BY 1") == [(0, str(cpu)), (1, str(cpu))]
     assert sorted(os.sched_getaffinity(0)) == ALLOWED  # an inline run gives the launcher its CPUs back
@@ -37,18 +45,24 @@ def test_cpus_outside_the_affinity_are_refused_naming_the_allowed_ones(compose, 
     cfg = compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}", "launcher.cpus=4096")
     assert run(cfg, progress=False) == 2
     err = capsys.readouterr().err
-    assert f"invalid launcher.cpus=4096: CPU(s) 4096 are not available to this process; allowed CPUs are " \
-           f"{format_cpus(ALLOWED)}" in err
+    assert (
+        f"invalid launcher.cpus=4096: CPU(s) 4096 are not available to this process; allowed CPUs are "
+        f"{format_cpus(ALLOWED)}" in err
+    )
     assert not (tmp_path / "processes").exists()
 
 
-@pytest.mark.parametrize("value, message", [
-    ("'3-1'", "not a non-negative, increasing range"),
-    ("'one'", "'one' is not a CPU number"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("'3-1'", "not a non-negative, increasing range"),
+        ("'one'", "'one' is not a CPU number"),
+    ],
+)
 def test_malformed_cpu_sets_are_refused(compose, tmp_path, capsys, value, message):
-    assert run(compose("cohort=demo", "launcher=inline", f"out={tmp_path}", f"launcher.cpus={value}"),
-               progress=False) == 2
+    assert (
+        run(compose("cohort=demo", "launcher=inline", f"out={tmp_path}", f"launcher.cpus={value}"), progress=False) == 2
+    )
     err = capsys.readouterr().err
     assert message in err and f"allowed CPUs are {format_cpus(ALLOWED)}" in err
 

@@ -47,9 +47,21 @@ def _launch(out: Path, *overrides: str, python: str = sys.executable, wait: bool
     # A fixed run id: the same command resumes the same run even if the checkout is being
     # edited meanwhile (the default run id follows the source hash).
     params = "++cohort.params={" + ",".join(o.split(":", 1)[1] for o in overrides if o.startswith("param:")) + "}"
-    args = [python, "-m", "stateaware", "cohort=demo", "cohort.kind=tests.kinds.clock", "launcher=slurm",
-            f"out={out}", "run_id=slurm-test", "launcher.poll_s=1", "launcher.mem_gb=0.25", "launcher.cpus_per_task=1", params,
-            *(o for o in overrides if not o.startswith("param:"))]
+    args = [
+        python,
+        "-m",
+        "stateaware",
+        "cohort=demo",
+        "cohort.kind=tests.kinds.clock",
+        "launcher=slurm",
+        f"out={out}",
+        "run_id=slurm-test",
+        "launcher.poll_s=1",
+        "launcher.mem_gb=0.25",
+        "launcher.cpus_per_task=1",
+        params,
+        *(o for o in overrides if not o.startswith("param:")),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if wait:
         return subprocess.run(args, capture_output=True, text=True, timeout=2 * _WAIT_S, env=env, cwd=cwd)
@@ -79,11 +91,14 @@ def _slurm_state(job: str) -> str:
 def test_a_cohort_runs_as_a_job_array_and_records_its_slurm_identity(tmp_path, sql):
     done = _launch(tmp_path, "processes=3", "param:rows:2")
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = sql(tmp_path, "SELECT process_index, status, launcher, slurm_job_id, slurm_array_task_id FROM processes ORDER BY 1")
+    rows = sql(
+        tmp_path, "SELECT process_index, status, launcher, slurm_job_id, slurm_array_task_id FROM processes ORDER BY 1"
+    )
     arrays = {r[3].split("_")[0] for r in rows}
     assert len(arrays) == 1  # one array
     assert [(r[0], r[1], r[2], r[3].split("_")[1], r[4]) for r in rows] == [
-        (i, "completed", "slurm", str(i), i) for i in range(3)]
+        (i, "completed", "slurm", str(i), i) for i in range(3)
+    ]
     assert sql(tmp_path, "SELECT count(*) FROM timings") == [(6,)]
 
 
@@ -122,8 +137,9 @@ def test_scancel_is_recorded_as_cancelled_and_a_rerun_resubmits_only_that_proces
 def test_a_requeued_task_completes_without_duplicated_rows(tmp_path, sql):
     out, markers = tmp_path / "out", tmp_path / "markers"
     markers.mkdir()
-    running = _launch(out, "processes=2", "param:sleep_s:120", "param:sleep_index:1",
-                      f"param:sleep_once_dir:'{markers}'", wait=False)
+    running = _launch(
+        out, "processes=2", "param:sleep_s:120", "param:sleep_index:1", f"param:sleep_once_dir:'{markers}'", wait=False
+    )
     job = _wait_for(lambda: _submissions(out).get("1"), "the submission of process 1")
     _wait_for(lambda: (markers / "slept-1").exists(), f"job {job} to start sleeping")  # its timings are written
     subprocess.run(["scontrol", "requeue", job], check=True)
@@ -132,11 +148,15 @@ def test_a_requeued_task_completes_without_duplicated_rows(tmp_path, sql):
     subprocess.run(["scontrol", "update", f"jobid={job}", "starttime=now"], check=True)
     stdout, stderr = running.communicate(timeout=2 * _WAIT_S)
     assert running.returncode == 0, stdout + stderr
-    assert sql(out, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [(0, "completed", 1),
-                                                                                          (1, "completed", 2)]
+    assert sql(out, "SELECT process_index, status, attempt FROM processes ORDER BY 1") == [
+        (0, "completed", 1),
+        (1, "completed", 2),
+    ]
     assert sql(out, "SELECT count(*) FROM attempts WHERE process_index = 1") == [(1,)]  # the killed one left no row
     assert sql(out, "SELECT process_index, count(*) FROM timings GROUP BY 1 ORDER BY 1") == [(0, 3), (1, 3)]
-    restart = json.loads(sql(out, "SELECT detail FROM records WHERE process_index = 1")[0][0])["env"]["SLURM_RESTART_COUNT"]
+    restart = json.loads(sql(out, "SELECT detail FROM records WHERE process_index = 1")[0][0])["env"][
+        "SLURM_RESTART_COUNT"
+    ]
     assert restart == "1"
 
 
@@ -158,8 +178,12 @@ def _nested_venv(venv: Path) -> Path:
     (``--no-build-isolation`` builds with the setuptools this environment already has).
     """
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     sites = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
     (Path(purelib) / "_outer_environment.pth").write_text("\n".join(sites) + "\n")
     return venv
@@ -169,16 +193,45 @@ def test_code_edited_after_submission_does_not_change_what_queued_jobs_run(tmp_p
     # A private editable install of a copy of the project, so editing it cannot disturb
     # the other tests: the user's checkout, a venv, a queued cohort, then an edit.
     copy = tmp_path / "checkout"
-    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "__pycache__", "*.egg-info",
-                                                              ".hypothesis", ".pytest_cache"))
+    shutil.copytree(
+        REPO,
+        copy,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "results", "__pycache__", "*.egg-info", ".hypothesis", ".pytest_cache"
+        ),
+    )
     venv = _nested_venv(tmp_path / "venv")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
-                    "--no-build-isolation", "-e", str(copy)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-e",
+            str(copy),
+        ],
+        check=True,
+        capture_output=True,
+    )
     out, markers = tmp_path / "out", tmp_path / "markers"
     markers.mkdir()
     # Process 0 holds the single slot (array_parallelism=1) while the edit happens.
-    running = _launch(out, "processes=2", "launcher.array_parallelism=1", "param:sleep_s:8", "param:sleep_index:0",
-                      f"param:sleep_once_dir:'{markers}'", python=str(venv / "bin" / "python"), wait=False, cwd=copy)
+    running = _launch(
+        out,
+        "processes=2",
+        "launcher.array_parallelism=1",
+        "param:sleep_s:8",
+        "param:sleep_index:0",
+        f"param:sleep_once_dir:'{markers}'",
+        python=str(venv / "bin" / "python"),
+        wait=False,
+        cwd=copy,
+    )
     _wait_for(lambda: (markers / "slept-0").exists(), "process 0 to start")
     worker = copy / "stateaware" / "launch" / "worker.py"  # what every queued process runs first
     worker.write_text(worker.read_text() + "\nraise RuntimeError('edited after submission')\n")
@@ -198,14 +251,36 @@ def test_a_users_own_kind_runs_under_slurm_from_its_folder(tmp_path, sql):
     shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__", "results"))
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "stateaware", "--config-dir", "conf", "cohort=prefix_sums", "launcher=slurm",
-         f"out={out}", "processes=2", "hardware=cpu", "launcher.poll_s=1", "launcher.mem_gb=0.25",
-         "launcher.cpus_per_task=1", "cohort.params.length=500", "cohort.params.warmup=1", "cohort.params.steps=2"],
-        cwd=folder, env=_outside_env(), capture_output=True, text=True, timeout=2 * _WAIT_S)
+        [
+            sys.executable,
+            "-m",
+            "stateaware",
+            "--config-dir",
+            "conf",
+            "cohort=prefix_sums",
+            "launcher=slurm",
+            f"out={out}",
+            "processes=2",
+            "hardware=cpu",
+            "launcher.poll_s=1",
+            "launcher.mem_gb=0.25",
+            "launcher.cpus_per_task=1",
+            "cohort.params.length=500",
+            "cohort.params.warmup=1",
+            "cohort.params.steps=2",
+        ],
+        cwd=folder,
+        env=_outside_env(),
+        capture_output=True,
+        text=True,
+        timeout=2 * _WAIT_S,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = sql(out, "SELECT process_index, status, launcher FROM processes ORDER BY 1")
     assert rows == [(0, "completed", "slurm"), (1, "completed", "slurm")]
     assert sql(out, "SELECT method, count(*) FROM timings WHERE NOT warmup GROUP BY 1 ORDER BY 1") == [
-        ("numpy", 4), ("python", 4)]
+        ("numpy", 4),
+        ("python", 4),
+    ]
     (code,) = {h for (h,) in sql(out, "SELECT DISTINCT source_hash FROM processes")}
     assert (out / ".snapshots" / code[:16] / "prefix_sums.py").read_bytes() == (folder / "prefix_sums.py").read_bytes()

@@ -24,10 +24,12 @@ def test_the_snapshot_is_the_hashed_file_set(tmp_path):
 def test_a_process_started_under_the_snapshot_imports_it_and_hashes_alike(tmp_path):
     code = source_hash()
     folder = take_snapshot(tmp_path, code)
-    probe = ("import json, stateaware, stateaware.cohorts, stateaware.analysis, stateaware.conf\n"
-             "from stateaware.source import source_hash\n"
-             "print(json.dumps({'files': [m.__file__ for m in (stateaware, stateaware.cohorts, stateaware.analysis,"
-             " stateaware.conf)], 'hash': source_hash()}))")
+    probe = (
+        "import json, stateaware, stateaware.cohorts, stateaware.analysis, stateaware.conf\n"
+        "from stateaware.source import source_hash\n"
+        "print(json.dumps({'files': [m.__file__ for m in (stateaware, stateaware.cohorts, stateaware.analysis,"
+        " stateaware.conf)], 'hash': source_hash()}))"
+    )
     # Started from inside the checkout, whose stateaware/ folder would shadow a PYTHONPATH entry.
     checkout = Path(__file__).resolve().parent.parent
     with python_path_first(folder):
@@ -93,8 +95,13 @@ def test_a_resume_after_the_snapshot_was_edited_runs_the_right_code(compose, tmp
     from stateaware.cli import run
 
     out = tmp_path / "out"
-    cfg = compose("cohort=demo", "cohort.kind=tests.kinds.clock", "++cohort.params={sleep_s:0.0,rows:1,fail_index:1}",
-                  f"out={out}", "processes=2")
+    cfg = compose(
+        "cohort=demo",
+        "cohort.kind=tests.kinds.clock",
+        "++cohort.params={sleep_s:0.0,rows:1,fail_index:1}",
+        f"out={out}",
+        "processes=2",
+    )
     assert run(cfg, progress=False) == 1
     folder = next((out / ".snapshots").iterdir())
     _tamper_edit(folder)  # someone "fixed" the code where the traceback pointed
@@ -103,4 +110,6 @@ def test_a_resume_after_the_snapshot_was_edited_runs_the_right_code(compose, tmp
     err = capsys.readouterr().err
     assert f"snapshot {folder} no longer matches source hash" in err and "rebuilding it" in err
     assert sql(out, "SELECT attempt, status FROM attempts WHERE process_index = 1 ORDER BY 1") == [
-        (1, "failed"), (2, "failed")]
+        (1, "failed"),
+        (2, "failed"),
+    ]

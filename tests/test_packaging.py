@@ -35,8 +35,23 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     # No build isolation: the build uses this environment's setuptools instead of
     # fetching one, so the test needs no network.
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(folder), str(source)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(folder),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (built,) = folder.glob("stateaware-*.whl")
     return built
 
@@ -52,23 +67,44 @@ def test_wheel_carries_every_frozen_card_and_sql_file(wheel: Path) -> None:
 def test_a_frozen_card_cohort_runs_from_the_installed_wheel_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     target, work = tmp_path / "site", tmp_path / "work"
     work.mkdir()
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     env = {**os.environ, "PYTHONPATH": str(target)}
     env.pop("STATEAWARE_RESULTS", None)
-    run = subprocess.run([sys.executable, "-m", "stateaware", "cohort=fair44", "hardware=cpu", "out=results"],
-                         cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "stateaware", "cohort=fair44", "hardware=cpu", "out=results"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
 
     def sql(query: str) -> list:
-        done = subprocess.run([sys.executable, "-m", "stateaware.analysis", "sql", "--results", "results",
-                               "--format", "json", query], cwd=work, env=env, capture_output=True, text=True,
-                              check=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "stateaware.analysis", "sql", "--results", "results", "--format", "json", query],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return json.loads(done.stdout)
 
     # The code that ran is the wheel's, not this checkout's editable install.
-    where = subprocess.run([sys.executable, "-c", "import stateaware; print(stateaware.__file__)"], cwd=work,
-                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        [sys.executable, "-c", "import stateaware; print(stateaware.__file__)"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert Path(where).is_relative_to(target)
     assert sql("SELECT status, count(*) AS n FROM processes GROUP BY ALL") == [{"status": "completed", "n": 1}]
     frozen = {p.stem.rsplit("-", 1)[1] for p in (target / "stateaware" / "conf" / "cards").glob("*.json")}

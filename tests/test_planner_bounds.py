@@ -60,7 +60,9 @@ def test_advance_keeps_the_suffix_tables_and_alive_matches_its_definition():
     rng = np.random.default_rng(8)
     for trial in range(60):
         kind = ("tradeoff", "uniform")[trial % 2]
-        card = random_card(rng, int(rng.integers(1, 9)), kind=kind, missing=0.3, max_bytes=int(rng.choice([8, 1 << 20])))
+        card = random_card(
+            rng, int(rng.integers(1, 9)), kind=kind, missing=0.3, max_bytes=int(rng.choice([8, 1 << 20]))
+        )
         table = card.segments
         budget = card.persistent_bytes + sum(max(o.retained_bytes for o in s.values()) for s in table)
         budget = int(rng.uniform(0.3, 1.2) * budget)

@@ -7,11 +7,21 @@ import pytest
 from stateaware.planner import format_bytes, parse_budget
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("44GiB", 44 * 2**30), ("512MiB", 512 * 2**20), ("1.5GiB", 3 * 2**29), ("123456", 123456),
-    (" 2 KiB ", 2048), ("0", 0), ("1TiB", 2**40), ("10B", 10), (7, 7),
-    ("0.1KiB", 102),  # 102.4 bytes rounds down: never admits more than was written
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("44GiB", 44 * 2**30),
+        ("512MiB", 512 * 2**20),
+        ("1.5GiB", 3 * 2**29),
+        ("123456", 123456),
+        (" 2 KiB ", 2048),
+        ("0", 0),
+        ("1TiB", 2**40),
+        ("10B", 10),
+        (7, 7),
+        ("0.1KiB", 102),  # 102.4 bytes rounds down: never admits more than was written
+    ],
+)
 def test_accepted_forms(text, expected):
     assert parse_budget(text) == expected
 

@@ -68,12 +68,21 @@ def test_digest_is_sha256_of_the_documented_canonical_json():
     ("edit", "words"),
     [
         (lambda d: d["segments"][1]["whole"].pop("temp_bytes"), ["segments[1].whole", "temp_bytes"]),
-        (lambda d: d["segments"][1]["region"].update(retained_bytes=-1), ["segments[1].region.retained_bytes", "non-negative"]),
-        (lambda d: d["segments"][0]["eager"].update(retained_bytes=1.5), ["segments[0].eager.retained_bytes", "whole number"]),
+        (
+            lambda d: d["segments"][1]["region"].update(retained_bytes=-1),
+            ["segments[1].region.retained_bytes", "non-negative"],
+        ),
+        (
+            lambda d: d["segments"][0]["eager"].update(retained_bytes=1.5),
+            ["segments[0].eager.retained_bytes", "whole number"],
+        ),
         (lambda d: d["segments"][0]["eager"].update(ms="fast"), ["segments[0].eager.ms"]),
         (lambda d: d["segments"][0]["eager"].update(ms=float("nan")), ["segments[0].eager.ms", "finite"]),
         (lambda d: d["segments"][0]["eager"].update(temp_bytes=True), ["segments[0].eager.temp_bytes"]),
-        (lambda d: d["segments"][1]["whole"].update(state_retained_bytes=9), ["segments[1].whole.state_retained_bytes", "exceeds"]),
+        (
+            lambda d: d["segments"][1]["whole"].update(state_retained_bytes=9),
+            ["segments[1].whole.state_retained_bytes", "exceeds"],
+        ),
         (lambda d: d["segments"][1]["whole"].update(retained=1), ["segments[1].whole", "'retained'", "valid fields"]),
         (lambda d: d["segments"][1].update(swap={}), ["segments[1]", "'swap'", "eager, whole, region, offload"]),
         (lambda d: d["segments"].__setitem__(0, {}), ["segments[0]", "no option"]),

@@ -31,9 +31,16 @@ def test_json_output_is_exactly_the_documented_object(capsys):
     assert main([HANDWRITTEN, "--budget", "1.5GiB", "--planner", "region", "--json"]) == 0
     card = load_card(HANDWRITTEN)
     assert json.loads(capsys.readouterr().out) == {
-        "feasible": False, "policy": [], "predicted_peak_bytes": None, "predicted_ms": None,
-        "frontier_size": 0, "truncated": False, "budget_bytes": 1610612736, "planner": "region",
-        "min_peak_bytes": plan(card, 0, "region").min_peak_bytes, "card_digest": card.digest,
+        "feasible": False,
+        "policy": [],
+        "predicted_peak_bytes": None,
+        "predicted_ms": None,
+        "frontier_size": 0,
+        "truncated": False,
+        "budget_bytes": 1610612736,
+        "planner": "region",
+        "min_peak_bytes": plan(card, 0, "region").min_peak_bytes,
+        "card_digest": card.digest,
     }
     assert main([HANDWRITTEN, "--budget", "47244640256", "--json"]) == 0  # 44 GiB in bytes
     doc = json.loads(capsys.readouterr().out)
@@ -81,7 +88,9 @@ def test_malformed_card_exits_2_naming_segment_and_field(tmp_path, capsys):
 def test_module_runs_as_a_fresh_process():
     done = subprocess.run(
         [sys.executable, "-m", "stateaware.plan", HANDWRITTEN, "--budget", "44GiB", "--json"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(done.stdout)["feasible"] is True
 
@@ -139,8 +148,10 @@ def test_readme_planner_examples(capsys):
     import shlex
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("### Planning activations and state together"):readme.index("### Use it on your own model")]
-    block = section[section.index("```console"):]
+    section = readme[
+        readme.index("### Planning activations and state together") : readme.index("### Use it on your own model")
+    ]
+    block = section[section.index("```console") :]
     block = block[: block.index("```", 3)]
     commands: list[tuple[list[str], list[str]]] = []
     for line in block.splitlines()[1:]:

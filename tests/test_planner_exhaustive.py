@@ -36,10 +36,17 @@ def test_sizes_the_paper_uses_and_the_limit():
 
 
 def test_best_breaks_time_ties_by_lower_peak():
-    card = card_from_dict({"persistent_bytes": 0, "segments": [{
-        "eager": {"retained_bytes": 5, "temp_bytes": 0, "ms": 1},
-        "whole": {"retained_bytes": 3, "temp_bytes": 0, "ms": 1},
-    }]})
+    card = card_from_dict(
+        {
+            "persistent_bytes": 0,
+            "segments": [
+                {
+                    "eager": {"retained_bytes": 5, "temp_bytes": 0, "ms": 1},
+                    "whole": {"retained_bytes": 3, "temp_bytes": 0, "ms": 1},
+                }
+            ],
+        }
+    )
     enum = enumerate_policies(0, card.segments)
     assert enum.policy(enum.best(10)) == ("whole",)
     assert enum.best(2) is None

@@ -94,13 +94,18 @@ def test_untruncated_frontier_holds_an_optimum_for_every_budget():
 def test_dominance_on_summed_memory_would_be_wrong_and_is_not_used():
     # Prefix A: r=10, q=0; prefix B: r=1, q=12. A is better on r+q (10 < 13) and time,
     # yet the last segment's q=20 raises both maxima, and then only B fits 21+20.
-    card = card_from_dict({
-        "persistent_bytes": 0,
-        "segments": [
-            {"eager": {"retained_bytes": 10, "temp_bytes": 0, "ms": 1}, "whole": {"retained_bytes": 1, "temp_bytes": 12, "ms": 2}},
-            {"eager": {"retained_bytes": 0, "temp_bytes": 20, "ms": 1}},
-        ],
-    })
+    card = card_from_dict(
+        {
+            "persistent_bytes": 0,
+            "segments": [
+                {
+                    "eager": {"retained_bytes": 10, "temp_bytes": 0, "ms": 1},
+                    "whole": {"retained_bytes": 1, "temp_bytes": 12, "ms": 2},
+                },
+                {"eager": {"retained_bytes": 0, "temp_bytes": 20, "ms": 1}},
+            ],
+        }
+    )
     result = plan(card, 21, "eager_whole")
     assert result.feasible and result.policy == ("whole", "eager")
     assert (result.predicted_peak_bytes, result.predicted_ms) == (21, 3.0)
@@ -153,10 +158,14 @@ def test_budget_bounds_only_drop_policies_that_cannot_fit():
     st.integers(0, 200),
 )
 def test_hypothesis_joint_matches_enumeration(persistent, segments, budget):
-    card = card_from_dict({
-        "persistent_bytes": persistent,
-        "segments": [{o: {"retained_bytes": r, "temp_bytes": q, "ms": c} for o, (r, q, c) in s.items()} for s in segments],
-    })
+    card = card_from_dict(
+        {
+            "persistent_bytes": persistent,
+            "segments": [
+                {o: {"retained_bytes": r, "temp_bytes": q, "ms": c} for o, (r, q, c) in s.items()} for s in segments
+            ],
+        }
+    )
     enum = enumerate_policies(card.persistent_bytes, card.segments)
     reference = enum.best(budget)
     result = plan(card, budget, "joint")
@@ -188,8 +197,7 @@ def test_joint_with_offload_equals_enumeration_four_options_up_to_seven_segments
     for trial in range(300):
         n = int(rng.integers(1, 7)) if trial % 10 else 7
         kind = ("tradeoff", "uniform")[trial % 2]
-        card = random_card(rng, n, kind=kind, options=OPTIONS, missing=0.2,
-                           max_bytes=int(rng.choice([8, 64, 1 << 30])))
+        card = random_card(rng, n, kind=kind, options=OPTIONS, missing=0.2, max_bytes=int(rng.choice([8, 64, 1 << 30])))
         _check_planner_against_enumeration(card, "joint", rng)
 
 

@@ -53,7 +53,9 @@ class _ReferenceBounds:
         self._missing = len(options) - np.cumsum(np.bincount(ordered_at[:, 0], minlength=self.grid.shape[0] + 1))[:-1]
         self._step = 0
         self.multipliers = _reference_multipliers(options, self.room)
-        per_segment = (ms[:, :, None] + self._r[:, :, None].astype(np.float64) * self.multipliers[None, None, :]).min(axis=1)
+        per_segment = (ms[:, :, None] + self._r[:, :, None].astype(np.float64) * self.multipliers[None, None, :]).min(
+            axis=1
+        )
         self._lagrangian = np.vstack([np.cumsum(per_segment[::-1], axis=0)[::-1], np.zeros(len(self.multipliers))])
 
     def advance(self):
@@ -189,8 +191,14 @@ def _reference_pareto_frontier(
         choices.append(names[live // n])
         r, q, c = cand_r[live], cand_q[live], cand_c[live]
     return Frontier(
-        persistent_bytes=int(persistent_bytes), retained=r, max_temp=q, ms=c, truncated=truncated,
-        largest=largest, _parents=tuple(parents), _choices=tuple(choices),
+        persistent_bytes=int(persistent_bytes),
+        retained=r,
+        max_temp=q,
+        ms=c,
+        truncated=truncated,
+        largest=largest,
+        _parents=tuple(parents),
+        _choices=tuple(choices),
     )
 
 
@@ -268,10 +276,14 @@ def test_hypothesis_frontier_is_identical_to_the_reference_on_random_cards(seed,
 def test_hypothesis_frontier_is_identical_to_the_reference_on_tied_integer_cards(persistent, segments, budget):
     # Integer-valued times: exact ties in cost too, so the cost bound meets the incumbent
     # exactly and duplicates must keep the same representative.
-    card = card_from_dict({
-        "persistent_bytes": persistent,
-        "segments": [{o: {"retained_bytes": r, "temp_bytes": q, "ms": c} for o, (r, q, c) in s.items()} for s in segments],
-    })
+    card = card_from_dict(
+        {
+            "persistent_bytes": persistent,
+            "segments": [
+                {o: {"retained_bytes": r, "temp_bytes": q, "ms": c} for o, (r, q, c) in s.items()} for s in segments
+            ],
+        }
+    )
     _check_every_mode(card, budget)
 
 
@@ -287,6 +299,8 @@ def test_plans_are_identical_to_the_reference_at_256_segments(kind, monkeypatch)
     theirs = [plan(card, budget, "joint") for card, budget in zip(cards, budgets)]
     for a, b in zip(ours, theirs):
         assert a.feasible and len(set(a.policy)) > 1  # a real mix, not a trivial plan
-        assert [getattr(a, f.name) for f in fields(a) if f.compare] == [getattr(b, f.name) for f in fields(b) if f.compare]
+        assert [getattr(a, f.name) for f in fields(a) if f.compare] == [
+            getattr(b, f.name) for f in fields(b) if f.compare
+        ]
         np.testing.assert_array_equal(a.frontier, b.frontier)
         assert a.digest == b.digest

@@ -37,9 +37,11 @@ def test_as_the_budget_grows_joint_moves_from_regions_to_eager(card):
 
 def test_below_the_eager_whole_minimum_only_joint_fits(card):
     eager_whole_floor = plan(card, 0, "eager_whole").min_peak_bytes
-    assert eager_whole_floor == min(enumerate_policies(
-        card.persistent_bytes, [{o: s[o] for o in ("eager", "whole")} for s in card.segments]
-    ).peak_bytes)
+    assert eager_whole_floor == min(
+        enumerate_policies(
+            card.persistent_bytes, [{o: s[o] for o in ("eager", "whole")} for s in card.segments]
+        ).peak_bytes
+    )
     budget = eager_whole_floor - 1
     control = plan(card, budget, "eager_whole")
     assert not control.feasible and control.policy == () and control.predicted_ms is None
@@ -103,13 +105,18 @@ def test_fixed_planners(card):
 
 
 def test_a_segment_lacking_every_option_of_a_planner_is_infeasible_with_no_min_peak():
-    card = card_from_dict({
-        "persistent_bytes": 0,
-        "segments": [
-            {"eager": {"retained_bytes": 1, "temp_bytes": 1, "ms": 1}, "region": {"retained_bytes": 0, "temp_bytes": 1, "ms": 2}},
-            {"region": {"retained_bytes": 0, "temp_bytes": 2, "ms": 2}},
-        ],
-    })
+    card = card_from_dict(
+        {
+            "persistent_bytes": 0,
+            "segments": [
+                {
+                    "eager": {"retained_bytes": 1, "temp_bytes": 1, "ms": 1},
+                    "region": {"retained_bytes": 0, "temp_bytes": 1, "ms": 2},
+                },
+                {"region": {"retained_bytes": 0, "temp_bytes": 2, "ms": 2}},
+            ],
+        }
+    )
     for name in ("eager_whole", "agnostic", "eager", "whole"):
         result = plan(card, 10**9, name)
         assert not result.feasible and result.min_peak_bytes is None
@@ -119,13 +126,32 @@ def test_a_segment_lacking_every_option_of_a_planner_is_infeasible_with_no_min_p
 
 def test_plan_json_has_exactly_the_cli_keys(card):
     doc = json.loads(plan(card, 30 * GiB, "joint").to_json())
-    assert list(doc) == ["feasible", "policy", "predicted_peak_bytes", "predicted_ms", "frontier_size", "truncated",
-                         "budget_bytes", "planner", "min_peak_bytes", "card_digest"]
+    assert list(doc) == [
+        "feasible",
+        "policy",
+        "predicted_peak_bytes",
+        "predicted_ms",
+        "frontier_size",
+        "truncated",
+        "budget_bytes",
+        "planner",
+        "min_peak_bytes",
+        "card_digest",
+    ]
     assert doc["feasible"] is True and len(doc["policy"]) == 16
     doc = json.loads(plan(card, GiB, "joint").to_json())
-    assert doc == {"feasible": False, "policy": [], "predicted_peak_bytes": None, "predicted_ms": None,
-                   "frontier_size": 0, "truncated": False, "budget_bytes": GiB, "planner": "joint",
-                   "min_peak_bytes": doc["min_peak_bytes"], "card_digest": card.digest}
+    assert doc == {
+        "feasible": False,
+        "policy": [],
+        "predicted_peak_bytes": None,
+        "predicted_ms": None,
+        "frontier_size": 0,
+        "truncated": False,
+        "budget_bytes": GiB,
+        "planner": "joint",
+        "min_peak_bytes": doc["min_peak_bytes"],
+        "card_digest": card.digest,
+    }
     assert doc["min_peak_bytes"] > GiB
 
 
@@ -146,9 +172,12 @@ def test_full_frontier_keeps_every_fitting_tradeoff(card):
     assert (np.diff(peaks) > 0).all() and (np.diff(ms) < 0).all() and peaks.max() <= 32 * GiB
 
 
-@pytest.mark.parametrize(("args", "match"), [
-    (("nope",), "valid planners are: joint, eager_whole, agnostic, eager, whole, region"),
-])
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("nope",), "valid planners are: joint, eager_whole, agnostic, eager, whole, region"),
+    ],
+)
 def test_bad_arguments_name_the_valid_choices(card, args, match):
     with pytest.raises(ValueError, match=match):
         plan(card, GiB, *args)

@@ -51,8 +51,9 @@ def test_rows_write_through_the_record_writer_and_read_back(tmp_path):
     from stateaware.records.writer import Identity, RecordWriter
 
     card = load_card(HANDWRITTEN)
-    identity = Identity(run_id="r", cohort="planner-test", process_index=0, source_hash="0" * 64,
-                        hardware="cpu", scale=1.0)
+    identity = Identity(
+        run_id="r", cohort="planner-test", process_index=0, source_hash="0" * 64, hardware="cpu", scale=1.0
+    )
     writer = RecordWriter(tmp_path, identity)
     writer.write("profiles", profile_rows(card, workload="feature_queue"), part="card")
     writer.write("policies", [policy_row(plan(card, b << 30, "joint")) for b in (1, 32)], part="plans")
@@ -71,7 +72,13 @@ def test_a_fixed_policys_plan_columns_make_a_row_and_unknown_or_disagreeing_colu
     eager = ["eager"] * card.n_segments
     row = policy_row(fixed_plan(card, eager), "eager", seed=3, workload="feature_queue", budget_bytes=5)
     assert set(row) <= _columns("policies")
-    assert (row["method"], row["planner"], row["feasible"], row["seed"], row["budget_bytes"]) == ("eager", None, True, 3, 5)
+    assert (row["method"], row["planner"], row["feasible"], row["seed"], row["budget_bytes"]) == (
+        "eager",
+        None,
+        True,
+        3,
+        5,
+    )
     assert row["policy"] == eager and (row["predicted_peak_bytes"], row["predicted_ms"]) == predict(card, eager)
     assert row["plan_digest"] is None and row["frontier_size"] is None and row["card_digest"] == card.digest
     functional = policy_row(fixed_plan(card, None), "functional")

@@ -17,9 +17,15 @@ from stateaware.records.writer import Identity, RecordWriter
 def part(tmp_path):
     writer = RecordWriter(tmp_path, Identity("r", "c", 0, "h" * 64, "cpu", 1.0))
     # enough distinct values that the pages outweigh the footer (the truncation test cuts pages)
-    return writer.write("timings", {"method": ["joint"] * 500, "step": list(range(500)),
-                                    "step_ms": [i * 1.000001 for i in range(500)],
-                                    "peak_allocated_bytes": [i * 7919 for i in range(500)]})
+    return writer.write(
+        "timings",
+        {
+            "method": ["joint"] * 500,
+            "step": list(range(500)),
+            "step_ms": [i * 1.000001 for i in range(500)],
+            "peak_allocated_bytes": [i * 7919 for i in range(500)],
+        },
+    )
 
 
 def _write(path, table, metadata=None):
@@ -35,12 +41,15 @@ def test_our_parts_pass_for_every_table(tmp_path):
         assert part_problem(writer.write(table, []), schema) is None, table
 
 
-@pytest.mark.parametrize("damage, expected", [
-    (lambda b: b"", "zero bytes (an interrupted copy or a full disk)"),
-    (lambda b: b[: len(b) // 2], "not a Parquet file (no footer): truncated, damaged or foreign"),
-    (lambda b: b[:-1], "not a Parquet file (no footer): truncated, damaged or foreign"),
-    (lambda b: os.urandom(len(b)), "not a Parquet file (no footer): truncated, damaged or foreign"),
-])
+@pytest.mark.parametrize(
+    "damage, expected",
+    [
+        (lambda b: b"", "zero bytes (an interrupted copy or a full disk)"),
+        (lambda b: b[: len(b) // 2], "not a Parquet file (no footer): truncated, damaged or foreign"),
+        (lambda b: b[:-1], "not a Parquet file (no footer): truncated, damaged or foreign"),
+        (lambda b: os.urandom(len(b)), "not a Parquet file (no footer): truncated, damaged or foreign"),
+    ],
+)
 def test_damaged_bytes_are_named(part, damage, expected):
     part.write_bytes(damage(part.read_bytes()))
     assert part_problem(part, TABLES["timings"]) == expected
@@ -49,7 +58,7 @@ def test_damaged_bytes_are_named(part, damage, expected):
 def test_a_footer_pointing_past_the_end_is_truncation(part):
     data = part.read_bytes()
     footer_len = int.from_bytes(data[-8:-4], "little")
-    footer = data[-8 - footer_len:]
+    footer = data[-8 - footer_len :]
     part.write_bytes(data[:4] + footer)  # the footer survives, the pages do not
     assert part_problem(part, TABLES["timings"]).startswith("truncated: its footer points to byte ")
 
@@ -59,11 +68,15 @@ def test_foreign_schemas_are_named(part, tmp_path):
     schema = TABLES["timings"]
     cases = {
         "missing": (table.drop(["step"]), "missing column(s) 'step'"),
-        "retyped": (table.set_column(2, "process_index", pa.array(["x"] * 500)),
-                    "column 'process_index' is string, expected int32"),
+        "retyped": (
+            table.set_column(2, "process_index", pa.array(["x"] * 500)),
+            "column 'process_index' is string, expected int32",
+        ),
         "extra": (table.append_column("zz", pa.array([1] * 500)), "column(s) 'zz' not in the table (a foreign file?)"),
-        "other": (pa.table({"a": [1], "b": [2], "c": [3], "d": [4], "e": [5]}),
-                  "column(s) 'a', 'b', 'c', 'd' and 1 more not in the table (a foreign file?)"),
+        "other": (
+            pa.table({"a": [1], "b": [2], "c": [3], "d": [4], "e": [5]}),
+            "column(s) 'a', 'b', 'c', 'd' and 1 more not in the table (a foreign file?)",
+        ),
     }
     for name, (arrow, expected) in cases.items():
         assert part_problem(_write(tmp_path / f"{name}.parquet", arrow), schema) == expected, name
@@ -73,8 +86,10 @@ def test_an_older_schema_version_may_lack_later_columns_but_never_identity(part,
     table = pq.read_table(part)
     older = {b"stateaware.schema_version": str(SCHEMA_VERSION - 1).encode()}
     assert part_problem(_write(tmp_path / "old.parquet", table.drop(["step"]), older), TABLES["timings"]) is None
-    assert part_problem(_write(tmp_path / "old-id.parquet", table.drop(["run_id"]), older),
-                        TABLES["timings"]) == "missing column(s) 'run_id'"
+    assert (
+        part_problem(_write(tmp_path / "old-id.parquet", table.drop(["run_id"]), older), TABLES["timings"])
+        == "missing column(s) 'run_id'"
+    )
 
 
 def test_a_directory_named_like_a_part_is_not_a_part(tmp_path):

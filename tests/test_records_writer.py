@@ -85,7 +85,17 @@ def test_a_process_killed_mid_write_leaves_no_readable_part(tmp_path, sql):
     from stateaware.launch.spec import ProcessSpec
     from stateaware.launch.worker import run_one_process
 
-    spec = ProcessSpec(run_id="r1", cohort="c", kind="tests.kinds.clock", process_index=3, processes=4, seed=3,
-                       source_hash="stale", out=str(tmp_path), launcher="inline", timing=False)
+    spec = ProcessSpec(
+        run_id="r1",
+        cohort="c",
+        kind="tests.kinds.clock",
+        process_index=3,
+        processes=4,
+        seed=3,
+        source_hash="stale",
+        out=str(tmp_path),
+        launcher="inline",
+        timing=False,
+    )
     run_one_process(spec)
     assert not list(folder.glob(".*.tmp-*"))

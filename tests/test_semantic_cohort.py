@@ -25,10 +25,20 @@ BASE = 420000
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("semantic")
     (params,) = kind.expand({"name": "semantic", "seed": BASE, "params": {"seed_keys": SEEDS}}, {}, 1)
-    spec = ProcessSpec(run_id="t", cohort="semantic", kind="semantic", process_index=0, processes=1, seed=BASE,
-                       source_hash="abc", out=str(out), launcher="inline", timing=False,
-                       hardware={"name": "cpu", "scale": 1.0, "device": "cpu"},
-                       params={"seed_keys": SEEDS, **params})
+    spec = ProcessSpec(
+        run_id="t",
+        cohort="semantic",
+        kind="semantic",
+        process_index=0,
+        processes=1,
+        seed=BASE,
+        source_hash="abc",
+        out=str(out),
+        launcher="inline",
+        timing=False,
+        hardware={"name": "cpu", "scale": 1.0, "device": "cpu"},
+        params={"seed_keys": SEEDS, **params},
+    )
     kind.run(spec, RecordWriter(out, Identity("t", "semantic", 0, "abc", "cpu", 1.0)))
     return out
 
@@ -58,16 +68,26 @@ def test_outcomes_per_method(table):
     got = Counter((r["backend"], r["method"], r["outcome"]) for r in table)
     per_seed = {  # per seed key: 5 families x 2 precisions; hidden = 4, local = 4, raw copy = 2
         ("torch", "functional", "match"): 10,
-        ("torch", "eager", "match"): 8, ("torch", "eager", "reject"): 2,
-        ("torch", "reentrant", "match"): 4, ("torch", "reentrant", "reject"): 2, ("torch", "reentrant", "diverge"): 4,
-        ("torch", "nonreentrant", "match"): 4, ("torch", "nonreentrant", "reject"): 2,
+        ("torch", "eager", "match"): 8,
+        ("torch", "eager", "reject"): 2,
+        ("torch", "reentrant", "match"): 4,
+        ("torch", "reentrant", "reject"): 2,
+        ("torch", "reentrant", "diverge"): 4,
+        ("torch", "nonreentrant", "match"): 4,
+        ("torch", "nonreentrant", "reject"): 2,
         ("torch", "nonreentrant", "diverge"): 4,
-        ("torch", "reentrant_norng", "reject"): 2, ("torch", "reentrant_norng", "diverge"): 8,
-        ("torch", "nonreentrant_norng", "reject"): 2, ("torch", "nonreentrant_norng", "diverge"): 8,
-        ("torch", "transactional", "match"): 8, ("torch", "transactional", "reject"): 2,
-        ("jax", "functional", "match"): 10, ("jax", "checkpoint", "match"): 10,
-        ("jax", "inplace_eager", "reject"): 10, ("jax", "inplace_checkpoint", "reject"): 10,
-        ("jax", "holder_eager", "match"): 4, ("jax", "holder_checkpoint", "reject"): 4,
+        ("torch", "reentrant_norng", "reject"): 2,
+        ("torch", "reentrant_norng", "diverge"): 8,
+        ("torch", "nonreentrant_norng", "reject"): 2,
+        ("torch", "nonreentrant_norng", "diverge"): 8,
+        ("torch", "transactional", "match"): 8,
+        ("torch", "transactional", "reject"): 2,
+        ("jax", "functional", "match"): 10,
+        ("jax", "checkpoint", "match"): 10,
+        ("jax", "inplace_eager", "reject"): 10,
+        ("jax", "inplace_checkpoint", "reject"): 10,
+        ("jax", "holder_eager", "match"): 4,
+        ("jax", "holder_checkpoint", "reject"): 4,
     }
     assert got == {k: v * SEEDS for k, v in per_seed.items()}
 
@@ -90,8 +110,9 @@ def test_phases_exceptions_and_invocations(table):
 
 
 def test_hidden_families_decide_native_divergence(table):
-    diverged = {(r["family"]) for r in table if r["method"] in ("reentrant", "nonreentrant")
-                and r["outcome"] == "diverge"}
+    diverged = {
+        (r["family"]) for r in table if r["method"] in ("reentrant", "nonreentrant") and r["outcome"] == "diverge"
+    }
     assert diverged == {"hidden_strided", "hidden_views"}
 
 
@@ -144,9 +165,13 @@ def _same_records(got: list[dict], want: list[dict]) -> None:
     assert {c for c in got[0] if got[0][c] is not None} - _IDENTITY <= columns
     for column in sorted(columns):
         a, b = [r.get(column) for r in got], [r[column] for r in want]
-        same = [x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
-                for x, y in zip(a, b)]
-        assert all(same), f"column {column!r} differs: {[(key(r), x, y) for r, x, y, s in zip(got, a, b, same) if not s][:3]}"
+        same = [
+            x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+            for x, y in zip(a, b)
+        ]
+        assert all(same), (
+            f"column {column!r} differs: {[(key(r), x, y) for r, x, y, s in zip(got, a, b, same) if not s][:3]}"
+        )
 
 
 def test_records_are_those_the_code_wrote_before_it_was_made_cheaper(table):
@@ -160,8 +185,14 @@ def test_fresh_processes_sharing_the_jax_cache_write_the_same_records(compose, t
     from stateaware.cli import run
 
     for run_id in ("cold", "warm"):
-        cfg = compose("cohort=semantic", "processes=1", "launcher=local", f"out={tmp_path}", f"run_id={run_id}",
-                      "cohort.params.seed_keys=1")
+        cfg = compose(
+            "cohort=semantic",
+            "processes=1",
+            "launcher=local",
+            f"out={tmp_path}",
+            f"run_id={run_id}",
+            "cohort.params.seed_keys=1",
+        )
         assert run(cfg, progress=False) == 0
         if run_id == "cold":
             assert any((tmp_path / ".cache" / "jax").iterdir())  # the cache was written

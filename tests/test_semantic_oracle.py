@@ -16,8 +16,9 @@ def test_complex_step_gradient_matches_central_differences(family):
     o = oracle(family, inp["x"], inp["w"], inp["mem"], inp["c"], keep)
 
     def loss(x, w):
-        out, _ = program(_NumpyOps, family, x.astype(complex), w.astype(complex), inp["mem"].astype(complex),
-                         keep.astype(complex))
+        out, _ = program(
+            _NumpyOps, family, x.astype(complex), w.astype(complex), inp["mem"].astype(complex), keep.astype(complex)
+        )
         return float(np.real(np.sum(out * inp["c"])))
 
     h = 1e-6

@@ -192,9 +192,7 @@ def _wait_until(what: str, predicate, timeout: float = _WAIT_S):
 
 def _squeue_state(job_id: str) -> str:
     """State of one job or array task in the controller ('' once it has left the queue)."""
-    out = subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=_WAIT_S
-    )
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=_WAIT_S)
     return out.stdout.strip()
 
 
@@ -306,9 +304,7 @@ def test_scontrol_requeue_runs_the_task_again_to_completion(executor, tmp_path):
     assert (other["attempts"], other["SLURM_RESTART_COUNT"]) == (1, None)
     array_id = task.job_id.split("_")[0]
     # The accounting DB keeps both attempts: sacct -D lists the requeued one first.
-    _wait_sacct(
-        array_id, {task.job_id: ["REQUEUED", "COMPLETED"], jobs[1].job_id: ["COMPLETED"]}, duplicates=True
-    )
+    _wait_sacct(array_id, {task.job_id: ["REQUEUED", "COMPLETED"], jobs[1].job_id: ["COMPLETED"]}, duplicates=True)
 
 
 def test_preempted_checkpointable_task_requeues_itself_and_completes(executor, tmp_path):
@@ -328,9 +324,7 @@ def test_preempted_checkpointable_task_requeues_itself_and_completes(executor, t
     other = jobs[1].result()
     assert (other["attempts"], other["SLURM_RESTART_COUNT"]) == (1, None)
     array_id = task.job_id.split("_")[0]
-    _wait_sacct(
-        array_id, {task.job_id: ["REQUEUED", "COMPLETED"], jobs[1].job_id: ["COMPLETED"]}, duplicates=True
-    )
+    _wait_sacct(array_id, {task.job_id: ["REQUEUED", "COMPLETED"], jobs[1].job_id: ["COMPLETED"]}, duplicates=True)
 
 
 def test_gpus_per_node_is_scheduled_through_the_fake_gres(executor):
@@ -359,8 +353,11 @@ def test_more_gpus_than_the_node_has_are_refused_at_submission(executor):
 
 
 def _git(repo: Path, *args: str) -> None:
-    who = {f"GIT_{role}_{field}": value for role in ("AUTHOR", "COMMITTER")
-           for field, value in (("NAME", "test"), ("EMAIL", "test@localhost"))}
+    who = {
+        f"GIT_{role}_{field}": value
+        for role in ("AUTHOR", "COMMITTER")
+        for field, value in (("NAME", "test"), ("EMAIL", "test@localhost"))
+    }
     env = {**os.environ, **who}
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env, timeout=30)
 

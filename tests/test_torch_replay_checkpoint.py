@@ -132,8 +132,10 @@ def test_buffer_changed_between_forward_and_backward(preserve):
 def _two_segments(how: str, journal_rows: str = "union"):
     """Two segments over one queue: each reads the whole queue, then writes its own rows."""
     queue = torch.randn(8, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 0.3
-    x, w = torch.randn(4, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).requires_grad_(), \
-        torch.ones(4, dtype=torch.float64, requires_grad=True)
+    x, w = (
+        torch.randn(4, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).requires_grad_(),
+        torch.ones(4, dtype=torch.float64, requires_grad=True),
+    )
     rows1, rows2 = torch.tensor([0, 1]), torch.tensor([5, 6, 7])
 
     def seg(h, rows):

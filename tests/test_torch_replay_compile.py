@@ -28,8 +28,9 @@ class Net(torch.nn.Module):
         torch.manual_seed(0)
         self.how = how
         self.inp, self.out = torch.nn.Linear(6, 8, dtype=F64), torch.nn.Linear(8, 3, dtype=F64)
-        self.block = torch.nn.Sequential(torch.nn.Linear(8, 8, dtype=F64), torch.nn.Tanh(),
-                                         torch.nn.Linear(8, 8, dtype=F64))
+        self.block = torch.nn.Sequential(
+            torch.nn.Linear(8, 8, dtype=F64), torch.nn.Tanh(), torch.nn.Linear(8, 8, dtype=F64)
+        )
         self.register_buffer("mem", torch.linspace(-1, 1, 8, dtype=F64))
 
     def segment(self, h):

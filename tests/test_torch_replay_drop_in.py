@@ -55,6 +55,7 @@ class Memory(torch.nn.Module):
 
 # --------------------------------------------------------------------------- context_fn / SAC
 
+
 def test_selective_policy_saves_listed_ops_and_replay_still_governs_declared_state():
     def program(how):
         torch.manual_seed(0)
@@ -107,8 +108,17 @@ def test_torch_keywords_never_reach_the_function():
         return x.sin()
 
     (x,) = _leaves(3, n=1)
-    out = checkpoint(fn, x, use_reentrant=False, context_fn=tuc.noop_context_fn, debug=False,
-                     determinism_check="default", early_stop=True, respect_saved_tensors_hooks=None, scale=2)
+    out = checkpoint(
+        fn,
+        x,
+        use_reentrant=False,
+        context_fn=tuc.noop_context_fn,
+        debug=False,
+        determinism_check="default",
+        early_stop=True,
+        respect_saved_tensors_hooks=None,
+        scale=2,
+    )
     out.sum().backward()
     assert seen == {"scale": 2}
     assert torch.equal(x.grad, x.detach().cos())
@@ -117,8 +127,7 @@ def test_torch_keywords_never_reach_the_function():
 def test_debug_and_context_fn_together_are_refused_like_torch():
     (x,) = _leaves(3, n=1)
     with pytest.raises(ValueError, match="debug=True is incompatible with non-default context_fn"):
-        checkpoint(torch.sin, x, debug=True,
-                   context_fn=functools.partial(create_selective_checkpoint_contexts, []))
+        checkpoint(torch.sin, x, debug=True, context_fn=functools.partial(create_selective_checkpoint_contexts, []))
 
 
 def _grows_on_replay():
@@ -156,6 +165,7 @@ def test_global_debug_switch_off_overrides_the_argument():
 
 # --------------------------------------------------------------------------- global early stop
 
+
 def _runs_past_its_last_save(log):
     def fn(x):
         y = x.sin()  # saves x: the only tensor the segment saves
@@ -180,6 +190,7 @@ def test_global_early_stop_switch_overrides_the_argument(switch, replay_reaches_
 
 
 # --------------------------------------------------------------------------- GraphExecGroup
+
 
 def test_graph_exec_group_replays_once_for_several_backward_calls():
     a, b = _leaves(4, 4)
@@ -207,12 +218,15 @@ def test_graph_exec_group_overlapping_backward_calls_get_torch_message():
     out = checkpoint(lambda a: a.sin(), a)
     with tuc.GraphExecGroup():
         torch.autograd.grad(out.sum(), a, retain_graph=True)
-        with pytest.raises(CheckpointError, match="Unpack is being triggered for a tensor that was already "
-                                                  "unpacked once.*GraphExecGroup"):
+        with pytest.raises(
+            CheckpointError,
+            match="Unpack is being triggered for a tensor that was already unpacked once.*GraphExecGroup",
+        ):
             torch.autograd.grad(out.sum(), a)
 
 
 # --------------------------------------------------------------------------- backward inside a segment
+
 
 def _inner(x):
     return x.sin().exp().sin()
@@ -272,6 +286,7 @@ def test_backward_inside_the_forward_without_early_stop():
 
 # --------------------------------------------------------------------------- errors
 
+
 def test_replay_errors_are_checkpoint_errors_with_torch_wording():
     assert issubclass(ReplayError, CheckpointError) and issubclass(UndeclaredStateError, CheckpointError)
     calls = [0]
@@ -282,9 +297,12 @@ def test_replay_errors_are_checkpoint_errors_with_torch_wording():
 
     (x,) = _leaves(3, n=1)
     out = checkpoint(fewer_on_replay, x, early_stop=False)
-    with pytest.raises(CheckpointError, match="A different number of tensors was saved during the original "
-                                              "forward and recomputation.\nNumber of tensors saved during "
-                                              "forward: 2\nNumber of tensors saved during recomputation: 1"):
+    with pytest.raises(
+        CheckpointError,
+        match="A different number of tensors was saved during the original "
+        "forward and recomputation.\nNumber of tensors saved during "
+        "forward: 2\nNumber of tensors saved during recomputation: 1",
+    ):
         out.sum().backward()
 
     calls[0] = 0
@@ -294,8 +312,9 @@ def test_replay_errors_are_checkpoint_errors_with_torch_wording():
         return x.sin() if calls[0] == 1 else x.sin().cos()
 
     out = checkpoint(more_on_replay, x, early_stop=False)
-    with pytest.raises(CheckpointError, match="trying to save more tensors during recomputation than during "
-                                              "the original forward pass"):
+    with pytest.raises(
+        CheckpointError, match="trying to save more tensors during recomputation than during the original forward pass"
+    ):
         out.sum().backward()
 
 
@@ -312,6 +331,7 @@ def test_undeclared_write_is_a_checkpoint_error():
 
 
 # --------------------------------------------------------------------------- curried form
+
 
 def test_curried_form_as_decorator_and_method():
     class Block(torch.nn.Module):
@@ -338,6 +358,7 @@ def test_curried_form_as_decorator_and_method():
 
 # --------------------------------------------------------------------------- our keywords vs the user's
 
+
 def _cell(x, state=None):
     """A recurrent cell with a keyword named like ours."""
     h = torch.zeros_like(x) if state is None else state[0]
@@ -346,8 +367,11 @@ def _cell(x, state=None):
 
 def test_a_function_keyword_named_state_is_refused_not_stolen():
     x, h = _leaves(4, n=2)
-    with pytest.raises(TypeError, match=r"checkpoint\(fn, \.\.\., state=\.\.\.\): fn \(_cell\) takes a parameter "
-                                        r"named 'state'.*transaction\(fn, state="):
+    with pytest.raises(
+        TypeError,
+        match=r"checkpoint\(fn, \.\.\., state=\.\.\.\): fn \(_cell\) takes a parameter "
+        r"named 'state'.*transaction\(fn, state=",
+    ):
         checkpoint(_cell, x, state=(h,))
 
 

@@ -77,8 +77,11 @@ def test_new_argument_objects_each_call_are_watched_by_position(how, recorded_op
     out = call(fresh)
     assert len(recorded_ops) == recorded
     (holder.mem if how == "module" else fresh).mul_(3)
-    want = {"keyword": r"keyword argument 'm'", "positional": r"argument 1 \(shape",
-            "module": r"holder\.mem \(Module\)"}[how]
+    want = {
+        "keyword": r"keyword argument 'm'",
+        "positional": r"argument 1 \(shape",
+        "module": r"holder\.mem \(Module\)",
+    }[how]
     with pytest.raises(UndeclaredStateError, match=want):
         out.sum().backward()
 
@@ -179,8 +182,10 @@ def _run(mode: str, program: list[tuple[int, int, int]], reads: tuple[bool, bool
 
 
 @settings(max_examples=20, deadline=None)
-@given(program=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 1)), min_size=1, max_size=5),
-       reads=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()))
+@given(
+    program=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 1)), min_size=1, max_size=5),
+    reads=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+)
 def test_learned_profiles_raise_exactly_when_recording_every_call_does(program, reads):
     every, first = _run("every_call", program, reads), _run("first_call", program, reads)
     assert len(every) == len(first)

@@ -14,8 +14,13 @@ from stateaware.torch_replay.preserve import _Whole
 
 def _model(device):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.BatchNorm1d(32), torch.nn.Dropout(0.2),
-                               torch.nn.ReLU(), torch.nn.Linear(32, 8)).to(device)
+    return torch.nn.Sequential(
+        torch.nn.Linear(32, 32),
+        torch.nn.BatchNorm1d(32),
+        torch.nn.Dropout(0.2),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 8),
+    ).to(device)
 
 
 def _steps(model, how, device, steps=3):
@@ -28,15 +33,18 @@ def _steps(model, how, device, steps=3):
         def seg(x):
             h = model[:4](x) + queue.clone()[:16]
             with torch.no_grad():
-                queue[16 * step:16 * step + 16] = h.detach()
+                queue[16 * step : 16 * step + 16] = h.detach()
             return model[4](h)
 
         optimizer.zero_grad()
         out = seg(x) if how == "eager" else checkpoint(seg, x, state=[model, queue], preserve=how)
         out.square().mean().backward()
         optimizer.step()
-    return {**{k: v.clone() for k, v in model.state_dict().items()}, "queue": queue.clone(),
-            "rng": torch.get_rng_state()}
+    return {
+        **{k: v.clone() for k, v in model.state_dict().items()},
+        "queue": queue.clone(),
+        "rng": torch.get_rng_state(),
+    }
 
 
 def _check(device):

@@ -43,9 +43,11 @@ def _program(how: str, own: list[int], later: list[int], seed: int):
 
 
 @settings(max_examples=25, deadline=None)
-@given(own=st.lists(st.integers(0, ROWS - 1), min_size=1, max_size=6),
-       later=st.lists(st.integers(0, ROWS - 1), max_size=6),
-       seed=st.integers(0, 2**16))
+@given(
+    own=st.lists(st.integers(0, ROWS - 1), min_size=1, max_size=6),
+    later=st.lists(st.integers(0, ROWS - 1), max_size=6),
+    seed=st.integers(0, 2**16),
+)
 def test_whole_and_region_match_eager(own, later, seed):
     ref = _program("eager", own, later, seed)
     for how in ("whole", "region"):

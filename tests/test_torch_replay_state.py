@@ -24,6 +24,7 @@ def _x(n=6, seed=1):
 
 # --------------------------------------------------------------------------- 1. read-only state
 
+
 @pytest.mark.parametrize("how", ["closure", "keyword", "positional", "module"])
 def test_undeclared_read_only_tensor_changed_before_backward_raises(how):
     mem = torch.linspace(-1, 1, 6, dtype=D)
@@ -39,8 +40,12 @@ def test_undeclared_read_only_tensor_changed_before_backward_raises(how):
     else:
         out = checkpoint(lambda x: torch.tanh(x + mem), x)
     mem.mul_(3)  # the "next step" changes what the forward read
-    want = {"closure": r"mem \(shape \(6,\)", "keyword": r"keyword argument 'm' \(shape",
-            "positional": r"argument 1 \(shape", "module": r"holder\.mem \(Module\)"}[how]
+    want = {
+        "closure": r"mem \(shape \(6,\)",
+        "keyword": r"keyword argument 'm' \(shape",
+        "positional": r"argument 1 \(shape",
+        "module": r"holder\.mem \(Module\)",
+    }[how]
     with pytest.raises(UndeclaredStateError, match=want) as info:
         out.sum().backward()
     assert "modified in place before the replay" in str(info.value)
@@ -61,8 +66,9 @@ def test_state_other_segments_write_is_not_reported_for_segments_that_do_not_rea
     # segment declares only its own, and the later layers' writes are not this one's reads.
     def run(how):
         torch.manual_seed(0)
-        net = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
-                                  for _ in range(3)).double()
+        net = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)) for _ in range(3)
+        ).double()
         x = torch.randn(8, 4, dtype=D, requires_grad=True)
 
         class Model(torch.nn.Module):
@@ -85,6 +91,7 @@ def test_state_other_segments_write_is_not_reported_for_segments_that_do_not_rea
 
 
 # --------------------------------------------------------------------------- 2. generators
+
 
 def _noisy(how, declare=True):
     g = torch.Generator().manual_seed(5)
@@ -117,6 +124,7 @@ def test_undeclared_generator_drawn_from_raises_and_names_it():
 
 # --------------------------------------------------------------------------- 3. non-leaf in place
 
+
 def _nonleaf(how, preserve="whole"):
     x = _x()
     h = _x(seed=2)
@@ -126,8 +134,13 @@ def _nonleaf(how, preserve="whole"):
         a.add_(h)  # in place, with grad enabled: autograd history on `a` (the replay runs it too)
         return torch.tanh(h + a)  # add saves nothing; tanh saves its output
 
-    y = seg(h) if how == "eager" else checkpoint(seg, h, state=[Region(a, torch.tensor([0]))]
-                                                  if preserve == "region" else [a], preserve=preserve)
+    y = (
+        seg(h)
+        if how == "eager"
+        else checkpoint(
+            seg, h, state=[Region(a, torch.tensor([0]))] if preserve == "region" else [a], preserve=preserve
+        )
+    )
     fn, version = a.grad_fn, a._version
     y.sum().backward(retain_graph=True)
     assert a.grad_fn is fn and a._version == version  # the replay left a's history as it was
@@ -144,6 +157,7 @@ def test_declared_non_leaf_written_in_place_keeps_eager_history(preserve):
 
 
 # --------------------------------------------------------------------------- 4. module state
+
 
 class Ring(torch.nn.Module):
     """A ring queue with a Python-int pointer: reads the queue, writes one row, moves on."""
@@ -254,6 +268,7 @@ def test_batch_norm_on_plain_attribute_buffers():
 
 # --------------------------------------------------------------------------- 5. wrapper subclasses
 
+
 class Wrapped(torch.Tensor):
     """A minimal ``__torch_dispatch__`` wrapper (as DTensor and float8 tensors are)."""
 
@@ -306,6 +321,7 @@ def test_declared_wrapper_subclass_is_preserved_through_its_inner_tensor(preserv
 
 # --------------------------------------------------------------------------- 6. per-call cost
 
+
 def test_per_layer_calls_do_not_walk_the_model(monkeypatch):
     class Deep(torch.nn.Module):
         def __init__(self, n):
@@ -319,8 +335,9 @@ def test_per_layer_calls_do_not_walk_the_model(monkeypatch):
     walks = []
     for name in ("modules", "named_modules", "parameters", "named_parameters", "buffers", "named_buffers"):
         original = getattr(torch.nn.Module, name)
-        monkeypatch.setattr(torch.nn.Module, name,
-                            lambda self, *a, _o=original, _n=name, **k: (walks.append(_n), _o(self, *a, **k))[1])
+        monkeypatch.setattr(
+            torch.nn.Module, name, lambda self, *a, _o=original, _n=name, **k: (walks.append(_n), _o(self, *a, **k))[1]
+        )
     h = checkpoint(model.layer, 0, torch.randn(2, 4, requires_grad=True))  # may fill the device cache
     walks.clear()
     for i in range(1, 48):
@@ -349,6 +366,7 @@ def test_buffer_rebound_after_the_cache_was_filled_is_still_caught():
 
 # --------------------------------------------------------------------------- 8. shared snapshots
 
+
 @pytest.mark.parametrize("preserve", ["whole", "region"])
 def test_one_snapshot_per_version_not_per_segment(preserve):
     gc.collect()
@@ -361,8 +379,11 @@ def test_one_snapshot_per_version_not_per_segment(preserve):
         h = x
         for k in range(4):
             state = [Region(buf, rows)] if preserve == "region" else [buf]
-            h = torch.tanh(h * buf.mean(0)) if how == "eager" else checkpoint(
-                lambda h: torch.tanh(h * buf.mean(0)), h, state=state, preserve=preserve)
+            h = (
+                torch.tanh(h * buf.mean(0))
+                if how == "eager"
+                else checkpoint(lambda h: torch.tanh(h * buf.mean(0)), h, state=state, preserve=preserve)
+            )
             if write_between and k == 1:
                 with torch.no_grad():
                     buf[3] += 1
@@ -443,12 +464,16 @@ def test_recomputed_shape_differs_from_the_forward_raises_replay_error():
     x = _x()
     out = checkpoint(lambda x: torch.tanh(x[: n[0]]).sum(), x)  # tanh saves its (n,) output
     n[0] = 3  # a Python value the segment reads changes before the replay
-    with pytest.raises(ReplayError, match=r"(?s)different metadata.*position 0:\nsaved metadata: \{'shape': "
-                       r"torch.Size\(\[4\]\).*recomputed metadata: \{'shape': torch.Size\(\[3\]\)"):
+    with pytest.raises(
+        ReplayError,
+        match=r"(?s)different metadata.*position 0:\nsaved metadata: \{'shape': "
+        r"torch.Size\(\[4\]\).*recomputed metadata: \{'shape': torch.Size\(\[3\]\)",
+    ):
         out.backward()
 
 
 # --------------------------------------------------------------------------- documented limits, pinned
+
 
 def test_limit_an_undeclared_modules_python_pointer_is_not_watched():
     # Docstring, Limits: an undeclared module's Python attributes are not watched. The

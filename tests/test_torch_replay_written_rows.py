@@ -27,7 +27,7 @@ def _write(how: str, buf: torch.Tensor, rows: list[int], value: torch.Tensor) ->
     elif how == "index_add_":
         buf.index_add_(0, idx, value)
     elif how == "slice":
-        buf[rows[0]:rows[0] + len(rows)] = value
+        buf[rows[0] : rows[0] + len(rows)] = value
     elif how == "column":  # every row, partly: the journal keeps all rows
         buf[:, 1] = value[0, 0]
     else:
@@ -54,8 +54,13 @@ def _program(mode: str, how: str, rows: list[int], seed: int):
 
 
 @settings(max_examples=20, deadline=None)
-@given(how=st.sampled_from(HOWS), start=st.integers(0, ROWS - 4), n=st.integers(1, 4),
-       scattered=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    how=st.sampled_from(HOWS),
+    start=st.integers(0, ROWS - 4),
+    n=st.integers(1, 4),
+    scattered=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_rows_matches_eager_for_every_kind_of_row_write(how, start, n, scattered, seed):
     rows = list(range(start, start + n))
     if scattered and how not in ("slice", "scatter_", "index_copy_"):
@@ -65,10 +70,18 @@ def test_rows_matches_eager_for_every_kind_of_row_write(how, start, n, scattered
     assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1]) and got[2] == ref[2]
 
 
-@pytest.mark.parametrize("how,expected", [
-    ("index_copy_", [3, 9]), ("index_put_", [3, 9]), ("negative_index_put_", [3, 9]), ("scatter_", [3, 9]),
-    ("index_add_", [3, 9]), ("slice", [3, 4]), ("column", list(range(ROWS))),
-])
+@pytest.mark.parametrize(
+    "how,expected",
+    [
+        ("index_copy_", [3, 9]),
+        ("index_put_", [3, 9]),
+        ("negative_index_put_", [3, 9]),
+        ("scatter_", [3, 9]),
+        ("index_add_", [3, 9]),
+        ("slice", [3, 4]),
+        ("column", list(range(ROWS))),
+    ],
+)
 def test_the_journal_keeps_exactly_the_rows_written(how, expected):
     buf = torch.randn(ROWS, WIDTH)
     before = buf.clone()

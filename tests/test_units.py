@@ -7,8 +7,18 @@ from hypothesis import strategies as st
 from stateaware.units import format_bytes, parse_bytes
 
 
-@pytest.mark.parametrize("text, expected", [("44GiB", 44 * 2**30), ("512MiB", 512 * 2**20), ("1.5GiB", 3 * 2**29),
-                                            ("123456", 123456), (" 7 KiB ", 7168), (5, 5), ("0.1KiB", 102)])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("44GiB", 44 * 2**30),
+        ("512MiB", 512 * 2**20),
+        ("1.5GiB", 3 * 2**29),
+        ("123456", 123456),
+        (" 7 KiB ", 7168),
+        (5, 5),
+        ("0.1KiB", 102),
+    ],
+)
 def test_parse(text, expected):
     assert parse_bytes(text) == expected
 

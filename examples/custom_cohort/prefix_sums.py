@@ -85,9 +85,19 @@ def run(spec: Any, writer: Any) -> None:
     for method in params["methods"]:
         got = [float(x) for x in implementations[method]()]
         error = max((abs(g - e) for g, e in zip(got, exact)), default=0.0) if len(got) == length else float("inf")
-        checks.append({"backend": "python", "method": method, "family": "prefix_sums", "precision": "fp64",
-                       "seed": spec.seed, "outcome": "match" if error == 0.0 else "diverge",
-                       "max_error": error, "tolerance": 0.0, "dimension": length})
+        checks.append(
+            {
+                "backend": "python",
+                "method": method,
+                "family": "prefix_sums",
+                "precision": "fp64",
+                "seed": spec.seed,
+                "outcome": "match" if error == 0.0 else "diverge",
+                "max_error": error,
+                "tolerance": 0.0,
+                "dimension": length,
+            }
+        )
     writer.write("records", checks, part="checks")
 
     for method in params["order"]:
@@ -95,11 +105,24 @@ def run(spec: Any, writer: Any) -> None:
         times = []
         for i in range(warmup + steps):
             wall_ms, cpu_ms = time_step(fn)
-            times.append(StepTime(warmup=i < warmup, step=i if i < warmup else i - warmup, wall_ms=wall_ms, cpu_ms=cpu_ms))
+            times.append(
+                StepTime(warmup=i < warmup, step=i if i < warmup else i - warmup, wall_ms=wall_ms, cpu_ms=cpu_ms)
+            )
         tracemalloc.start()  # the peak of one extra step: tracing would slow the timed ones
         fn()
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        writer.write("timings", timing_rows(times, method=method, precision="fp64", peak_allocated_bytes=peak,
-                                            peak_source="tracemalloc", device="cpu", seed=spec.seed, width=length),
-                     part=f"method={method}")
+        writer.write(
+            "timings",
+            timing_rows(
+                times,
+                method=method,
+                precision="fp64",
+                peak_allocated_bytes=peak,
+                peak_source="tracemalloc",
+                device="cpu",
+                seed=spec.seed,
+                width=length,
+            ),
+            part=f"method={method}",
+        )

@@ -26,9 +26,11 @@ __all__ = ["ARCHIVE_NAME", "ArchiveError", "Cifar", "load", "split", "write_arch
 #: The official archive's file name (torchvision's ``CIFAR100.filename``).
 ARCHIVE_NAME = "cifar-100-python.tar.gz"
 
-_HELP = ("download the official CIFAR-100 python version ({name}, MD5 {md5}) from "
-         "https://www.cs.toronto.edu/~kriz/cifar.html on a machine with network access and "
-         "place it at {path} (the cohort's `params.archive`); runs never download")
+_HELP = (
+    "download the official CIFAR-100 python version ({name}, MD5 {md5}) from "
+    "https://www.cs.toronto.edu/~kriz/cifar.html on a machine with network access and "
+    "place it at {path} (the cohort's `params.archive`); runs never download"
+)
 
 
 class ArchiveError(RuntimeError):
@@ -61,8 +63,7 @@ def archive_md5(path: str | os.PathLike[str]) -> str:
         return hashlib.file_digest(f, "md5").hexdigest()
 
 
-def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
-         verify_checksum: bool = True) -> Cifar:
+def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str], verify_checksum: bool = True) -> Cifar:
     """Read the CIFAR-100 archive at ``archive`` (extracted under ``extract_to``).
 
     Raises :class:`ArchiveError` naming where to put the official archive when the file
@@ -80,9 +81,11 @@ def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
     if verify_checksum:
         got = archive_md5(path)
         if got != md5:
-            raise ArchiveError(f"CIFAR-100 archive at {path} is corrupt or not the official one "
-                               f"(MD5 {got}, expected {md5}): {help_text}; a generated archive "
-                               "needs verify_checksum: false")
+            raise ArchiveError(
+                f"CIFAR-100 archive at {path} is corrupt or not the official one "
+                f"(MD5 {got}, expected {md5}): {help_text}; a generated archive "
+                "needs verify_checksum: false"
+            )
     with open(path, "rb") as f:
         sha = hashlib.file_digest(f, "sha256").hexdigest()
     root = Path(extract_to)
@@ -103,10 +106,14 @@ def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
     except (RuntimeError, KeyError, pickle.UnpicklingError, EOFError, ValueError) as exc:
         raise ArchiveError(f"CIFAR-100 archive at {path} is not in the official format ({exc}): {help_text}") from None
     return Cifar(
-        train_images=np.ascontiguousarray(train.data), train_labels=np.asarray(train.targets, dtype=np.int64),
-        test_images=np.ascontiguousarray(test.data), test_labels=np.asarray(test.targets, dtype=np.int64),
-        classes=len(train.classes), archive_sha256=sha, checksum_verified=bool(verify_checksum))
-
+        train_images=np.ascontiguousarray(train.data),
+        train_labels=np.asarray(train.targets, dtype=np.int64),
+        test_images=np.ascontiguousarray(test.data),
+        test_labels=np.asarray(test.targets, dtype=np.int64),
+        classes=len(train.classes),
+        archive_sha256=sha,
+        checksum_verified=bool(verify_checksum),
+    )
 
 
 def _extract_data(tar: tarfile.TarFile, root: Path) -> None:
@@ -125,6 +132,7 @@ def _extract_data(tar: tarfile.TarFile, root: Path) -> None:
         if not (member.isfile() or member.isdir()) or target != inside and inside not in target.parents:
             raise tarfile.TarError(f"refusing member {member.name!r}: not a plain file or folder under {root}")
     tar.extractall(root)
+
 
 def _unverified_class():
     from torchvision.datasets import CIFAR100
@@ -153,14 +161,14 @@ def split(n_train: int, fit: int, validation: int, *, seed: int = 0) -> tuple[np
     split seed is a cohort parameter, not the training seed.
     """
     if fit + validation > n_train or fit < 1 or validation < 0:
-        raise ValueError(f"split fit={fit}, validation={validation} needs 1 <= fit and fit + validation <= "
-                         f"{n_train} training images")
+        raise ValueError(
+            f"split fit={fit}, validation={validation} needs 1 <= fit and fit + validation <= {n_train} training images"
+        )
     order = np.random.default_rng(seed).permutation(n_train)
-    return np.sort(order[:fit]), np.sort(order[fit:fit + validation])
+    return np.sort(order[:fit]), np.sort(order[fit : fit + validation])
 
 
-def write_archive(path: str | os.PathLike[str], *, train: int, test: int, classes: int = 100,
-                  seed: int = 0) -> Path:
+def write_archive(path: str | os.PathLike[str], *, train: int, test: int, classes: int = 100, seed: int = 0) -> Path:
     """Write a small archive in the official format (tests, CPU runs): random images,
     labels cycling through ``classes`` fine and ``classes // 5`` coarse classes."""
     rng = np.random.default_rng(seed)
@@ -172,13 +180,23 @@ def write_archive(path: str | os.PathLike[str], *, train: int, test: int, classe
         # Class-dependent mean colour, so a probe has something to learn.
         base = (np.array(fine)[:, None] * 37 % 200).astype(np.int64)
         data = np.clip(base + rng.integers(0, 56, (n, 3072)), 0, 255).astype(np.uint8)
-        return {"filenames": [f"img_{i:05d}.png" for i in range(n)], "batch_label": label,
-                "fine_labels": fine, "coarse_labels": [f // 5 for f in fine], "data": data}
+        return {
+            "filenames": [f"img_{i:05d}.png" for i in range(n)],
+            "batch_label": label,
+            "fine_labels": fine,
+            "coarse_labels": [f // 5 for f in fine],
+            "data": data,
+        }
 
-    meta = {"fine_label_names": [f"class_{i}" for i in range(classes)],
-            "coarse_label_names": [f"super_{i}" for i in range(max(1, classes // 5))]}
-    members = {"train": batch(train, b"training batch 1 of 1"), "test": batch(test, b"testing batch 1 of 1"),
-               "meta": meta}
+    meta = {
+        "fine_label_names": [f"class_{i}" for i in range(classes)],
+        "coarse_label_names": [f"super_{i}" for i in range(max(1, classes // 5))],
+    }
+    members = {
+        "train": batch(train, b"training batch 1 of 1"),
+        "test": batch(test, b"testing batch 1 of 1"),
+        "meta": meta,
+    }
     with tarfile.open(path, "w:gz") as tar:
         for name, obj in members.items():
             blob = pickle.dumps(obj, protocol=2)
@@ -192,13 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m stateaware.app.data PATH [--train N] [--test N]``: write a generated archive."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m stateaware.app.data",
-                                     description="Write a small CIFAR-100-format archive (random images whose mean "
-                                                 "brightness depends on the class) for CPU runs and tests; it does "
-                                                 "not match the official checksum.")
+    parser = argparse.ArgumentParser(
+        prog="python -m stateaware.app.data",
+        description="Write a small CIFAR-100-format archive (random images whose mean "
+        "brightness depends on the class) for CPU runs and tests; it does "
+        "not match the official checksum.",
+    )
     parser.add_argument("path")
-    parser.add_argument("--train", type=int, default=2048, help="training images (the CPU protocol fits 1,024 "
-                                                                        "and validates on 256)")
+    parser.add_argument(
+        "--train", type=int, default=2048, help="training images (the CPU protocol fits 1,024 and validates on 256)"
+    )
     parser.add_argument("--test", type=int, default=512, help="test images (the CPU protocol scores 512)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -57,8 +57,15 @@ def _median_ms(fn, repeats: int, device: torch.device) -> float:
     return float(statistics.median(times))
 
 
-def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k: torch.Tensor, *,
-                 repeats: int = 3, provenance: dict[str, Any] | None = None) -> Any:
+def profile_card(
+    m: Moco,
+    optimizer: torch.optim.Optimizer,
+    x_q: torch.Tensor,
+    x_k: torch.Tensor,
+    *,
+    repeats: int = 3,
+    provenance: dict[str, Any] | None = None,
+) -> Any:
     """The card of ``m``'s segments for a batch like ``x_q`` (``m`` is left as it was)."""
     from stateaware.planner.profile_card import card_from_dict
 
@@ -78,10 +85,19 @@ def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x
         buffers = list(seg.buffers())
         state = sum(b.numel() * b.element_size() for b in buffers)
         copy_ms = _median_ms(lambda: [b.clone() for b in buffers], repeats, device)
-        segments.append({
-            "eager": {"retained_bytes": r, "temp_bytes": 0, "ms": ms},
-            "whole": {"retained_bytes": state, "temp_bytes": r + state, "ms": 2 * ms + copy_ms,
-                      "state_retained_bytes": state, "state_temp_bytes": state, "state_ms": copy_ms}})
+        segments.append(
+            {
+                "eager": {"retained_bytes": r, "temp_bytes": 0, "ms": ms},
+                "whole": {
+                    "retained_bytes": state,
+                    "temp_bytes": r + state,
+                    "ms": 2 * ms + copy_ms,
+                    "state_retained_bytes": state,
+                    "state_temp_bytes": state,
+                    "state_ms": copy_ms,
+                },
+            }
+        )
         with torch.no_grad():
             h = seg(h)
     h = h.detach().requires_grad_(True)
@@ -93,32 +109,69 @@ def profile_card(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x
     region = rows.numel() * (m.queue.shape[1] * m.queue.element_size() + 8)
     whole_ms = _median_ms(lambda: scratch.clone(), repeats, device)
     region_ms = _median_ms(lambda: scratch.index_select(0, rows), repeats, device)
-    segments.append({
-        "eager": {"retained_bytes": r, "temp_bytes": 0, "ms": ms},
-        "whole": {"retained_bytes": whole, "temp_bytes": r + whole, "ms": 2 * ms + whole_ms,
-                  "state_retained_bytes": whole, "state_temp_bytes": whole, "state_ms": whole_ms},
-        "region": {"retained_bytes": region, "temp_bytes": r + region, "ms": 2 * ms + region_ms,
-                   "state_retained_bytes": region, "state_temp_bytes": region, "state_ms": region_ms}})
+    segments.append(
+        {
+            "eager": {"retained_bytes": r, "temp_bytes": 0, "ms": ms},
+            "whole": {
+                "retained_bytes": whole,
+                "temp_bytes": r + whole,
+                "ms": 2 * ms + whole_ms,
+                "state_retained_bytes": whole,
+                "state_temp_bytes": whole,
+                "state_ms": whole_ms,
+            },
+            "region": {
+                "retained_bytes": region,
+                "temp_bytes": r + region,
+                "ms": 2 * ms + region_ms,
+                "state_retained_bytes": region,
+                "state_temp_bytes": region,
+                "state_ms": region_ms,
+            },
+        }
+    )
     # Profiling ran training-mode forwards: put the BatchNorm statistics and queue back.
     m.query.load_state_dict(snapshot)
     m.queue.copy_(queue)
     if len(segments) != n_segments():
         raise RuntimeError(f"profiled {len(segments)} segments; the encoder has {n_segments()}")
-    doc = {"persistent_bytes": persistent_bytes(m, optimizer), "segments": segments,
-           "provenance": {"workload": "cifar", "bytes": "counted (saved tensors, declared state)",
-                          "ms": f"measured, median of {repeats} forwards", "batch": int(x_q.shape[0]),
-                          "image": list(x_q.shape[1:]), "device": str(device), **(provenance or {})}}
+    doc = {
+        "persistent_bytes": persistent_bytes(m, optimizer),
+        "segments": segments,
+        "provenance": {
+            "workload": "cifar",
+            "bytes": "counted (saved tensors, declared state)",
+            "ms": f"measured, median of {repeats} forwards",
+            "batch": int(x_q.shape[0]),
+            "image": list(x_q.shape[1:]),
+            "device": str(device),
+            **(provenance or {}),
+        },
+    }
     return card_from_dict(doc)
 
 
-def profile_protocol(proto: Any, *, seed: int, device: str | torch.device = "cpu", repeats: int = 3,
-                     provenance: dict[str, Any] | None = None) -> Any:
+def profile_protocol(
+    proto: Any,
+    *,
+    seed: int,
+    device: str | torch.device = "cpu",
+    repeats: int = 3,
+    provenance: dict[str, Any] | None = None,
+) -> Any:
     """The card of a fresh model of ``proto`` (a ``stateaware.app.protocol.Protocol``) on a
     seeded random batch of its shape: the costs depend on shapes, not on the images."""
     from stateaware.app import moco
 
-    m = moco.build(seed, width=proto.width, dim=proto.dim, queue_size=proto.queue_size,
-                   temperature=proto.temperature, momentum=proto.momentum, device=device)
+    m = moco.build(
+        seed,
+        width=proto.width,
+        dim=proto.dim,
+        queue_size=proto.queue_size,
+        temperature=proto.temperature,
+        momentum=proto.momentum,
+        device=device,
+    )
     optimizer = torch.optim.SGD(m.query.parameters(), lr=proto.lr, momentum=0.9)
     gen = torch.Generator().manual_seed(int(seed))
     shape = (proto.batch, 3, proto.image, proto.image)
@@ -140,11 +193,17 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.config import ConfigError, conf_file, hardware_file
     from stateaware.cost_runtime.frozen_cards import freeze
 
-    parser = argparse.ArgumentParser(prog="python -m stateaware.app.encoder_card", description=main.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m stateaware.app.encoder_card", description=main.__doc__.split("\n")[0]
+    )
     parser.add_argument("--hardware", default="cpu", help="hardware profile (a key of the cohort's protocols)")
     parser.add_argument("--cohort", default="cifar", help="the cohort whose protocols to read (default: cifar)")
-    parser.add_argument("--conf", default=None, metavar="DIR",
-                        help="config folder holding cohort/ and hardware/ (default: the packaged conf/)")
+    parser.add_argument(
+        "--conf",
+        default=None,
+        metavar="DIR",
+        help="config folder holding cohort/ and hardware/ (default: the packaged conf/)",
+    )
     parser.add_argument("--device", default=None, help="device (default: the hardware profile's)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--directory", default=None, help="where to freeze (default: conf/cards)")
@@ -158,10 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     proto = protocol_from(proto_cfg)
     with deterministic(proto_cfg.get("threads")):  # the settings the cohort's processes time under
-        card = profile_protocol(proto, seed=0, device=args.device or hardware.get("device", "cpu"),
-                                repeats=args.repeats,
-                                provenance={"hardware": args.hardware, "scale": float(hardware.get("scale", 1.0)),
-                                            "protocol": dataclasses.asdict(proto)})
+        card = profile_protocol(
+            proto,
+            seed=0,
+            device=args.device or hardware.get("device", "cpu"),
+            repeats=args.repeats,
+            provenance={
+                "hardware": args.hardware,
+                "scale": float(hardware.get("scale", 1.0)),
+                "protocol": dataclasses.asdict(proto),
+            },
+        )
     path, digest = freeze(card.to_dict(), f"cifar-{args.hardware}", args.directory)
     print(f"cifar-{args.hardware}: {digest}  ({path})")
     return 0

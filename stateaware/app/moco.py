@@ -42,8 +42,22 @@ from stateaware.app.model import cifar_resnet18, encoder_segments, l2_normalize
 from stateaware.app.protocol import METHODS  # the seven methods, in the order records and Table 9 list them
 from stateaware.torch_replay import Region, checkpoint
 
-__all__ = ["cross_entropy", "METHODS", "OPTIONS", "FIXED", "PLANNED", "Moco", "build", "contrast", "queue_rows",
-           "momentum_update", "train_step", "fixed_policy", "n_segments", "persistent_bytes"]
+__all__ = [
+    "cross_entropy",
+    "METHODS",
+    "OPTIONS",
+    "FIXED",
+    "PLANNED",
+    "Moco",
+    "build",
+    "contrast",
+    "queue_rows",
+    "momentum_update",
+    "train_step",
+    "fixed_policy",
+    "n_segments",
+    "persistent_bytes",
+]
 
 
 #: Per-segment options (profile-card names).
@@ -79,8 +93,16 @@ def n_segments() -> int:
     return len(SEGMENTS) + 1
 
 
-def build(seed: int, *, width: int, dim: int, queue_size: int, temperature: float = 0.2,
-          momentum: float = 0.99, device: str | torch.device = "cpu") -> Moco:
+def build(
+    seed: int,
+    *,
+    width: int,
+    dim: int,
+    queue_size: int,
+    temperature: float = 0.2,
+    momentum: float = 0.99,
+    device: str | torch.device = "cpu",
+) -> Moco:
     """Encoders and queue drawn from ``seed`` (the key encoder starts as the query's copy)."""
     torch.manual_seed(int(seed))
     query = cifar_resnet18(dim, width=width).to(device)
@@ -132,8 +154,16 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return _CrossEntropy.apply(logits, target)
 
 
-def contrast(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, rows: torch.Tensor, temperature: float,
-             *, enqueue: bool = True, functional: bool = False):
+def contrast(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    queue: torch.Tensor,
+    rows: torch.Tensor,
+    temperature: float,
+    *,
+    enqueue: bool = True,
+    functional: bool = False,
+):
     """InfoNCE of ``q`` against its key ``k`` and the queue's negatives; strict enqueue.
 
     Returns the loss (``enqueue``: rows ``rows`` of ``queue`` now hold ``k``), or with
@@ -157,8 +187,9 @@ def fixed_policy(method: str) -> tuple[str, ...]:
     if method == "functional":
         return ("whole",) * n_segments()
     if method not in FIXED:
-        raise ValueError(f"method {method!r} has no fixed policy; fixed-policy methods are: "
-                         f"{', '.join((*FIXED, 'functional'))}")
+        raise ValueError(
+            f"method {method!r} has no fixed policy; fixed-policy methods are: {', '.join((*FIXED, 'functional'))}"
+        )
     if method == "regions":
         # Only the queue has declared rows; BatchNorm buffers are written whole, so a region
         # of them is the whole buffer (the card has no region option there).
@@ -175,8 +206,17 @@ def _segment(seg: nn.Module, h: torch.Tensor, option: str) -> torch.Tensor:
     raise ValueError(f"option {option!r}; valid options are: {', '.join(OPTIONS)}")
 
 
-def train_step(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k: torch.Tensor, step: int,
-               method: str, policy: Sequence[str], *, offset: int | None = None) -> float:
+def train_step(
+    m: Moco,
+    optimizer: torch.optim.Optimizer,
+    x_q: torch.Tensor,
+    x_k: torch.Tensor,
+    step: int,
+    method: str,
+    policy: Sequence[str],
+    *,
+    offset: int | None = None,
+) -> float:
     """One strict (or deferred) MoCo step under ``method`` with per-segment ``policy``.
 
     ``policy`` has one option per segment (encoder segments, then contrast); it is
@@ -207,8 +247,9 @@ def train_step(m: Moco, optimizer: torch.optim.Optimizer, x_q: torch.Tensor, x_k
     elif last == "whole":
         loss = checkpoint(contrast, h, k, m.queue, rows, m.temperature, state=[m.queue], preserve="whole")
     elif last == "region":
-        loss = checkpoint(contrast, h, k, m.queue, rows, m.temperature, state=[Region(m.queue, rows)],
-                          preserve="region")
+        loss = checkpoint(
+            contrast, h, k, m.queue, rows, m.temperature, state=[Region(m.queue, rows)], preserve="region"
+        )
     else:
         raise ValueError(f"policy[-1]={last!r}; valid options are: {', '.join(OPTIONS)}")
     optimizer.zero_grad(set_to_none=True)

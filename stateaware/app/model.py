@@ -15,8 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["SEGMENTS", "Head", "l2_normalize", "cifar_resnet18", "encoder_segments", "feature_dim",
-           "backbone_features"]
+__all__ = ["SEGMENTS", "Head", "l2_normalize", "cifar_resnet18", "encoder_segments", "feature_dim", "backbone_features"]
 
 #: The query encoder's segment names, in forward order (the contrast segment follows).
 SEGMENTS = ("stem", "layer1", "layer2", "layer3", "layer4", "head")

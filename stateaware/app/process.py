@@ -27,8 +27,9 @@ __all__ = ["run_pair"]
 Write = Callable[..., Any]
 
 
-def run_pair(params: dict[str, Any], hardware: dict[str, Any], write: Write, *, out: str | Path,
-             artifacts: str | Path) -> None:
+def run_pair(
+    params: dict[str, Any], hardware: dict[str, Any], write: Write, *, out: str | Path, artifacts: str | Path
+) -> None:
     """Run the process ``params`` (``train_seed``, ``method``, ``archive`` and the cohort's
     params) on ``hardware``, with deterministic algorithms (restored afterwards); files go
     under ``artifacts`` (inside ``out``, whose relative paths the ``artifacts`` rows record)."""
@@ -50,8 +51,15 @@ def _take(n: int | None, total: int) -> int:
     return total if n is None else min(int(n), total)
 
 
-def _run_pair(params: dict[str, Any], proto_cfg: dict[str, Any], hardware: dict[str, Any], write: Write, *,
-              out: Path, artifacts: Path) -> None:
+def _run_pair(
+    params: dict[str, Any],
+    proto_cfg: dict[str, Any],
+    hardware: dict[str, Any],
+    write: Write,
+    *,
+    out: Path,
+    artifacts: Path,
+) -> None:
     import dataclasses
     import json
     import tempfile
@@ -80,9 +88,16 @@ def _run_pair(params: dict[str, Any], proto_cfg: dict[str, Any], hardware: dict[
     # cohort): it runs before the clock starts, and its cached blocks and peaks are dropped.
     frozen = bool(proto_cfg.get("card"))
     card_source = "frozen" if frozen else "measured_in_process"
-    card = None if frozen else app_card.profile_protocol(
-        proto, seed=seed, device=device,
-        provenance={"hardware": hardware_name, "scale": float(hardware.get("scale", 1.0)), "seed": seed})
+    card = (
+        None
+        if frozen
+        else app_card.profile_protocol(
+            proto,
+            seed=seed,
+            device=device,
+            provenance={"hardware": hardware_name, "scale": float(hardware.get("scale", 1.0)), "seed": seed},
+        )
+    )
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
@@ -122,34 +137,91 @@ def _run_pair(params: dict[str, Any], proto_cfg: dict[str, Any], hardware: dict[
 
     # The complete encoder process (observed unless the seed is quality-only), then the probe.
     observer = train.Observer(device, lambda: 0) if observed else None
-    enc = train.train_encoder(images[fit], images[val], seed=seed, method=method, policy=policy, proto=proto,
-                              device=device, out=artifacts, observer=observer)
+    enc = train.train_encoder(
+        images[fit],
+        images[val],
+        seed=seed,
+        method=method,
+        policy=policy,
+        proto=proto,
+        device=device,
+        out=artifacts,
+        observer=observer,
+    )
     encoder_seconds = time.perf_counter() - start
     labels = torch.from_numpy(cifar.train_labels)
-    probe = train.probe(enc["path"], enc["sha256"],
-                        {"fit": images[fit], "val": images[val], "test": test_images, "fit_labels": labels[fit],
-                         "val_labels": labels[val], "test_labels": torch.from_numpy(cifar.test_labels[:test_n])},
-                        cifar.classes, seed=seed, proto=proto, device=device, scores_path=artifacts / "scores.bin")
+    probe = train.probe(
+        enc["path"],
+        enc["sha256"],
+        {
+            "fit": images[fit],
+            "val": images[val],
+            "test": test_images,
+            "fit_labels": labels[fit],
+            "val_labels": labels[val],
+            "test_labels": torch.from_numpy(cifar.test_labels[:test_n]),
+        },
+        cifar.classes,
+        seed=seed,
+        proto=proto,
+        device=device,
+        scores_path=artifacts / "scores.bin",
+    )
 
     write("policies", [policy_row(plan, method, seed=seed, **columns)], part=part)
     write("profiles", profile_rows(card, **columns), part=part)
-    write("epochs", [{**base, "peak_allocated_bytes": None, "peak_reserved_bytes": None, "peak_source": None,
-                      **row} for row in enc["epochs"] + probe["epochs"]], part=part)
+    write(
+        "epochs",
+        [
+            {**base, "peak_allocated_bytes": None, "peak_reserved_bytes": None, "peak_source": None, **row}
+            for row in enc["epochs"] + probe["epochs"]
+        ],
+        part=part,
+    )
     if observer is not None:
         write("peaks", [{**base, **row} for row in observer.rows], part=part)
-    write("artifacts", [{**base, "name": name, "path": str(path.relative_to(out)),
-                         "bytes": path.stat().st_size, "sha256": sha}
-                        for name, path, sha in (("encoder", enc["path"], enc["sha256"]),
-                                                ("test_scores", artifacts / "scores.bin", probe["sha256"]))],
-          part=part)
-    write("records", [{**base, "backend": "torch", "family": "cifar", "precision": "fp32",
-                       "workload": "cifar", "check_name": "test_scores", "sha256": probe["sha256"],
-                       "encoder_sha256": enc["sha256"], "encoder_seconds": encoder_seconds,
-                       "observed": observed, "card_source": card_source,
-                       "test_accuracy": probe["accuracy"], "test_mean_loss": probe["mean_loss"],
-                       "detail": json.dumps({"policy": list(policy), "card_digest": card.digest,
-                                             "test_images": test_n, "fit": fit_n,
-                                             "validation": val_n, "archive_sha256": cifar.archive_sha256,
-                                             "queue_sha256": enc["queue_sha256"],
-                                             "protocol": dataclasses.asdict(proto)}, sort_keys=True)}],
-          part=part)
+    write(
+        "artifacts",
+        [
+            {**base, "name": name, "path": str(path.relative_to(out)), "bytes": path.stat().st_size, "sha256": sha}
+            for name, path, sha in (
+                ("encoder", enc["path"], enc["sha256"]),
+                ("test_scores", artifacts / "scores.bin", probe["sha256"]),
+            )
+        ],
+        part=part,
+    )
+    write(
+        "records",
+        [
+            {
+                **base,
+                "backend": "torch",
+                "family": "cifar",
+                "precision": "fp32",
+                "workload": "cifar",
+                "check_name": "test_scores",
+                "sha256": probe["sha256"],
+                "encoder_sha256": enc["sha256"],
+                "encoder_seconds": encoder_seconds,
+                "observed": observed,
+                "card_source": card_source,
+                "test_accuracy": probe["accuracy"],
+                "test_mean_loss": probe["mean_loss"],
+                "detail": json.dumps(
+                    {
+                        "policy": list(policy),
+                        "card_digest": card.digest,
+                        "test_images": test_n,
+                        "fit": fit_n,
+                        "validation": val_n,
+                        "archive_sha256": cifar.archive_sha256,
+                        "queue_sha256": enc["queue_sha256"],
+                        "protocol": dataclasses.asdict(proto),
+                    },
+                    sort_keys=True,
+                ),
+            }
+        ],
+        part=part,
+    )

@@ -20,8 +20,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["METHODS", "CARD_SHAPE", "Protocol", "protocol_of", "protocol_from", "process_pairs", "split_sizes",
-           "check_card_shape", "budget_bytes", "workload_columns"]
+__all__ = [
+    "METHODS",
+    "CARD_SHAPE",
+    "Protocol",
+    "protocol_of",
+    "protocol_from",
+    "process_pairs",
+    "split_sizes",
+    "check_card_shape",
+    "budget_bytes",
+    "workload_columns",
+]
 
 #: The seven methods, in the order records and Table 9 list them (``stateaware.app.moco``
 #: runs them). Defined here, where nothing heavy is imported, so planning and the
@@ -59,8 +69,10 @@ def protocol_of(params: dict[str, Any], hardware: dict[str, Any]) -> dict[str, A
     protocols = params.get("protocols") or {}
     name = str(hardware.get("name", "cpu"))
     if name not in protocols:
-        raise ValueError(f"cohort params.protocols has no entry for hardware {name!r}; valid entries are: "
-                         f"{', '.join(protocols) or '(none)'}")
+        raise ValueError(
+            f"cohort params.protocols has no entry for hardware {name!r}; valid entries are: "
+            f"{', '.join(protocols) or '(none)'}"
+        )
     return dict(protocols[name])
 
 
@@ -70,8 +82,9 @@ def protocol_from(block: dict[str, Any]) -> Protocol:
     return Protocol(**{k: v for k, v in block.items() if k in fields})
 
 
-def process_pairs(params: dict[str, Any], hardware: dict[str, Any], processes: int,
-                  cohort: str | None = None) -> list[dict[str, Any]]:
+def process_pairs(
+    params: dict[str, Any], hardware: dict[str, Any], processes: int, cohort: str | None = None
+) -> list[dict[str, Any]]:
     """One (seed, method) per process, seed-major: ``processes`` must be ``7 * k`` with
     ``k <= len(params.seeds)``; the first ``k`` seeds run. ``params.archive`` must name a
     file (checked here, so a missing archive fails before any process starts; a relative
@@ -79,16 +92,22 @@ def process_pairs(params: dict[str, Any], hardware: dict[str, Any], processes: i
     seeds = [int(s) for s in params.get("seeds") or []]
     protocol_of(params, hardware)  # fail here, before any process starts, on an unknown profile
     if processes % len(METHODS) or processes // len(METHODS) > len(seeds) or processes < 1:
-        raise ValueError(f"cohort {cohort!r}: processes={processes} must be 7 x the number of seeds "
-                         f"run (at most {len(seeds)} seeds: {seeds})")
+        raise ValueError(
+            f"cohort {cohort!r}: processes={processes} must be 7 x the number of seeds "
+            f"run (at most {len(seeds)} seeds: {seeds})"
+        )
     archive = Path(str(params.get("archive"))).expanduser().resolve()
     if not archive.is_file():
-        raise ValueError(f"cohort.params.archive={params.get('archive')}: no file at {archive}; put the official "
-                         "cifar-100-python.tar.gz there (runs never download it) or, for a CPU run, write a "
-                         f"generated one: python -m stateaware.app.data {archive}")
+        raise ValueError(
+            f"cohort.params.archive={params.get('archive')}: no file at {archive}; put the official "
+            "cifar-100-python.tar.gz there (runs never download it) or, for a CPU run, write a "
+            f"generated one: python -m stateaware.app.data {archive}"
+        )
     # Every process reads the same file, whatever directory it starts in.
-    return [{"train_seed": seeds[i // len(METHODS)], "method": METHODS[i % len(METHODS)], "archive": str(archive)}
-            for i in range(processes)]
+    return [
+        {"train_seed": seeds[i // len(METHODS)], "method": METHODS[i % len(METHODS)], "archive": str(archive)}
+        for i in range(processes)
+    ]
 
 
 def split_sizes(fit: int | None, validation: int | None, n_train: int) -> tuple[int, int]:
@@ -103,8 +122,11 @@ def split_sizes(fit: int | None, validation: int | None, n_train: int) -> tuple[
     if fit_n + val_n <= n_train:
         return fit_n, val_n
     scaled = max(1, fit_n * n_train // (fit_n + val_n))
-    print(f"cifar: the archive has {n_train} training images, fewer than fit={fit_n} + validation={val_n}: "
-          f"using {scaled} + {n_train - scaled} in the same ratio", file=sys.stderr)
+    print(
+        f"cifar: the archive has {n_train} training images, fewer than fit={fit_n} + validation={val_n}: "
+        f"using {scaled} + {n_train - scaled} in the same ratio",
+        file=sys.stderr,
+    )
     return scaled, n_train - scaled
 
 
@@ -114,10 +136,13 @@ def check_card_shape(card: Any, proto: Protocol, hardware: str) -> Any:
     profiled = dict(card.provenance).get("protocol") or {}
     wrong = {k: (profiled.get(k), getattr(proto, k)) for k in CARD_SHAPE if profiled.get(k) != getattr(proto, k)}
     if wrong:
-        raise ValueError(f"frozen card {card.digest[:12]} (params.protocols.{hardware}.card) was profiled at "
-                         + ", ".join(f"{k}={a}" for k, (a, _) in wrong.items()) + "; the protocol has "
-                         + ", ".join(f"{k}={b}" for k, (_, b) in wrong.items())
-                         + f": freeze a card for it with `python -m stateaware.app.encoder_card --hardware {hardware}`")
+        raise ValueError(
+            f"frozen card {card.digest[:12]} (params.protocols.{hardware}.card) was profiled at "
+            + ", ".join(f"{k}={a}" for k, (a, _) in wrong.items())
+            + "; the protocol has "
+            + ", ".join(f"{k}={b}" for k, (_, b) in wrong.items())
+            + f": freeze a card for it with `python -m stateaware.app.encoder_card --hardware {hardware}`"
+        )
     return card
 
 
@@ -134,7 +159,14 @@ def budget_bytes(block: dict[str, Any], card: Any) -> int:
 def workload_columns(proto: Protocol, budget: int, hardware: str, segments: int) -> dict[str, Any]:
     """The record store's workload columns of the application (``segments``: the encoder's
     planned segments, ``stateaware.app.moco.n_segments()``); ``cell`` is the profile name."""
-    return {"workload": "cifar", "cell": hardware, "buffer_bytes": proto.queue_size * proto.dim * 4,
-            "write_fraction": proto.batch / proto.queue_size, "live_segments": segments,
-            "granularity_bytes": proto.dim * 4, "width": proto.width, "batch": proto.batch,
-            "budget_bytes": int(budget)}
+    return {
+        "workload": "cifar",
+        "cell": hardware,
+        "buffer_bytes": proto.queue_size * proto.dim * 4,
+        "write_fraction": proto.batch / proto.queue_size,
+        "live_segments": segments,
+        "granularity_bytes": proto.dim * 4,
+        "width": proto.width,
+        "batch": proto.batch,
+        "budget_bytes": int(budget),
+    }

@@ -22,8 +22,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["ENCODER_MAGIC", "SCORES_MAGIC", "SCORE_DTYPE", "write_encoder", "load_encoder", "write_scores",
-           "read_scores", "sha256_file"]
+__all__ = [
+    "ENCODER_MAGIC",
+    "SCORES_MAGIC",
+    "SCORE_DTYPE",
+    "write_encoder",
+    "load_encoder",
+    "write_scores",
+    "read_scores",
+    "sha256_file",
+]
 
 ENCODER_MAGIC = b"stateaware-cifar-encoder v1\n"
 SCORES_MAGIC = b"stateaware-cifar-scores v1\n"
@@ -48,12 +56,14 @@ def _atomic_write(path: Path, chunks) -> None:
 
 def write_encoder(state: dict[str, torch.Tensor], path: str | os.PathLike[str]) -> str:
     """Write ``state`` (a state dict) canonically at ``path``; return its SHA-256."""
+
     def chunks():
         yield ENCODER_MAGIC
         for name in sorted(state):
             t = state[name].detach().cpu().contiguous()
-            yield (json.dumps({"name": name, "dtype": str(t.dtype), "shape": list(t.shape)},
-                              sort_keys=True) + "\n").encode()
+            yield (
+                json.dumps({"name": name, "dtype": str(t.dtype), "shape": list(t.shape)}, sort_keys=True) + "\n"
+            ).encode()
             yield t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
 
     _atomic_write(Path(path), chunks())
@@ -64,8 +74,10 @@ def load_encoder(path: str | os.PathLike[str], sha256: str) -> dict[str, torch.T
     """The state dict in the encoder file at ``path``, if its bytes hash to ``sha256``."""
     got = sha256_file(path)
     if got != sha256:
-        raise ValueError(f"encoder checkpoint {path} hashes to {got[:16]}, not the bound {sha256[:16]}: "
-                         "the probe refuses an encoder other than the one training produced")
+        raise ValueError(
+            f"encoder checkpoint {path} hashes to {got[:16]}, not the bound {sha256[:16]}: "
+            "the probe refuses an encoder other than the one training produced"
+        )
     blob = Path(path).read_bytes()
     if not blob.startswith(ENCODER_MAGIC):
         raise ValueError(f"{path} is not a stateaware encoder file (bad header)")
@@ -77,8 +89,9 @@ def load_encoder(path: str | os.PathLike[str], sha256: str) -> dict[str, torch.T
         dtype = getattr(torch, head["dtype"].removeprefix("torch."))
         n = int(np.prod(head["shape"])) if head["shape"] else 1
         size = n * torch.empty(0, dtype=dtype).element_size()
-        arr = np.frombuffer(blob, dtype=torch.empty(0, dtype=dtype).numpy().dtype.newbyteorder("<"),
-                            count=n, offset=pos)
+        arr = np.frombuffer(
+            blob, dtype=torch.empty(0, dtype=dtype).numpy().dtype.newbyteorder("<"), count=n, offset=pos
+        )
         out[head["name"]] = torch.from_numpy(arr.copy()).reshape(head["shape"])
         pos += size
     return out
@@ -88,7 +101,9 @@ def write_scores(labels: np.ndarray, preds: np.ndarray, losses: np.ndarray, path
     """Write the test-score file at ``path``; return its SHA-256."""
     n = len(labels)
     if not len(preds) == len(losses) == n:
-        raise ValueError(f"labels, preds and losses must have one entry per image; got {n}, {len(preds)}, {len(losses)}")
+        raise ValueError(
+            f"labels, preds and losses must have one entry per image; got {n}, {len(preds)}, {len(losses)}"
+        )
     rec = np.empty(n, dtype=SCORE_DTYPE)
     rec["index"] = np.arange(n)
     rec["label"] = labels

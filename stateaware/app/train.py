@@ -48,8 +48,12 @@ def deterministic(threads: int | None = None) -> Iterator[None]:
     """
     import os
 
-    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-             torch.backends.cudnn.benchmark, torch.get_num_threads())
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+        torch.get_num_threads(),
+    )
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
@@ -89,7 +93,7 @@ def augment(images: torch.Tensor, size: int, gen: torch.Generator) -> torch.Tens
 def center(images: torch.Tensor, size: int) -> torch.Tensor:
     """The central ``size`` crop, normalised (evaluation view)."""
     o = (images.shape[2] - size) // 2
-    return _normalise(images[:, :, o:o + size, o:o + size])
+    return _normalise(images[:, :, o : o + size, o : o + size])
 
 
 @dataclass
@@ -105,8 +109,12 @@ class Observer:
         if self.device.type == "cuda":
             out = fn()
             torch.cuda.synchronize(self.device)
-            self._record("before_reset", torch.cuda.max_memory_allocated(self.device),
-                         torch.cuda.max_memory_reserved(self.device), "cuda_allocator")
+            self._record(
+                "before_reset",
+                torch.cuda.max_memory_allocated(self.device),
+                torch.cuda.max_memory_reserved(self.device),
+                "cuda_allocator",
+            )
             torch.cuda.reset_peak_memory_stats(self.device)
             return out
         from stateaware.cost_runtime.measure import window_peak
@@ -120,15 +128,26 @@ class Observer:
     def exit(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            self._record("exit", torch.cuda.max_memory_allocated(self.device),
-                         torch.cuda.max_memory_reserved(self.device), "cuda_allocator")
+            self._record(
+                "exit",
+                torch.cuda.max_memory_allocated(self.device),
+                torch.cuda.max_memory_reserved(self.device),
+                "cuda_allocator",
+            )
         else:
             peak = max((r["peak_allocated_bytes"] for r in self.rows), default=self.live())
             self._record("exit", peak, None, "torch_profiler")
 
     def _record(self, event: str, allocated: int, reserved: int | None, source: str) -> None:
-        self.rows.append({"event": event, "event_index": len(self.rows), "peak_allocated_bytes": int(allocated),
-                          "peak_reserved_bytes": None if reserved is None else int(reserved), "peak_source": source})
+        self.rows.append(
+            {
+                "event": event,
+                "event_index": len(self.rows),
+                "peak_allocated_bytes": int(allocated),
+                "peak_reserved_bytes": None if reserved is None else int(reserved),
+                "peak_source": source,
+            }
+        )
 
 
 def _epoch_gen(seed: int, epoch: int, salt: int) -> torch.Generator:
@@ -137,12 +156,21 @@ def _epoch_gen(seed: int, epoch: int, salt: int) -> torch.Generator:
 
 def _batches(n: int, batch: int, gen: torch.Generator) -> list[torch.Tensor]:
     order = torch.randperm(n, generator=gen)
-    return [order[i:i + batch] for i in range(0, n, batch)]  # every image once: the last batch may be short
+    return [order[i : i + batch] for i in range(0, n, batch)]  # every image once: the last batch may be short
 
 
-def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, method: str,
-                  policy: Sequence[str], proto: Protocol, device: torch.device, out: Path,
-                  observer: Observer | None = None) -> dict[str, Any]:
+def train_encoder(
+    images: torch.Tensor,
+    val_images: torch.Tensor,
+    *,
+    seed: int,
+    method: str,
+    policy: Sequence[str],
+    proto: Protocol,
+    device: torch.device,
+    out: Path,
+    observer: Observer | None = None,
+) -> dict[str, Any]:
     """Train the encoders on ``images`` (uint8 NCHW, CPU) under ``method``; write the
     canonical encoder file under ``out``. Returns ``{"epochs", "sha256", "path", "seconds"}``.
 
@@ -152,8 +180,15 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
     ring advances by the keys actually enqueued).
     """
     start = time.perf_counter()
-    m = moco.build(seed, width=proto.width, dim=proto.dim, queue_size=proto.queue_size,
-                   temperature=proto.temperature, momentum=proto.momentum, device=device)
+    m = moco.build(
+        seed,
+        width=proto.width,
+        dim=proto.dim,
+        queue_size=proto.queue_size,
+        temperature=proto.temperature,
+        momentum=proto.momentum,
+        device=device,
+    )
     opt = torch.optim.SGD(m.query.parameters(), lr=proto.lr, momentum=0.9, weight_decay=proto.weight_decay)
     if observer is not None:
         observer.live = lambda: moco.persistent_bytes(m, opt)
@@ -184,21 +219,36 @@ def train_encoder(images: torch.Tensor, val_images: torch.Tensor, *, seed: int, 
         use_epoch_window = observer is not None and proto.peaks == "epoch"
         losses = observer.window(one_epoch) if use_epoch_window else one_epoch()
         val = _validate(m, val_images, proto, device, _epoch_gen(seed, epoch, 2))
-        row = {"phase": "encoder", "epoch": epoch, "loss": float(np.mean(losses)) if losses else float("nan"),
-               "accuracy": val, "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+        row = {
+            "phase": "encoder",
+            "epoch": epoch,
+            "loss": float(np.mean(losses)) if losses else float("nan"),
+            "accuracy": val,
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+        }
         seen = observer.rows[first:] if observer is not None else []
         if seen:
             reserved = [r["peak_reserved_bytes"] for r in seen if r["peak_reserved_bytes"] is not None]
-            row.update({"peak_allocated_bytes": max(r["peak_allocated_bytes"] for r in seen),
-                        "peak_reserved_bytes": max(reserved) if reserved else None,
-                        "peak_source": seen[0]["peak_source"]})
+            row.update(
+                {
+                    "peak_allocated_bytes": max(r["peak_allocated_bytes"] for r in seen),
+                    "peak_reserved_bytes": max(reserved) if reserved else None,
+                    "peak_source": seen[0]["peak_source"],
+                }
+            )
         epochs.append(row)
     path = out / "encoder.bin"
     sha = scores.write_encoder(m.query.state_dict(), path)
     if observer is not None:
         observer.exit()
-    return {"epochs": epochs, "sha256": sha, "path": path, "seconds": time.perf_counter() - start,
-            "queue_sha256": _tensor_sha(m.queue)}
+    return {
+        "epochs": epochs,
+        "sha256": sha,
+        "path": path,
+        "seconds": time.perf_counter() - start,
+        "queue_sha256": _tensor_sha(m.queue),
+    }
 
 
 def _tensor_sha(t: torch.Tensor) -> str:
@@ -208,15 +258,16 @@ def _tensor_sha(t: torch.Tensor) -> str:
 
 
 @torch.no_grad()
-def _validate(m: moco.Moco, images: torch.Tensor, proto: Protocol, device: torch.device,
-              gen: torch.Generator) -> float | None:
+def _validate(
+    m: moco.Moco, images: torch.Tensor, proto: Protocol, device: torch.device, gen: torch.Generator
+) -> float | None:
     """Top-1 accuracy of the key among (key + queue) on validation pairs (no enqueue)."""
     if len(images) == 0:
         return None
     m.query.eval(), m.key.eval()
     hits = total = 0
     for i in range(0, len(images), proto.batch):
-        x = images[i:i + proto.batch]
+        x = images[i : i + proto.batch]
         q = l2_normalize(m.query(augment(x, proto.image, gen).to(device)))
         k = l2_normalize(m.key(augment(x, proto.image, gen).to(device)))
         logits = torch.cat([(q * k).sum(1, keepdim=True), q @ m.queue.t()], dim=1)
@@ -229,13 +280,24 @@ def _validate(m: moco.Moco, images: torch.Tensor, proto: Protocol, device: torch
 @torch.no_grad()
 def _features(model: nn.Module, images: torch.Tensor, proto: Protocol, device: torch.device) -> torch.Tensor:
     model.eval()
-    out = [backbone_features(model, center(images[i:i + proto.probe_batch], proto.image).to(device))
-           for i in range(0, len(images), proto.probe_batch)]
+    out = [
+        backbone_features(model, center(images[i : i + proto.probe_batch], proto.image).to(device))
+        for i in range(0, len(images), proto.probe_batch)
+    ]
     return torch.cat(out) if out else torch.empty(0, feature_dim(model), device=device)
 
 
-def probe(encoder_path: Path, encoder_sha256: str, data: dict[str, torch.Tensor], classes: int, *, seed: int,
-          proto: Protocol, device: torch.device, scores_path: Path) -> dict[str, Any]:
+def probe(
+    encoder_path: Path,
+    encoder_sha256: str,
+    data: dict[str, torch.Tensor],
+    classes: int,
+    *,
+    seed: int,
+    proto: Protocol,
+    device: torch.device,
+    scores_path: Path,
+) -> dict[str, Any]:
     """Fit the linear probe on frozen, standardised features; write the test-score file.
 
     ``data`` holds uint8 NCHW ``fit``/``val``/``test`` images and int64 ``*_labels``.
@@ -264,22 +326,36 @@ def probe(encoder_path: Path, encoder_sha256: str, data: dict[str, torch.Tensor]
         losses = []
         order = torch.randperm(len(feats["fit"]), generator=gen)
         for i in range(0, len(order), proto.probe_batch):
-            idx = order[i:i + proto.probe_batch].to(device)
-            loss = moco.cross_entropy(linear(feats["fit"][idx]), labels["fit"][idx])  # nll_loss: no deterministic CUDA kernel
+            idx = order[i : i + proto.probe_batch].to(device)
+            loss = moco.cross_entropy(
+                linear(feats["fit"][idx]), labels["fit"][idx]
+            )  # nll_loss: no deterministic CUDA kernel
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
         with torch.no_grad():
-            val = (float((linear(feats["val"]).argmax(1) == labels["val"]).float().mean())
-                   if len(feats["val"]) else None)
-        epochs.append({"phase": "probe", "epoch": epoch, "loss": float(np.mean(losses)), "accuracy": val,
-                       "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0})
+            val = float((linear(feats["val"]).argmax(1) == labels["val"]).float().mean()) if len(feats["val"]) else None
+        epochs.append(
+            {
+                "phase": "probe",
+                "epoch": epoch,
+                "loss": float(np.mean(losses)),
+                "accuracy": val,
+                "seconds": time.perf_counter() - t0,
+                "cpu_seconds": time.process_time() - c0,
+            }
+        )
     with torch.no_grad():
         logits = linear(feats["test"])
         losses = -torch.log_softmax(logits, 1).gather(1, labels["test"][:, None])[:, 0]
-    sha = scores.write_scores(data["test_labels"].numpy(), logits.argmax(1).cpu().numpy(),
-                              losses.cpu().numpy(), scores_path)
+    sha = scores.write_scores(
+        data["test_labels"].numpy(), logits.argmax(1).cpu().numpy(), losses.cpu().numpy(), scores_path
+    )
     rec = scores.read_scores(scores_path)
-    return {"epochs": epochs, "sha256": sha, "accuracy": float((rec["pred"] == rec["label"]).mean()),
-            "mean_loss": float(rec["loss"].astype(np.float64).mean())}
+    return {
+        "epochs": epochs,
+        "sha256": sha,
+        "accuracy": float((rec["pred"] == rec["label"]).mean()),
+        "mean_loss": float(rec["loss"].astype(np.float64).mean()),
+    }

@@ -35,8 +35,9 @@ class AutoPlan(Plan):
     card: Any = field(default=None, repr=False, compare=False)
 
 
-def profile(model: Any, example_inputs: Any, *, segments: Sequence[str] | None = None,
-            state: Any = "auto", repeats: int = 3) -> Any:
+def profile(
+    model: Any, example_inputs: Any, *, segments: Sequence[str] | None = None, state: Any = "auto", repeats: int = 3
+) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``."""
     from stateaware.auto.profiler import profile as _profile
 
@@ -71,8 +72,15 @@ def remove(model: Any) -> Any:
     return _remove(model)
 
 
-def wrap(model: Any, example_inputs: Any, *, budget: int | str, state: Any = "auto", planner: str = "joint",
-         segments: Sequence[str] | None = None) -> tuple[Any, AutoPlan]:
+def wrap(
+    model: Any,
+    example_inputs: Any,
+    *,
+    budget: int | str,
+    state: Any = "auto",
+    planner: str = "joint",
+    segments: Sequence[str] | None = None,
+) -> tuple[Any, AutoPlan]:
     """``profile``, ``plan`` and ``apply`` in one call; returns ``(model, plan)``.
 
     ``ValueError`` when no policy fits ``budget`` (the message gives the least achievable peak).

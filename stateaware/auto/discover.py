@@ -95,8 +95,10 @@ def resolve_segments(model: torch.nn.Module, segments: Sequence[str] | None) -> 
     modules = dict(model.named_modules())
     for name in names:
         if name == "" or name not in modules:
-            raise ValueError(f"segment {name!r} is not a submodule of {type(model).__name__}; "
-                             f"valid names are its named_modules(), e.g. {[n for n in modules if n][:6]}")
+            raise ValueError(
+                f"segment {name!r} is not a submodule of {type(model).__name__}; "
+                f"valid names are its named_modules(), e.g. {[n for n in modules if n][:6]}"
+            )
     for a in names:
         for b in names:
             if a != b and b.startswith(a + "."):
@@ -145,8 +147,9 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     # Bytes, not values: NaN equals NaN here, and -0.0 differs from 0.0.
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(a.detach().reshape(-1).contiguous().view(torch.uint8),
-                       b.detach().reshape(-1).contiguous().view(torch.uint8))
+    return torch.equal(
+        a.detach().reshape(-1).contiguous().view(torch.uint8), b.detach().reshape(-1).contiguous().view(torch.uint8)
+    )
 
 
 class _Watch(TorchDispatchMode):
@@ -162,7 +165,7 @@ class _Watch(TorchDispatchMode):
         kwargs = kwargs or {}
         for index, argument in enumerate(func._schema.arguments):
             value = args[index] if index < len(args) else kwargs.get(argument.name)
-            for t in (value if isinstance(value, (list, tuple)) else (value,)):
+            for t in value if isinstance(value, (list, tuple)) else (value,):
                 if not isinstance(t, torch.Tensor):
                     continue
                 hit = self.tensors.get(_ptr(t))
@@ -222,6 +225,7 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
             numbers_before[name] = _numbers(model, name)
             bytes_before[name] = {n: t.detach().clone() for n, t in _subtree_tensors(model, name)}
             watch.segment = name
+
         return hook
 
     def post(name):
@@ -231,8 +235,10 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
             changed_numbers[name] = [k for k, v in numbers_before[name].items() if after.get(k, v) != v]
             version_writes[name] = {n for n, _, t in tensors.values() if t._version != versions[name][n]}
             before = bytes_before.pop(name)
-            bytes_changed[name] = {n for n, t in _subtree_tensors(model, name) if n in before
-                                   and not _same_bytes(before[n], t)}
+            bytes_changed[name] = {
+                n for n, t in _subtree_tensors(model, name) if n in before and not _same_bytes(before[n], t)
+            }
+
         return hook
 
     for name in names:
@@ -247,17 +253,22 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
             handle.remove()
     missing = [n for n in names if order.count(n) != 1]
     if missing:
-        raise ValueError(f"segment(s) {missing} ran {[order.count(n) for n in missing]} times in one forward of "
-                         f"{type(model).__name__}; each segment must run exactly once")
+        raise ValueError(
+            f"segment(s) {missing} ran {[order.count(n) for n in missing]} times in one forward of "
+            f"{type(model).__name__}; each segment must run exactly once"
+        )
 
     by_name = {n: (kind, t) for n, kind, t in tensors.values()}
     result = Trace(names=order)
     for position, name in enumerate(order):
         mine = [e for e in watch.events if e[2] == name]
-        later_segments = set(order[position + 1:])
+        later_segments = set(order[position + 1 :])
         start = next(i for i, e in enumerate(watch.events) if e[2] == name) if mine else len(watch.events)
-        later_writes = {e[0] for e in watch.events[start:] if e[1] != "read" and e[2] != name
-                        and (e[2] in later_segments or e[2] == "")}
+        later_writes = {
+            e[0]
+            for e in watch.events[start:]
+            if e[1] != "read" and e[2] != name and (e[2] in later_segments or e[2] == "")
+        }
         writes: dict[str, set[str]] = {}
         for tname, what, _ in mine:
             if what != "read":
@@ -295,7 +306,9 @@ def explicit_names(model: torch.nn.Module, state: Sequence[Any]) -> set[str]:
             covered |= {n for n in all_names if prefix == "" or n.startswith(prefix + ".")}
             continue
         else:
-            raise TypeError(f"state[{i}] is a {type(item).__name__} that is not part of the model; valid items "
-                            "are the model's tensors, its submodules, or their qualified names as strings")
+            raise TypeError(
+                f"state[{i}] is a {type(item).__name__} that is not part of the model; valid items "
+                "are the model's tensors, its submodules, or their qualified names as strings"
+            )
         covered |= {n for n in all_names if n == prefix or n.startswith(prefix + ".")}
     return covered

@@ -78,8 +78,9 @@ def _grads_allocated(model: torch.nn.Module) -> None:
             p.grad = torch.zeros_like(p)
 
 
-def step_peak_bytes(model: torch.nn.Module, example_inputs: Sequence[Any],
-                    step: Callable[[], None] | None = None) -> int:
+def step_peak_bytes(
+    model: torch.nn.Module, example_inputs: Sequence[Any], step: Callable[[], None] | None = None
+) -> int:
     """The measured peak of one training step's forward and backward: bytes live at its
     start (``persistent_bytes``, gradients allocated) plus the window peak; on CUDA the
     allocator's peak. ``step`` defaults to ``backward_of(model(*example_inputs))``. On a CPU
@@ -138,8 +139,9 @@ def _least_window(fn: Callable[[], Any], reset: Callable[[], None], device: torc
     return min(peaks), min(ends)
 
 
-def _measure(run: Callable[[], Any], reset: Callable[[], None], *, repeats: int,
-             device: torch.device) -> dict[str, Any]:
+def _measure(
+    run: Callable[[], Any], reset: Callable[[], None], *, repeats: int, device: torch.device
+) -> dict[str, Any]:
     box: dict[str, Any] = {}
 
     def forward() -> None:
@@ -164,8 +166,7 @@ def _measure(run: Callable[[], Any], reset: Callable[[], None], *, repeats: int,
         times.append((time.perf_counter() - start) * 1e3)
     reset()
     retained = max(int(retained), 0)
-    return {"retained_bytes": retained, "temp_bytes": int(max(peak_f, peak_fb) - retained),
-            "ms": float(min(times))}
+    return {"retained_bytes": retained, "temp_bytes": int(max(peak_f, peak_fb) - retained), "ms": float(min(times))}
 
 
 def _options(entries: list[StateEntry]) -> list[str]:
@@ -190,8 +191,14 @@ def _check_explicit(model: torch.nn.Module, names: list[str], found: list[list[S
                 )
 
 
-def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segments: Sequence[str] | None = None,
-            state: str | Sequence[Any] = "auto", repeats: int = 3) -> Any:
+def profile(
+    model: torch.nn.Module,
+    example_inputs: Sequence[Any] | Any,
+    *,
+    segments: Sequence[str] | None = None,
+    state: str | Sequence[Any] = "auto",
+    repeats: int = 3,
+) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard`` (see the module docstring).
 
     ``example_inputs`` is the tuple of positional arguments of ``model`` (a lone tensor is
@@ -212,8 +219,9 @@ def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segm
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):
-        raise ValueError(f"state={state!r}; valid values are 'auto' or a list of the model's tensors, "
-                         "submodules or qualified names")
+        raise ValueError(
+            f"state={state!r}; valid values are 'auto' or a list of the model's tensors, submodules or qualified names"
+        )
     names = resolve_segments(model, segments)
     device = _device(model, inputs)
     snapshot = ModelSnapshot(model, rng=True)
@@ -234,17 +242,25 @@ def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segm
             measured = {}
             if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
                 for option in _options(entries):
-                    _measure(lambda option=option: run_segment(module, forward, option, pairs, x_args, x_kwargs),
-                             local.restore, repeats=1, device=device)
+                    _measure(
+                        lambda option=option: run_segment(module, forward, option, pairs, x_args, x_kwargs),
+                        local.restore,
+                        repeats=1,
+                        device=device,
+                    )
                 warmed = True
             for option in _options(entries):
                 measured[option] = _measure(
                     lambda option=option: run_segment(module, forward, option, pairs, x_args, x_kwargs),
-                    local.restore, repeats=repeats, device=device)
+                    local.restore,
+                    repeats=repeats,
+                    device=device,
+                )
             if entries:
                 try:
-                    base = _measure(lambda: _oblivious(forward, x_args, x_kwargs), local.restore,
-                                    repeats=repeats, device=device)
+                    base = _measure(
+                        lambda: _oblivious(forward, x_args, x_kwargs), local.restore, repeats=repeats, device=device
+                    )
                 except Exception:  # a replay blind to state may fail outright; then no share is known
                     base = None
                 for option in measured:
@@ -259,10 +275,16 @@ def profile(model: torch.nn.Module, example_inputs: Sequence[Any] | Any, *, segm
             "provenance": {
                 "workload": f"auto:{type(model).__name__}",
                 **measurement_provenance(device, repeats, eager_peak),
-                "offload_memory": ("host and device are the same memory (cpu): offload costs what whole costs"
-                                   if host_is_device(device) else "pinned host memory"),
-                "auto": {"segments": list(found.names), "state_discovery": "auto" if state == "auto" else "explicit",
-                         "state": [[e.to_dict() for e in entries] for entries in found.state]},
+                "offload_memory": (
+                    "host and device are the same memory (cpu): offload costs what whole costs"
+                    if host_is_device(device)
+                    else "pinned host memory"
+                ),
+                "auto": {
+                    "segments": list(found.names),
+                    "state_discovery": "auto" if state == "auto" else "explicit",
+                    "state": [[e.to_dict() for e in entries] for entries in found.state],
+                },
             },
         }
     finally:

@@ -36,7 +36,6 @@ __all__ = ["SEGMENT_OPTIONS", "run_segment", "relative"]
 SEGMENT_OPTIONS = ("eager", "whole", "region", "offload")
 
 
-
 def _mode(option: str, write: str) -> str:
     """The ``preserve`` mode of a state tensor written ``write`` ("whole" | "rows") under ``option``."""
     if option == "region":
@@ -47,9 +46,11 @@ def _mode(option: str, write: str) -> str:
 def relative(segment: str, name: str) -> str:
     """``name`` (qualified from the model root) relative to the module ``segment``."""
     if segment and not name.startswith(segment + "."):
-        raise ValueError(f"state {name!r} lies outside segment {segment!r}; a segment's state must be in its "
-                         "own submodule tree. Tip: register it as a buffer of that submodule.")
-    return name[len(segment) + 1:] if segment else name
+        raise ValueError(
+            f"state {name!r} lies outside segment {segment!r}; a segment's state must be in its "
+            "own submodule tree. Tip: register it as a buffer of that submodule."
+        )
+    return name[len(segment) + 1 :] if segment else name
 
 
 def _owner(module: torch.nn.Module, name: str) -> tuple[Any, str]:
@@ -57,8 +58,14 @@ def _owner(module: torch.nn.Module, name: str) -> tuple[Any, str]:
     return (module.get_submodule(path) if path else module), attr
 
 
-def run_segment(module: torch.nn.Module, forward: Callable[..., Any], option: str,
-                state: Sequence[tuple[str, StateEntry]], args: tuple, kwargs: dict) -> Any:
+def run_segment(
+    module: torch.nn.Module,
+    forward: Callable[..., Any],
+    option: str,
+    state: Sequence[tuple[str, StateEntry]],
+    args: tuple,
+    kwargs: dict,
+) -> Any:
     """``forward(*args, **kwargs)`` under ``option`` with ``state``: (name relative to
     ``module``, entry) pairs. Under ``torch.no_grad`` every option just runs."""
     if option not in SEGMENT_OPTIONS:

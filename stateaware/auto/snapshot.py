@@ -68,11 +68,19 @@ class ModelSnapshot:
                 live = getattr(m, name)
                 live.clear()
                 live.update(saved)
-            for key in [k for k in vars(m) if k not in attrs and k not in _REGISTRIES
-                        and not k.startswith("_forward") and not k.startswith("_backward")]:
+            for key in [
+                k
+                for k in vars(m)
+                if k not in attrs
+                and k not in _REGISTRIES
+                and not k.startswith("_forward")
+                and not k.startswith("_backward")
+            ]:
                 del m.__dict__[key]
             for key, value in attrs.items():
-                m.__dict__[key] = value if isinstance(value, (torch.Tensor, torch.nn.Module)) else _copy(value, self.memo)
+                m.__dict__[key] = (
+                    value if isinstance(value, (torch.Tensor, torch.nn.Module)) else _copy(value, self.memo)
+                )
         with torch.no_grad():
             for t, saved in self.tensors.values():
                 if t.data.shape != saved.shape or t.data.stride() != saved.stride():

@@ -48,8 +48,10 @@ def card_segments(card: Any) -> tuple[list[str], list[list[StateEntry]]]:
     """
     auto = card.provenance.get("auto")
     if not isinstance(auto, dict) or "segments" not in auto or "state" not in auto:
-        raise ValueError("the plan's card has no provenance['auto'] (segment names and state); apply needs a card "
-                         "made by stateaware.auto.profile. Tip: profile the model, then plan that card.")
+        raise ValueError(
+            "the plan's card has no provenance['auto'] (segment names and state); apply needs a card "
+            "made by stateaware.auto.profile. Tip: profile the model, then plan that card."
+        )
     return list(auto["segments"]), [[StateEntry.from_dict(e) for e in seg] for seg in auto["state"]]
 
 
@@ -62,8 +64,10 @@ def apply(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
     """
     names, states = card_segments(plan.card)
     if not plan.feasible:
-        raise ValueError(f"the plan is infeasible at budget {plan.budget_bytes} bytes (least achievable peak "
-                         f"{plan.min_peak_bytes} bytes); nothing to apply. Tip: raise the budget.")
+        raise ValueError(
+            f"the plan is infeasible at budget {plan.budget_bytes} bytes (least achievable peak "
+            f"{plan.min_peak_bytes} bytes); nothing to apply. Tip: raise the budget."
+        )
     if len(plan.policy) != len(names):
         raise ValueError(f"the plan has {len(plan.policy)} options for {len(names)} segments")
     modules = dict(model.named_modules())

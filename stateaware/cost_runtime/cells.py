@@ -17,8 +17,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["GRIDS", "WORKLOADS", "cost_runtime_of", "cells_of", "named_cell", "effective_params", "process_cells",
-           "shape_of", "card_for", "anchor_cell_of", "place_budget"]
+__all__ = [
+    "GRIDS",
+    "WORKLOADS",
+    "cost_runtime_of",
+    "cells_of",
+    "named_cell",
+    "effective_params",
+    "process_cells",
+    "shape_of",
+    "card_for",
+    "anchor_cell_of",
+    "place_budget",
+]
 
 #: The grids a cohort may name instead of listing cells (``params.grid``).
 GRIDS = ("calibration", "three_workload")
@@ -33,8 +44,10 @@ def cost_runtime_of(hardware: dict[str, Any]) -> dict[str, Any]:
     """The profile's ``params.cost_runtime`` section; ``ValueError`` if it has none."""
     section = (hardware.get("params") or {}).get("cost_runtime")
     if not section:
-        raise ValueError(f"hardware profile {hardware.get('name')!r} has no params.cost_runtime section "
-                         "(cells, granularity, budget rule); valid profiles with one: cpu, h100")
+        raise ValueError(
+            f"hardware profile {hardware.get('name')!r} has no params.cost_runtime section "
+            "(cells, granularity, budget rule); valid profiles with one: cpu, h100"
+        )
     return section
 
 
@@ -42,8 +55,10 @@ def named_cell(name: str, hardware: dict[str, Any]) -> dict[str, Any]:
     """The cell ``name`` of the profile's ``cost_runtime.cells``: ``cell`` plus its shape fields."""
     section = cost_runtime_of(hardware)
     if name not in section["cells"]:
-        raise ValueError(f"cell {name!r} is not in hardware.params.cost_runtime.cells; valid cells are: "
-                         f"{', '.join(section['cells'])}")
+        raise ValueError(
+            f"cell {name!r} is not in hardware.params.cost_runtime.cells; valid cells are: "
+            f"{', '.join(section['cells'])}"
+        )
     return {"cell": name, "granularity_bytes": int(section["granularity_bytes"]), **section["cells"][name]}
 
 
@@ -63,18 +78,36 @@ def cells_of(cohort_params: dict[str, Any], hardware: dict[str, Any]) -> list[di
             for mib, buffer_bytes in sorted(((int(k), int(v)) for k, v in cal["buffers"].items())):
                 for fraction in (0.001, 1.0):
                     for live in (1, 64):
-                        out.append({"cell": f"{workload}-{mib}MiB-f{fraction:g}-l{live}", "workload": workload,
-                                    "buffer_bytes": buffer_bytes, "write_fraction": fraction, "live_segments": live,
-                                    "granularity_bytes": granularity, "width": int(cal["width"]),
-                                    "batch": int(cal["batch"]), "rank": int(cal["rank"])})
+                        out.append(
+                            {
+                                "cell": f"{workload}-{mib}MiB-f{fraction:g}-l{live}",
+                                "workload": workload,
+                                "buffer_bytes": buffer_bytes,
+                                "write_fraction": fraction,
+                                "live_segments": live,
+                                "granularity_bytes": granularity,
+                                "width": int(cal["width"]),
+                                "batch": int(cal["batch"]),
+                                "rank": int(cal["rank"]),
+                            }
+                        )
         return out
     if grid == "three_workload":
         tw = section["three_workload"]
-        return [{"cell": workload, "workload": workload, "buffer_bytes": int(tw["buffer_bytes"]),
-                 "write_fraction": float(tw["write_fraction"]), "live_segments": int(tw["live_segments"]),
-                 "granularity_bytes": granularity, "width": int(tw["width"]), "batch": int(tw["batch"]),
-                 "rank": int(tw["rank"])}
-                for workload in WORKLOADS]
+        return [
+            {
+                "cell": workload,
+                "workload": workload,
+                "buffer_bytes": int(tw["buffer_bytes"]),
+                "write_fraction": float(tw["write_fraction"]),
+                "live_segments": int(tw["live_segments"]),
+                "granularity_bytes": granularity,
+                "width": int(tw["width"]),
+                "batch": int(tw["batch"]),
+                "rank": int(tw["rank"]),
+            }
+            for workload in WORKLOADS
+        ]
     if grid is not None:
         raise ValueError(f"params.grid={grid!r}; valid grids are: {', '.join(GRIDS)} (or give params.cells)")
     out = [named_cell(name, hardware) for name in cohort_params.get("cells") or []]
@@ -107,14 +140,21 @@ def shape_of(cell: dict[str, Any]) -> Any:
     """The ``stateaware.cost_runtime.workloads.Shape`` of a cell (imports torch)."""
     from stateaware.cost_runtime.workloads import Shape
 
-    return Shape(workload=cell["workload"], buffer_bytes=int(cell["buffer_bytes"]),
-                 write_fraction=float(cell["write_fraction"]), live_segments=int(cell["live_segments"]),
-                 granularity_bytes=int(cell["granularity_bytes"]), width=int(cell["width"]),
-                 batch=int(cell["batch"]), rank=int(cell["rank"]))
+    return Shape(
+        workload=cell["workload"],
+        buffer_bytes=int(cell["buffer_bytes"]),
+        write_fraction=float(cell["write_fraction"]),
+        live_segments=int(cell["live_segments"]),
+        granularity_bytes=int(cell["granularity_bytes"]),
+        width=int(cell["width"]),
+        batch=int(cell["batch"]),
+        rank=int(cell["rank"]),
+    )
 
 
-def card_for(cell: dict[str, Any], mode: str, hardware: dict[str, Any], *, seed: int, cohort: str,
-             device: str) -> tuple[Any, bool]:
+def card_for(
+    cell: dict[str, Any], mode: str, hardware: dict[str, Any], *, seed: int, cohort: str, device: str
+) -> tuple[Any, bool]:
     """``(card, measured_here)`` for ``cell``: the frozen card the profile names, or a fresh
     profiling pass in this process.
 
@@ -136,19 +176,32 @@ def card_for(cell: dict[str, Any], mode: str, hardware: dict[str, Any], *, seed:
         frozen_shape = dict(card.provenance.get("shape") or {})
         want = shape_of(cell).to_dict()
         if frozen_shape != want:
-            raise FrozenCardError(f"frozen card {str(digest)[:12]} was measured for shape {frozen_shape}, but cell "
-                                  f"{name!r} on this profile is {want}; freeze a card for this shape")
+            raise FrozenCardError(
+                f"frozen card {str(digest)[:12]} was measured for shape {frozen_shape}, but cell "
+                f"{name!r} on this profile is {want}; freeze a card for this shape"
+            )
         return card, False
     if mode == "frozen":
-        raise FrozenCardError(f"cohort {cohort!r} runs on a frozen card, and hardware profile "
-                              f"{hardware_name!r} names none for cell {name!r} "
-                              f"(hardware.params.cost_runtime.frozen_cards.{name}); freeze one first: "
-                              f"python -m stateaware.cost_runtime.freeze --cell {name} --hardware {hardware_name}")
+        raise FrozenCardError(
+            f"cohort {cohort!r} runs on a frozen card, and hardware profile "
+            f"{hardware_name!r} names none for cell {name!r} "
+            f"(hardware.params.cost_runtime.frozen_cards.{name}); freeze one first: "
+            f"python -m stateaware.cost_runtime.freeze --cell {name} --hardware {hardware_name}"
+        )
     from stateaware.cost_runtime.profile import profile_card
 
-    doc = profile_card(shape_of(cell), seed=seed, device=device, repeats=int(section.get("profile_repeats", 5)),
-                       provenance={"cell": name, "cohort": cohort, "hardware": hardware_name,
-                                   "scale": float(hardware.get("scale", 1.0))})
+    doc = profile_card(
+        shape_of(cell),
+        seed=seed,
+        device=device,
+        repeats=int(section.get("profile_repeats", 5)),
+        provenance={
+            "cell": name,
+            "cohort": cohort,
+            "hardware": hardware_name,
+            "scale": float(hardware.get("scale", 1.0)),
+        },
+    )
     return card_from_dict(doc), True
 
 
@@ -160,8 +213,12 @@ def anchor_cell_of(params: dict[str, Any], hardware: dict[str, Any], cell: dict[
     """
     section = cost_runtime_of(hardware)
     anchor = params.get("anchor_cell")
-    if anchor and anchor != cell["cell"] and params.get("placement", "relative") == "relative" \
-            and section.get("budget_rule") == "relative":
+    if (
+        anchor
+        and anchor != cell["cell"]
+        and params.get("placement", "relative") == "relative"
+        and section.get("budget_rule") == "relative"
+    ):
         return named_cell(anchor, hardware)
     return None
 

@@ -24,8 +24,14 @@ from typing import Any
 __all__ = ["main", "freeze_cells"]
 
 
-def freeze_cells(hardware: dict[str, Any], cells: list[dict[str, Any]], *, seed: int = 0, repeats: int = 5,
-                 directory: str | None = None) -> dict[str, str]:
+def freeze_cells(
+    hardware: dict[str, Any],
+    cells: list[dict[str, Any]],
+    *,
+    seed: int = 0,
+    repeats: int = 5,
+    directory: str | None = None,
+) -> dict[str, str]:
     """Profile and freeze ``cells`` (``stateaware.cost_runtime.cells.cells_of``) on ``hardware``
     (a resolved hardware profile: its ``scale`` is the one the run records); ``{cell: digest}``."""
     from stateaware.cost_runtime.cells import cost_runtime_of, shape_of
@@ -39,9 +45,17 @@ def freeze_cells(hardware: dict[str, Any], cells: list[dict[str, Any]], *, seed:
         torch.set_num_threads(int(threads))
     out = {}
     for cell in cells:
-        doc = profile_card(shape_of(cell), seed=seed, device=hardware.get("device", "cpu"), repeats=repeats,
-                           provenance={"cell": cell["cell"], "hardware": hardware.get("name"),
-                                       "scale": float(hardware.get("scale", 1.0))})
+        doc = profile_card(
+            shape_of(cell),
+            seed=seed,
+            device=hardware.get("device", "cpu"),
+            repeats=repeats,
+            provenance={
+                "cell": cell["cell"],
+                "hardware": hardware.get("name"),
+                "scale": float(hardware.get("scale", 1.0)),
+            },
+        )
         path, digest = freeze(doc, cell["cell"], directory)
         print(f"{cell['cell']}: {digest}  ({path})")
         out[cell["cell"]] = digest
@@ -52,13 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.config import ConfigError, conf_file, hardware_file
     from stateaware.cost_runtime.cells import cells_of
 
-    parser = argparse.ArgumentParser(prog="python -m stateaware.cost_runtime.freeze", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m stateaware.cost_runtime.freeze", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--hardware", required=True, help="hardware profile: cpu | h100")
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--cell", action="append", help="a cell of hardware.params.cost_runtime.cells (repeatable)")
     group.add_argument("--cohort", help="freeze every cell of this cohort's grid (e.g. three_workload)")
-    parser.add_argument("--conf", default=None, metavar="DIR",
-                        help="config folder holding hardware/ and cohort/ (default: the packaged conf/)")
+    parser.add_argument(
+        "--conf",
+        default=None,
+        metavar="DIR",
+        help="config folder holding hardware/ and cohort/ (default: the packaged conf/)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="workload seed of the profiling pass (default 0)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per option; the least is kept (default 5)")
     parser.add_argument("--dir", default=None, help="cards directory (default: conf/cards)")

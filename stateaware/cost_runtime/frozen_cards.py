@@ -55,16 +55,22 @@ def load_frozen(digest: str, directory: str | os.PathLike[str] | None = None) ->
     from stateaware.planner.profile_card import load_card
 
     if not isinstance(digest, str) or len(digest) < 12:
-        raise FrozenCardError(f"card digest {digest!r}: give at least the first 12 hex digits of a frozen card's digest")
+        raise FrozenCardError(
+            f"card digest {digest!r}: give at least the first 12 hex digits of a frozen card's digest"
+        )
     folder = Path(directory or CARDS_DIR)
     matches = sorted(folder.glob(f"*-{digest[:12]}.json"))
     if not matches:
-        raise FrozenCardError(f"no frozen card with digest {digest[:12]} under {folder}; freeze one with "
-                              "`python -m stateaware.cost_runtime.freeze --help`")
+        raise FrozenCardError(
+            f"no frozen card with digest {digest[:12]} under {folder}; freeze one with "
+            "`python -m stateaware.cost_runtime.freeze --help`"
+        )
     if len(matches) > 1:
         raise FrozenCardError(f"digest {digest[:12]} names several cards: {', '.join(p.name for p in matches)}")
     card = load_card(matches[0])
     if not card.digest.startswith(digest):
-        raise FrozenCardError(f"{matches[0]}: its costs hash to {card.digest[:12]}, not {digest[:12]}; the frozen card "
-                              "was edited after freezing — restore it or freeze a new card and name the new digest")
+        raise FrozenCardError(
+            f"{matches[0]}: its costs hash to {card.digest[:12]}, not {digest[:12]}; the frozen card "
+            "was edited after freezing — restore it or freeze a new card and name the new digest"
+        )
     return card

@@ -40,8 +40,16 @@ import torch
 
 from stateaware.clocks import StepTime, time_step
 
-__all__ = ["PEAK_SOURCES", "Peak", "allocated_window", "live_bytes", "synchronize", "timed_steps", "peak_step",
-           "window_peak"]
+__all__ = [
+    "PEAK_SOURCES",
+    "Peak",
+    "allocated_window",
+    "live_bytes",
+    "synchronize",
+    "timed_steps",
+    "peak_step",
+    "window_peak",
+]
 
 #: Where a peak came from (``timings.peak_source``).
 PEAK_SOURCES = ("cuda_allocator", "torch_profiler")
@@ -75,8 +83,7 @@ def live_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(seen.values())
 
 
-def timed_steps(step: Callable[[int], None], *, warmup: int, steps: int,
-                device: torch.device | str) -> list[StepTime]:
+def timed_steps(step: Callable[[int], None], *, warmup: int, steps: int, device: torch.device | str) -> list[StepTime]:
     """Run ``warmup`` then ``steps`` calls of ``step(index)``; a :class:`StepTime` each.
 
     The device is synchronized before the clocks start and before they are read, so a
@@ -153,7 +160,7 @@ def _stderr_without_usdt_lines() -> Iterator[None]:
             captured.seek(0)
             kept = b"".join(line for line in captured if not line.startswith(_USDT_LINE_PREFIX))
             while kept:
-                kept = kept[os.write(2, kept):]
+                kept = kept[os.write(2, kept) :]
 
 
 @contextlib.contextmanager
@@ -172,8 +179,7 @@ def _quiet_edges(manager: contextlib.AbstractContextManager) -> Iterator[object]
             manager.__exit__(None, None, None)
 
 
-def peak_step(step: Callable[[], None], *, device: torch.device | str,
-              live: Callable[[], int]) -> Peak:
+def peak_step(step: Callable[[], None], *, device: torch.device | str, live: Callable[[], int]) -> Peak:
     """The peak of one extra, untimed call of ``step`` on ``device``.
 
     CUDA: ``reset_peak_memory_stats`` then ``max_memory_allocated``/``max_memory_reserved``.
@@ -186,8 +192,9 @@ def peak_step(step: Callable[[], None], *, device: torch.device | str,
         torch.cuda.reset_peak_memory_stats(device)
         step()
         synchronize(device)
-        return Peak(int(torch.cuda.max_memory_allocated(device)), int(torch.cuda.max_memory_reserved(device)),
-                    "cuda_allocator")
+        return Peak(
+            int(torch.cuda.max_memory_allocated(device)), int(torch.cuda.max_memory_reserved(device)), "cuda_allocator"
+        )
     start = live()
     peak, _ = window_peak(step)
     return Peak(start + peak, None, "torch_profiler")

@@ -47,13 +47,15 @@ def uniform_policy(method: str, segments: int) -> tuple[str, ...] | str:
     if method == "functional":
         return FUNCTIONAL
     if method not in UNIFORM:
-        raise ValueError(f"method {method!r} has no fixed policy; fixed-policy methods are: "
-                         f"functional, {', '.join(UNIFORM)}")
+        raise ValueError(
+            f"method {method!r} has no fixed policy; fixed-policy methods are: functional, {', '.join(UNIFORM)}"
+        )
     return (UNIFORM[method],) * segments
 
 
-def forward(workload: Workload, rows: StepRows, policy: Sequence[str] | str, *,
-            checkpointed: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def forward(
+    workload: Workload, rows: StepRows, policy: Sequence[str] | str, *, checkpointed: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Run every segment under ``policy``; return ``(loss, last output)``.
 
     ``policy`` is ``FUNCTIONAL`` or one option per segment. With ``FUNCTIONAL``, ``workload.state`` is rebound to the
@@ -64,8 +66,10 @@ def forward(workload: Workload, rows: StepRows, policy: Sequence[str] | str, *,
     x = workload.x0
     if isinstance(policy, str):
         if policy != FUNCTIONAL:
-            raise ValueError(f"policy={policy!r}: a string policy must be {FUNCTIONAL!r}; "
-                             f"otherwise give one of {', '.join(OPTIONS)} per segment")
+            raise ValueError(
+                f"policy={policy!r}: a string policy must be {FUNCTIONAL!r}; "
+                f"otherwise give one of {', '.join(OPTIONS)} per segment"
+            )
         state = workload.state
         for i, (u, v) in enumerate(workload.weights):
             args = (shape, state, u, v, x, rows.reads[i], rows.writes[i])

@@ -32,6 +32,7 @@ __all__ = ["PLANNERS", "predict", "plan", "fixed_plan", "plan_methods", "anchors
 #: Planner names, as ``policies.planner`` records them.
 PLANNERS = ("joint", "eager_whole", "agnostic")
 
+
 def predict(card: Any, policy: Sequence[str]) -> tuple[int, float]:
     """``(P + sum r + max q, sum c)`` of ``policy`` (one option per segment) on ``card``."""
     from stateaware.planner import evaluate_policy
@@ -68,9 +69,15 @@ def fixed_plan(card: Any, policy: Sequence[str] | None, planner: str | None = No
     from stateaware.planner.records import PLAN_COLUMNS
 
     peak, ms = (None, None) if policy is None else predict(card, policy)
-    return {**dict.fromkeys(PLAN_COLUMNS), "planner": planner, "feasible": True,
-            "policy": None if policy is None else list(policy), "predicted_peak_bytes": peak, "predicted_ms": ms,
-            "card_digest": card.digest}
+    return {
+        **dict.fromkeys(PLAN_COLUMNS),
+        "planner": planner,
+        "feasible": True,
+        "policy": None if policy is None else list(policy),
+        "predicted_peak_bytes": peak,
+        "predicted_ms": ms,
+        "card_digest": card.digest,
+    }
 
 
 def anchors(card: Any) -> tuple[int, int]:
@@ -97,8 +104,10 @@ def budget_at(card: Any, position: float) -> int:
     """The budget in bytes at ``position`` between ``card``'s anchors (rounded down)."""
     min_ew, eager = anchors(card)
     if eager <= min_ew:
-        raise ValueError(f"card {card.digest[:12]}: the all-eager peak ({eager} B) does not exceed the least "
-                         f"eager/whole peak ({min_ew} B), so relative budget positions are undefined")
+        raise ValueError(
+            f"card {card.digest[:12]}: the all-eager peak ({eager} B) does not exceed the least "
+            f"eager/whole peak ({min_ew} B), so relative budget positions are undefined"
+        )
     return int(min_ew + position * (eager - min_ew))
 
 

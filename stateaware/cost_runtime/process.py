@@ -28,8 +28,15 @@ __all__ = ["run_cell"]
 Write = Callable[..., Any]
 
 
-def run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *, seed: int, cohort: str,
-             keep_threads: bool = False) -> None:
+def run_cell(
+    params: dict[str, Any],
+    hardware: dict[str, Any],
+    write: Write,
+    *,
+    seed: int,
+    cohort: str,
+    keep_threads: bool = False,
+) -> None:
     """Run one timing process of ``params["cell"]`` on ``hardware``, writing through ``write``.
 
     ``params`` are the effective cohort params of the process (``cells.effective_params``
@@ -77,23 +84,31 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
 
     card, measured_here = card_for(cell, mode, hardware, seed=seed, cohort=cohort, device=device)
     anchor_cell = anchor_cell_of(params, hardware, cell)
-    anchor_card = card if anchor_cell is None else \
-        card_for(anchor_cell, "auto", hardware, seed=seed, cohort=cohort, device=device)[0]
+    anchor_card = (
+        card
+        if anchor_cell is None
+        else card_for(anchor_cell, "auto", hardware, seed=seed, cohort=cohort, device=device)[0]
+    )
     budget = place_budget(params, hardware, anchor_card)
     columns = {**shape.columns(), "cell": name, "budget_bytes": int(budget)}
     plans = plan_methods(card, budget, methods)
 
     warmup, steps = int(params["warmup"]), int(params["steps"])
-    note = {"warmup": warmup, "steps": steps, "shuffle": bool(params.get("shuffle", True)),
-            "reduced_from": params.get("reduced_from"),
-            "card_source": "measured_in_process" if measured_here else "frozen",
-            "byte_scale": cost_runtime.get("byte_scale")}
+    note = {
+        "warmup": warmup,
+        "steps": steps,
+        "shuffle": bool(params.get("shuffle", True)),
+        "reduced_from": params.get("reduced_from"),
+        "card_source": "measured_in_process" if measured_here else "frozen",
+        "byte_scale": cost_runtime.get("byte_scale"),
+    }
     write("policies", [policy_row(row, method, **columns) for method, row in plans.items()], part=f"cell={name}")
     if measured_here:
         write("profiles", profile_rows(card, **columns), part=f"cell={name}")
 
-    executable = {m: (row["policy"] if row["policy"] is not None else "functional")
-                  for m, row in plans.items() if row["feasible"]}
+    executable = {
+        m: (row["policy"] if row["policy"] is not None else "functional") for m, row in plans.items() if row["feasible"]
+    }
     # The checks compare every code path of every policy; their batch may be reduced on a
     # profile (cost_runtime.semantic_batch) because correctness does not depend on it and FP64
     # checks at full batch would cost a CPU cohort more than its timed steps.
@@ -101,13 +116,27 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     checked = dataclasses.replace(shape, batch=min(shape.batch, int(semantic_batch))) if semantic_batch else shape
     note["semantic_batch"] = checked.batch
     checks = semantic_checks(checked, executable, seed=seed, device=device)
-    write("records", [{"backend": "torch", "check_name": "semantic" if c.method in executable else "semantic_control",
-                       "family": "cost_runtime", "seed": seed, "workload": shape.workload,
-                       "detail": json.dumps({"cell": name, **note}, sort_keys=True, default=str), **c.row()}
-                      for c in checks], part=f"semantic-cell={name}")
-    passed = {m for m in executable
-              if all(c.outcome == "match" for c in checks if c.method == m) and
-              sum(c.method == m for c in checks) == 2}
+    write(
+        "records",
+        [
+            {
+                "backend": "torch",
+                "check_name": "semantic" if c.method in executable else "semantic_control",
+                "family": "cost_runtime",
+                "seed": seed,
+                "workload": shape.workload,
+                "detail": json.dumps({"cell": name, **note}, sort_keys=True, default=str),
+                **c.row(),
+            }
+            for c in checks
+        ],
+        part=f"semantic-cell={name}",
+    )
+    passed = {
+        m
+        for m in executable
+        if all(c.outcome == "match" for c in checks if c.method == m) and sum(c.method == m for c in checks) == 2
+    }
 
     # Methods run in an order drawn from the process seed: slow drift of a shared machine
     # (load, thermal state) then spreads over every method instead of biasing the last ones.
@@ -115,10 +144,19 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     for method in order:
         if method not in passed:
             continue  # infeasible (policies row says so) or failed its check (records row says so)
-        times, peak = measure_method(shape, executable[method], seed=seed, warmup=warmup, steps=steps,
-                                     device=device)
-        write("timings", timing_rows(times, method=method, precision="fp32",
-                                     peak_allocated_bytes=peak.allocated_bytes,
-                                     peak_reserved_bytes=peak.reserved_bytes, peak_source=peak.source,
-                                     device=device, seed=seed, **columns),
-              part=f"cell={name}-method={method}")
+        times, peak = measure_method(shape, executable[method], seed=seed, warmup=warmup, steps=steps, device=device)
+        write(
+            "timings",
+            timing_rows(
+                times,
+                method=method,
+                precision="fp32",
+                peak_allocated_bytes=peak.allocated_bytes,
+                peak_reserved_bytes=peak.reserved_bytes,
+                peak_source=peak.source,
+                device=device,
+                seed=seed,
+                **columns,
+            ),
+            part=f"cell={name}-method={method}",
+        )

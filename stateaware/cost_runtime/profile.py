@@ -57,8 +57,11 @@ def persistent_bytes(workload: Workload, rows: Any) -> int:
 def add_state_parts(cost: dict[str, Any], base: dict[str, Any]) -> None:
     """Set a replay option's ``state_*`` fields: its excess over ``base``, the same segment
     replayed without preservation, clamped to ``[0, total]`` (card.py NOTE [ The state_* fields ])."""
-    for part, total in (("state_retained_bytes", "retained_bytes"), ("state_temp_bytes", "temp_bytes"),
-                        ("state_ms", "ms")):
+    for part, total in (
+        ("state_retained_bytes", "retained_bytes"),
+        ("state_temp_bytes", "temp_bytes"),
+        ("state_ms", "ms"),
+    ):
         excess = cost[total] - base[total]
         cost[part] = type(cost[total])(min(max(excess, 0), cost[total]))
 
@@ -93,8 +96,9 @@ def _segment_runner(workload: Workload, rows: Any, i: int, option: str, x: torch
     # "oblivious": a replay that preserves nothing (the state is invisible to it).
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
-    return lambda: torch_checkpoint(lambda xx: segment_forward(shape, state, u, v, xx, rows.reads[i], rows.writes[i]),
-                                    x, use_reentrant=False)
+    return lambda: torch_checkpoint(
+        lambda xx: segment_forward(shape, state, u, v, xx, rows.reads[i], rows.writes[i]), x, use_reentrant=False
+    )
 
 
 def _backward(y: torch.Tensor, last: bool) -> None:
@@ -104,8 +108,9 @@ def _backward(y: torch.Tensor, last: bool) -> None:
         y.backward(torch.full_like(y, 1.0 / y.numel()))
 
 
-def _measure(workload: Workload, rows: Any, i: int, option: str, x_in: torch.Tensor, *, repeats: int,
-             device: torch.device) -> dict[str, float]:
+def _measure(
+    workload: Workload, rows: Any, i: int, option: str, x_in: torch.Tensor, *, repeats: int, device: torch.device
+) -> dict[str, float]:
     last = i == workload.shape.live_segments - 1
     saved_state = workload.state.clone()
     run = _segment_runner(workload, rows, i, option, x_in)
@@ -146,8 +151,14 @@ def _eager_step_peak(shape: Shape, *, seed: int, device: torch.device) -> int:
     return peak.allocated_bytes
 
 
-def profile_card(shape: Shape, *, seed: int, device: str | torch.device = "cpu", repeats: int = 5,
-                 provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+def profile_card(
+    shape: Shape,
+    *,
+    seed: int,
+    device: str | torch.device = "cpu",
+    repeats: int = 5,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Measure a profile card document for ``shape`` (FP32) on ``device``.
 
     Returns the JSON-ready document ``{"persistent_bytes", "segments", "provenance"}``
@@ -166,8 +177,10 @@ def profile_card(shape: Shape, *, seed: int, device: str | torch.device = "cpu",
     segments = []
     for i, (u, v) in enumerate(workload.weights):
         x_in = x.detach().requires_grad_(i > 0)  # x0 needs no gradient in a real step
-        measured = {opt: _measure(workload, rows, i, opt, x_in, repeats=repeats, device=device)
-                    for opt in (*PROFILED_OPTIONS, "oblivious")}
+        measured = {
+            opt: _measure(workload, rows, i, opt, x_in, repeats=repeats, device=device)
+            for opt in (*PROFILED_OPTIONS, "oblivious")
+        }
         base = measured.pop("oblivious")
         for opt in ("whole", "region"):
             add_state_parts(measured[opt], base)
@@ -181,5 +194,8 @@ def profile_card(shape: Shape, *, seed: int, device: str | torch.device = "cpu",
         **measurement_provenance(device, repeats, eager_peak),
         **(provenance or {}),
     }
-    return {"persistent_bytes": int(persistent_bytes(workload, rows)), "segments": segments,
-            "provenance": doc_provenance}
+    return {
+        "persistent_bytes": int(persistent_bytes(workload, rows)),
+        "segments": segments,
+        "provenance": doc_provenance,
+    }

@@ -65,9 +65,16 @@ class Check:
     exception_message: str | None = None
 
     def row(self) -> dict[str, Any]:
-        return {"method": self.method, "precision": self.precision, "outcome": self.outcome, "phase": self.phase,
-                "max_error": self.max_error, "tolerance": self.tolerance, "exception_type": self.exception_type,
-                "exception_message": self.exception_message}
+        return {
+            "method": self.method,
+            "precision": self.precision,
+            "outcome": self.outcome,
+            "phase": self.phase,
+            "max_error": self.max_error,
+            "tolerance": self.tolerance,
+            "exception_type": self.exception_type,
+            "exception_message": self.exception_message,
+        }
 
 
 def _observe(workload: Workload, run) -> dict[str, list[torch.Tensor]]:
@@ -75,8 +82,12 @@ def _observe(workload: Workload, run) -> dict[str, list[torch.Tensor]]:
     loss, y = run()
     first = torch.autograd.grad(loss, workload.params, retain_graph=True)
     second = torch.autograd.grad(loss, workload.params)
-    return {"forward": [loss.detach(), y.detach()], "state": [workload.state.detach()],
-            "backward1": list(first), "backward2": list(second)}
+    return {
+        "forward": [loss.detach(), y.detach()],
+        "state": [workload.state.detach()],
+        "backward1": list(first),
+        "backward2": list(second),
+    }
 
 
 def _control_run(workload: Workload, rows):
@@ -85,6 +96,7 @@ def _control_run(workload: Workload, rows):
 
     x = workload.x0
     for i, (u, v) in enumerate(workload.weights):
+
         def segment(xx, u=u, v=v, i=i):
             return segment_forward(shape, state, u, v, xx, rows.reads[i], rows.writes[i])
 
@@ -108,8 +120,14 @@ def _compare(got: Mapping[str, list[torch.Tensor]], want: Mapping[str, list[torc
     return "match", worst_phase, worst
 
 
-def semantic_checks(shape: Shape, policies: Mapping[str, Sequence[str] | str], *, seed: int,
-                    device: str | torch.device = "cpu", control: bool = True) -> list[Check]:
+def semantic_checks(
+    shape: Shape,
+    policies: Mapping[str, Sequence[str] | str],
+    *,
+    seed: int,
+    device: str | torch.device = "cpu",
+    control: bool = True,
+) -> list[Check]:
     """Check every method's policy in FP32 and FP64 against the functional reference.
 
     ``policies`` maps a method name to its policy (``"functional"`` or one option per
@@ -130,8 +148,11 @@ def semantic_checks(shape: Shape, policies: Mapping[str, Sequence[str] | str], *
             runs[CONTROL] = CONTROL
         for method, policy in runs.items():
             wl = build(shape, seed=seed, dtype=dtype, device=device)
-            run = (lambda wl=wl: _control_run(wl, rows)) if policy == CONTROL else \
-                (lambda wl=wl, policy=policy: forward(wl, rows, policy))
+            run = (
+                (lambda wl=wl: _control_run(wl, rows))
+                if policy == CONTROL
+                else (lambda wl=wl, policy=policy: forward(wl, rows, policy))
+            )
             try:
                 got = _observe(wl, run)
             except Exception as exc:  # noqa: BLE001 - recorded, with its type and message, not raised
@@ -143,8 +164,9 @@ def semantic_checks(shape: Shape, policies: Mapping[str, Sequence[str] | str], *
     return checks
 
 
-def measure(shape: Shape, policy: Sequence[str] | str, *, seed: int, warmup: int, steps: int,
-            device: str | torch.device = "cpu") -> tuple[list[StepTime], Peak]:
+def measure(
+    shape: Shape, policy: Sequence[str] | str, *, seed: int, warmup: int, steps: int, device: str | torch.device = "cpu"
+) -> tuple[list[StepTime], Peak]:
     """Time ``warmup + steps`` FP32 training steps of ``policy``, then measure its peak.
 
     A step: the step's rows, the forward of every segment, the loss, the backward, and
@@ -163,6 +185,9 @@ def measure(shape: Shape, policy: Sequence[str] | str, *, seed: int, warmup: int
             p.grad = None
 
     times = timed_steps(step, warmup=warmup, steps=steps, device=device)
-    peak = peak_step(lambda: step(warmup + steps), device=device,
-                     live=lambda: live_bytes([workload.state, workload.x0, *workload.params]))
+    peak = peak_step(
+        lambda: step(warmup + steps),
+        device=device,
+        live=lambda: live_bytes([workload.state, workload.x0, *workload.params]),
+    )
     return times, peak

@@ -40,8 +40,18 @@ from typing import Any
 
 import torch
 
-__all__ = ["WORKLOADS", "DROPOUT", "Shape", "Workload", "StepRows", "build", "step_rows", "seed_step",
-           "segment_forward", "loss_of"]
+__all__ = [
+    "WORKLOADS",
+    "DROPOUT",
+    "Shape",
+    "Workload",
+    "StepRows",
+    "build",
+    "step_rows",
+    "seed_step",
+    "segment_forward",
+    "loss_of",
+]
 
 #: The workload names records use (``timings.workload``).
 WORKLOADS = ("feature_queue", "prototype_memory", "unrolled_recurrence")
@@ -147,7 +157,10 @@ class Workload:
         return Workload(
             self.shape,
             self.state.clone(),
-            [(u.detach().clone().requires_grad_(True), v.detach().clone().requires_grad_(True)) for u, v in self.weights],
+            [
+                (u.detach().clone().requires_grad_(True), v.detach().clone().requires_grad_(True))
+                for u, v in self.weights
+            ],
             self.x0.clone(),
             self.seed,
         )
@@ -162,7 +175,9 @@ class StepRows:
     regions: tuple[torch.Tensor, ...]  # union of writes[i:], sorted
 
 
-def build(shape: Shape, *, seed: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> Workload:
+def build(
+    shape: Shape, *, seed: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+) -> Workload:
     """A fresh workload instance: state, weights and input drawn from ``seed`` (CPU RNG).
 
     Values are drawn in FP64 on the CPU and cast, so the FP32 and FP64 instances of one seed
@@ -174,8 +189,12 @@ def build(shape: Shape, *, seed: int, dtype: torch.dtype = torch.float32, device
     for _ in range(shape.live_segments):
         u = torch.randn(shape.width, shape.rank, generator=gen, dtype=torch.float64) / math.sqrt(shape.width)
         v = torch.randn(shape.rank, shape.width, generator=gen, dtype=torch.float64) / math.sqrt(shape.rank)
-        weights.append((u.to(device=device, dtype=dtype).requires_grad_(True),
-                        v.to(device=device, dtype=dtype).requires_grad_(True)))
+        weights.append(
+            (
+                u.to(device=device, dtype=dtype).requires_grad_(True),
+                v.to(device=device, dtype=dtype).requires_grad_(True),
+            )
+        )
     x0 = torch.randn(shape.batch, shape.width, generator=gen, dtype=torch.float64)
     return Workload(shape, state.to(device=device, dtype=dtype), weights, x0.to(device=device, dtype=dtype), int(seed))
 
@@ -309,8 +328,17 @@ class _Gate(torch.autograd.Function):
 #     cards (``conf/cards``) and the measured CPU cohorts were taken with them.
 
 
-def segment_forward(shape: Shape, state: torch.Tensor, u: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
-                    reads: torch.Tensor, writes: torch.Tensor | None, *, functional: bool = False):
+def segment_forward(
+    shape: Shape,
+    state: torch.Tensor,
+    u: torch.Tensor,
+    v: torch.Tensor,
+    x: torch.Tensor,
+    reads: torch.Tensor,
+    writes: torch.Tensor | None,
+    *,
+    functional: bool = False,
+):
     """One segment: returns ``y`` (in-place mode, ``state`` written) or ``(y, new_state)``.
 
     In-place mode writes ``state`` under ``no_grad`` (it never requires grad); functional

@@ -79,7 +79,7 @@ def graph_output(trace: Trace) -> float:
         if g.nodes[k].size == 0:
             continue
         _, y = float_value(op, table[g.parents0[k]], table[g.parents1[k]], trace.events[k].draws)
-        table[offset: offset + y.size] = y
+        table[offset : offset + y.size] = y
         offset += y.size
     return _dot(program.weights, table[g.final])
 
@@ -152,8 +152,9 @@ def reverse_trace(program: Program, reads: Sequence) -> np.ndarray:
     return adj
 
 
-def complex_step(program: Program, draws: Sequence[Draws], coordinates: Sequence[int] | None = None,
-                 h: float = COMPLEX_STEP) -> np.ndarray:
+def complex_step(
+    program: Program, draws: Sequence[Draws], coordinates: Sequence[int] | None = None, h: float = COMPLEX_STEP
+) -> np.ndarray:
     """d output / d cells0[j] for each ``j`` in ``coordinates`` (default: all) by complex step."""
     require_gradient_support(program)
     coords = range(program.n) if coordinates is None else coordinates

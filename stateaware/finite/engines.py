@@ -49,7 +49,17 @@ from stateaware.finite.admission import require_gradient_support
 from stateaware.finite.interpret import Draws, Event, Storage, Trace, apply, storage_from_bytes
 from stateaware.finite.program import Program
 
-__all__ = ["ENGINES", "EngineCheck", "Reads", "Retained", "reads_equal", "reads_of", "recover", "retain", "verify_engine"]
+__all__ = [
+    "ENGINES",
+    "EngineCheck",
+    "Reads",
+    "Retained",
+    "reads_equal",
+    "reads_of",
+    "recover",
+    "retain",
+    "verify_engine",
+]
 
 ENGINES = ("eager", "whole", "read_set", "region_journal", "guarded_region")
 
@@ -85,10 +95,14 @@ def _same(a: Optional[np.ndarray], b: Optional[np.ndarray]) -> bool:
 
 def reads_equal(a: Reads, b: Reads) -> bool:
     """Bitwise equality of two operations' reads (values, integer reads and draws)."""
-    return (len(a.slot_values) == len(b.slot_values)
-            and all(_same(x, y) for x, y in zip(a.slot_values, b.slot_values))
-            and _same(a.u, b.u) and _same(a.w, b.w)
-            and _same(a.draws.noise, b.draws.noise) and _same(a.draws.mask, b.draws.mask))
+    return (
+        len(a.slot_values) == len(b.slot_values)
+        and all(_same(x, y) for x, y in zip(a.slot_values, b.slot_values))
+        and _same(a.u, b.u)
+        and _same(a.w, b.w)
+        and _same(a.draws.noise, b.draws.noise)
+        and _same(a.draws.mask, b.draws.mask)
+    )
 
 
 def _nbytes(*arrays: Any) -> int:
@@ -117,8 +131,10 @@ def retain(engine: str, trace: Trace) -> Retained:
     """What ``engine`` keeps from the forward execution ``trace`` (see the module table)."""
     program = trace.program
     require_gradient_support(program)
-    draws = [Draws(None if d.noise is None else d.noise.copy(), None if d.mask is None else d.mask.copy())
-             for d in trace.draws]
+    draws = [
+        Draws(None if d.noise is None else d.noise.copy(), None if d.mask is None else d.mask.copy())
+        for d in trace.draws
+    ]
     if engine in ("eager", "whole", "guarded_region") and len(trace.prestates) != len(program.ops):
         raise ValueError(f"engine {engine!r} keeps storage states; run execute(..., keep_prestates=True)")
     if engine == "eager":
@@ -248,8 +264,13 @@ class EngineCheck:
 
     @property
     def recovered(self) -> bool:
-        return (self.reads_match and self.storage_restored and self.aliases_restored and self.rng_restored
-                and self.repeat_match)
+        return (
+            self.reads_match
+            and self.storage_restored
+            and self.aliases_restored
+            and self.rng_restored
+            and self.repeat_match
+        )
 
 
 def verify_engine(engine: str, trace: Trace, repeat: bool = True) -> EngineCheck:
@@ -271,11 +292,21 @@ def verify_engine(engine: str, trace: Trace, repeat: bool = True) -> EngineCheck
     repeat_ok = True
     if repeat:
         again = recover(retained, program, live)
-        repeat_ok = (all(reads_equal(a, b) for a, b in zip(again, reads))
-                     and reverse_trace(program, again).tobytes() == gradient.tobytes()
-                     and bool(np.array_equal(live.buf, trace.final_bytes)))
-    return EngineCheck(engine, retained.retained_bytes, reads_ok, restored, aliases_ok,
-                       rng_state_bytes(live_rng) == trace.rng_after, repeat_ok, gradient)
+        repeat_ok = (
+            all(reads_equal(a, b) for a, b in zip(again, reads))
+            and reverse_trace(program, again).tobytes() == gradient.tobytes()
+            and bool(np.array_equal(live.buf, trace.final_bytes))
+        )
+    return EngineCheck(
+        engine,
+        retained.retained_bytes,
+        reads_ok,
+        restored,
+        aliases_ok,
+        rng_state_bytes(live_rng) == trace.rng_after,
+        repeat_ok,
+        gradient,
+    )
 
 
 def _json_state(state: bytes) -> dict:

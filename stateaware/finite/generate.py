@@ -103,10 +103,20 @@ def _float_op(rng: np.random.Generator, n: int, m: int, family: str) -> Op:
     if rng.random() < 0.25:
         # Products use a bounded nonlinearity so repeated squaring cannot overflow.
         act = str(rng.choice(ACTIVATIONS[1:]))
-        return Op("mul", dst, (src0, src1), a=_coeff(rng), c=float(rng.uniform(-0.5, 0.5)), act=act,
-                  sigma=sigma, keep=keep)
-    return Op("affine", dst, (src0, src1), a=_coeff(rng), b=_coeff(rng), c=float(rng.uniform(-0.5, 0.5)),
-              act=str(rng.choice(ACTIVATIONS)), sigma=sigma, keep=keep)
+        return Op(
+            "mul", dst, (src0, src1), a=_coeff(rng), c=float(rng.uniform(-0.5, 0.5)), act=act, sigma=sigma, keep=keep
+        )
+    return Op(
+        "affine",
+        dst,
+        (src0, src1),
+        a=_coeff(rng),
+        b=_coeff(rng),
+        c=float(rng.uniform(-0.5, 0.5)),
+        act=str(rng.choice(ACTIVATIONS)),
+        sigma=sigma,
+        keep=keep,
+    )
 
 
 def _alias(rng: np.random.Generator, nbytes: int, dtype: str, length: int | None = None) -> Alias:
@@ -134,8 +144,15 @@ def _int_write(rng: np.random.Generator, nbytes: int) -> Op:
 MAX_DRAWS = 64
 
 
-def random_program(seed: int, dimension: int, operations: int, family: str, integer_writes: bool = False,
-                   segment: int = 4, overwritten_dependence: bool = False) -> Program:
+def random_program(
+    seed: int,
+    dimension: int,
+    operations: int,
+    family: str,
+    integer_writes: bool = False,
+    segment: int = 4,
+    overwritten_dependence: bool = False,
+) -> Program:
     """A random program of the derivative/byte suites (see the module docstring).
 
     With ``overwritten_dependence`` (the derivative suite) the program obeys NOTE
@@ -147,16 +164,20 @@ def random_program(seed: int, dimension: int, operations: int, family: str, inte
     if family not in FAMILIES:
         raise ValueError(f"family {family!r}; allowed values are: {', '.join(FAMILIES)}")
     if overwritten_dependence and integer_writes:
-        raise ValueError("overwritten_dependence is a rule of float programs (the derivative suite); "
-                         "integer_writes programs have no float gradient — pass one of them")
+        raise ValueError(
+            "overwritten_dependence is a rule of float programs (the derivative suite); "
+            "integer_writes programs have no float gradient — pass one of them"
+        )
     rng = np.random.default_rng(seed)
     for _ in range(MAX_DRAWS if overwritten_dependence else 1):
         program = _draw_random(rng, seed, dimension, operations, family, integer_writes, segment)
         if not overwritten_dependence or depends_on_overwritten(program):
             return program
-    raise ValueError(f"random_program(seed={seed}, dimension={dimension}, operations={operations}, family={family!r}): "
-                     f"no draw in {MAX_DRAWS} has a gradient that depends on an overwritten value; "
-                     "use more operations or a larger dimension")
+    raise ValueError(
+        f"random_program(seed={seed}, dimension={dimension}, operations={operations}, family={family!r}): "
+        f"no draw in {MAX_DRAWS} has a gradient that depends on an overwritten value; "
+        "use more operations or a larger dimension"
+    )
 
 
 def depends_on_overwritten(program: Program) -> bool:
@@ -187,8 +208,9 @@ def depends_on_overwritten(program: Program) -> bool:
             continue
         event, (du, dw) = trace.events[k], grads[k]
         p0, p1 = graph.parents0[k], graph.parents1[k]
-        du_final, dw_final = local_grads(program.ops[k], trace.final_cells[event.src0],
-                                         trace.final_cells[event.src1], event.draws)
+        du_final, dw_final = local_grads(
+            program.ops[k], trace.final_cells[event.src0], trace.final_cells[event.src1], event.draws
+        )
         gy = adj[graph.nodes[k]]
         stale = ((du != du_final) & jac[p0].any(axis=1)) | ((dw != dw_final) & jac[p1].any(axis=1))
         if np.any((gy != 0) & stale):
@@ -198,8 +220,15 @@ def depends_on_overwritten(program: Program) -> bool:
     return False
 
 
-def _draw_random(rng: np.random.Generator, seed: int, dimension: int, operations: int, family: str,
-                 integer_writes: bool, segment: int) -> Program:
+def _draw_random(
+    rng: np.random.Generator,
+    seed: int,
+    dimension: int,
+    operations: int,
+    family: str,
+    integer_writes: bool,
+    segment: int,
+) -> Program:
     n = m = dimension
     cells0 = rng.uniform(-1.0, 1.0, n)
     slots0 = rng.integers(0, n, m).astype(np.int32)
@@ -212,8 +241,15 @@ def _draw_random(rng: np.random.Generator, seed: int, dimension: int, operations
         else:
             ops.append(_float_op(rng, n, m, family))
     return Program(
-        name=f"random-{family}-d{dimension}-t{operations}", seed=seed, family=family, cells0=cells0,
-        slots0=slots0, ops=tuple(ops), weights=weights, rng_seed=int(rng.integers(2**63)), segment=segment,
+        name=f"random-{family}-d{dimension}-t{operations}",
+        seed=seed,
+        family=family,
+        cells0=cells0,
+        slots0=slots0,
+        ops=tuple(ops),
+        weights=weights,
+        rng_seed=int(rng.integers(2**63)),
+        segment=segment,
     )
 
 
@@ -233,8 +269,9 @@ def _declared_aliases(rng: np.random.Generator, n: int, m: int) -> tuple[Alias, 
     )
 
 
-def workload_program(seed: int, pattern: str, writes: str, dimension: int, operations: int,
-                     segment: int = 4, aliases: bool = False) -> Program:
+def workload_program(
+    seed: int, pattern: str, writes: str, dimension: int, operations: int, segment: int = 4, aliases: bool = False
+) -> Program:
     """A feature-queue, prototype-memory or unrolled-recurrence program.
 
     Layout: cells ``[0, ROW)`` hold a feature (queue, prototype) or the first hidden
@@ -256,8 +293,8 @@ def workload_program(seed: int, pattern: str, writes: str, dimension: int, opera
     cells0 = rng.uniform(-1.0, 1.0, n)
     slots0 = np.empty(m, dtype=np.int32)
     slots0[:operations] = (np.arange(operations) // 2) % rows  # ring pointers
-    slots0[operations: 2 * operations] = rng.integers(0, rows, operations)  # random reads/assignments
-    slots0[2 * operations:] = rng.permutation(n)  # gather permutation (recurrent)
+    slots0[operations : 2 * operations] = rng.integers(0, rows, operations)  # random reads/assignments
+    slots0[2 * operations :] = rng.permutation(n)  # gather permutation (recurrent)
     weights = rng.uniform(-1.0, 1.0, n)
     feature = Cells(0, 1, ROW)
     table = Cells(ROW, 1, n - ROW)
@@ -293,15 +330,43 @@ def workload_program(seed: int, pattern: str, writes: str, dimension: int, opera
                 ops.append(Op("affine", row, (row, gather), a=a, b=b, c=c, act="tanh", sigma=sigma, keep=keep))
             elif t % 2 == 0:  # hidden <- tanh(a*hidden + b*permuted state) with dropout
                 gather = Indexed(2 * operations + int(rng.integers(0, n - half + 1)), 1, half, base=0, rows=n, row=1)
-                ops.append(Op("affine", Cells(0, 1, half), (Cells(0, 1, half), gather), a=a, b=b, c=c,
-                              act="tanh", sigma=sigma, keep=keep))
+                ops.append(
+                    Op(
+                        "affine",
+                        Cells(0, 1, half),
+                        (Cells(0, 1, half), gather),
+                        a=a,
+                        b=b,
+                        c=c,
+                        act="tanh",
+                        sigma=sigma,
+                        keep=keep,
+                    )
+                )
             else:  # inputs advance, mixing in the hidden state
-                ops.append(Op("mul", Cells(half, 1, n - half), (Cells(half, 1, n - half), Cells(0, 1, half)),
-                              a=a, c=c, act="sin", sigma=sigma))
+                ops.append(
+                    Op(
+                        "mul",
+                        Cells(half, 1, n - half),
+                        (Cells(half, 1, n - half), Cells(0, 1, half)),
+                        a=a,
+                        c=c,
+                        act="sin",
+                        sigma=sigma,
+                    )
+                )
     return Program(
-        name=f"{pattern}-{writes}-d{dimension}-t{operations}", seed=seed, family=pattern, cells0=cells0,
-        slots0=slots0, ops=tuple(ops), weights=weights, rng_seed=int(rng.integers(2**63)), segment=segment,
-        aliases=_declared_aliases(rng, n, m) if aliases else (), writes=writes,
+        name=f"{pattern}-{writes}-d{dimension}-t{operations}",
+        seed=seed,
+        family=pattern,
+        cells0=cells0,
+        slots0=slots0,
+        ops=tuple(ops),
+        weights=weights,
+        rng_seed=int(rng.integers(2**63)),
+        segment=segment,
+        aliases=_declared_aliases(rng, n, m) if aliases else (),
+        writes=writes,
     )
 
 
@@ -315,7 +380,15 @@ def integer_write_variant(program: Program, seed: int) -> Program:
     op = Op("int_write", target, (target,), pattern=int(rng.integers(1, 256)))
     ops = program.ops[:position] + (op,) + program.ops[position:]
     return Program(
-        name=f"{program.name}-intwrite", seed=program.seed, family=program.family, cells0=program.cells0,
-        slots0=program.slots0, ops=ops, weights=program.weights, rng_seed=program.rng_seed,
-        segment=program.segment, aliases=program.aliases, writes=program.writes,
+        name=f"{program.name}-intwrite",
+        seed=program.seed,
+        family=program.family,
+        cells0=program.cells0,
+        slots0=program.slots0,
+        ops=ops,
+        weights=program.weights,
+        rng_seed=program.rng_seed,
+        segment=program.segment,
+        aliases=program.aliases,
+        writes=program.writes,
     )

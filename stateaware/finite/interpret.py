@@ -64,7 +64,7 @@ class Storage:
 def storage_from_bytes(buf: np.ndarray, n: int) -> Storage:
     """A byte-mode storage over a *copy* of ``buf`` with ``n`` float cells."""
     own = np.array(buf, dtype=np.uint8, copy=True)
-    return Storage(cells=own[: 8 * n].view("<f8"), slots=own[8 * n:].view("<i4"), buf=own)
+    return Storage(cells=own[: 8 * n].view("<f8"), slots=own[8 * n :].view("<i4"), buf=own)
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,9 @@ def float_value(op: Op, u: np.ndarray, w: np.ndarray, draws: Draws) -> tuple[np.
     return z, y
 
 
-def apply(k: int, op: Op, storage: Storage, rng: Optional[np.random.Generator] = None,
-          recorded: Optional[Draws] = None) -> Event:
+def apply(
+    k: int, op: Op, storage: Storage, rng: Optional[np.random.Generator] = None, recorded: Optional[Draws] = None
+) -> Event:
     """Execute operation ``k`` on ``storage`` in place and return its event (Rules 2 and 3)."""
     if op.kind == "int_write":
         return _apply_int_write(k, op, storage)
@@ -218,12 +219,18 @@ def _apply_int_write(k: int, op: Op, storage: Storage) -> Event:
     new_items = (src.astype(np.int64) ^ op.pattern).astype(op.dst.dtype)
     dst_view[:] = new_items
     empty = np.empty(0, dtype=np.int64)
-    return Event(k, offsets, empty, empty, (), src, np.empty(0), Draws(None, None), np.empty(0), old,
-                 storage.buf[offsets].copy())
+    return Event(
+        k, offsets, empty, empty, (), src, np.empty(0), Draws(None, None), np.empty(0), old, storage.buf[offsets].copy()
+    )
 
 
-def execute(program: Program, storage: Optional[Storage] = None, rng: Optional[np.random.Generator] = None,
-            draws: Optional[Sequence[Draws]] = None, keep_prestates: bool = False) -> Trace:
+def execute(
+    program: Program,
+    storage: Optional[Storage] = None,
+    rng: Optional[np.random.Generator] = None,
+    draws: Optional[Sequence[Draws]] = None,
+    keep_prestates: bool = False,
+) -> Trace:
     """Run ``program`` forward and return its trace with the version graph.
 
     ``storage`` defaults to a fresh byte storage holding ``B0``; ``rng`` to the program's
@@ -263,8 +270,12 @@ def execute(program: Program, storage: Optional[Storage] = None, rng: Optional[n
             versions[event.dst] = ids
     graph.final = versions
     return Trace(
-        program=program, events=events, graph=graph, prestates=prestates,
+        program=program,
+        events=events,
+        graph=graph,
+        prestates=prestates,
         final_bytes=storage.bytes() if storage.buf is not None else None,
         final_cells=storage.cells.copy(),
-        rng_before=rng_before, rng_after=rng_state_bytes(rng) if rng is not None else None,
+        rng_before=rng_before,
+        rng_after=rng_state_bytes(rng) if rng is not None else None,
     )

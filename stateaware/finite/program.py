@@ -123,8 +123,7 @@ class Alias:
         end = self.offset + self.stride * (self.length - 1) + itemsize
         if self.offset < 0 or end > buf.size:
             raise ValueError(f"alias {self} reaches byte {end} of a {buf.size}-byte storage")
-        return np.ndarray((self.length,), dtype=self.dtype, buffer=buf.data, offset=self.offset,
-                          strides=(self.stride,))
+        return np.ndarray((self.length,), dtype=self.dtype, buffer=buf.data, offset=self.offset, strides=(self.stride,))
 
 
 @dataclass(frozen=True)
@@ -151,14 +150,21 @@ class Op:
             if isinstance(self.dst, Alias) or len(self.src) != 2 or any(isinstance(s, Alias) for s in self.src):
                 raise ValueError(f"a {self.kind!r} op writes Cells/Indexed from two Cells/Indexed sources")
             if len({self.dst.length, self.src[0].length, self.src[1].length}) != 1:
-                raise ValueError(f"op views have different lengths: dst {self.dst.length}, "
-                                 f"src {self.src[0].length}, {self.src[1].length}")
+                raise ValueError(
+                    f"op views have different lengths: dst {self.dst.length}, "
+                    f"src {self.src[0].length}, {self.src[1].length}"
+                )
             if isinstance(self.dst, Indexed) and self.dst.slot_count != 1:
                 # Two slots may select one row; a write with duplicate destinations has no
                 # well-defined version order, so a destination selects exactly one row.
                 raise ValueError(f"an Indexed destination selects one row (slot_count=1), got {self.dst.slot_count}")
-        elif not (isinstance(self.dst, Alias) and len(self.src) == 1 and isinstance(self.src[0], Alias)
-                  and self.dst.integer and self.src[0].length == self.dst.length):
+        elif not (
+            isinstance(self.dst, Alias)
+            and len(self.src) == 1
+            and isinstance(self.src[0], Alias)
+            and self.dst.integer
+            and self.src[0].length == self.dst.length
+        ):
             raise ValueError("an int_write op writes an integer Alias from one Alias of the same length")
 
     @property
@@ -211,10 +217,17 @@ class Program:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "seed": self.seed, "family": self.family, "rng_seed": self.rng_seed,
-            "segment": self.segment, "writes": self.writes,
-            "cells0": self.cells0.tolist(), "slots0": self.slots0.tolist(), "weights": self.weights.tolist(),
-            "ops": [_op_dict(op) for op in self.ops], "aliases": [asdict(a) for a in self.aliases],
+            "name": self.name,
+            "seed": self.seed,
+            "family": self.family,
+            "rng_seed": self.rng_seed,
+            "segment": self.segment,
+            "writes": self.writes,
+            "cells0": self.cells0.tolist(),
+            "slots0": self.slots0.tolist(),
+            "weights": self.weights.tolist(),
+            "ops": [_op_dict(op) for op in self.ops],
+            "aliases": [asdict(a) for a in self.aliases],
         }
 
 
@@ -236,23 +249,25 @@ def op_cells_from(op: Op, slot_values: tuple[np.ndarray, ...]) -> tuple[np.ndarr
     """(dst, src0, src1) cells of float op ``op`` given its recorded integer reads, one
     array per ``Indexed`` view in (dst, src0, src1) order."""
     values = iter(slot_values)
-    return tuple(v.cells_from(next(values)) if isinstance(v, Indexed) else v.resolve(np.empty(0))
-                 for v in (op.dst, *op.src))  # type: ignore[return-value]
+    return tuple(
+        v.cells_from(next(values)) if isinstance(v, Indexed) else v.resolve(np.empty(0)) for v in (op.dst, *op.src)
+    )  # type: ignore[return-value]
 
 
 def _view_text(v: Any) -> str:
     if isinstance(v, Cells):
         return f"cells[{v.start}:{v.start + v.stride * v.length}:{v.stride}]"
     if isinstance(v, Indexed):
-        return (f"rows(base={v.base}, row={v.row}, of {v.rows})"
-                f"[slots[{v.slot_start}::{v.slot_stride}][:{v.slot_count}]]")
+        return f"rows(base={v.base}, row={v.row}, of {v.rows})[slots[{v.slot_start}::{v.slot_stride}][:{v.slot_count}]]"
     return f"{v.dtype}@{v.offset}+{v.stride}*i[:{v.length}]"
 
 
 def describe(program: Program) -> str:
     """A human-readable listing of ``program``, one operation a line."""
-    lines = [f"# {program.name} seed={program.seed} family={program.family} cells={program.n} "
-             f"slots={program.m} ops={len(program.ops)} segment={program.segment}"]
+    lines = [
+        f"# {program.name} seed={program.seed} family={program.family} cells={program.n} "
+        f"slots={program.m} ops={len(program.ops)} segment={program.segment}"
+    ]
     for k, op in enumerate(program.ops):
         if op.kind == "int_write":
             lines.append(f"{k:3d} {_view_text(op.dst)} = {_view_text(op.src[0])} ^ {op.pattern:#x}")

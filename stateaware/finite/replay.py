@@ -61,7 +61,9 @@ def byte_journal(program: Program, events: list[Event]) -> list[tuple[np.ndarray
     for op, e in zip(program.ops, events):
         if op.kind != "int_write":  # float cells: 8 bytes each
             offsets = (8 * e.dst[:, None] + np.arange(8)[None, :]).ravel()
-            journal.append((offsets, e.old.astype("<f8").view(np.uint8).copy(), e.new.astype("<f8").view(np.uint8).copy()))
+            journal.append(
+                (offsets, e.old.astype("<f8").view(np.uint8).copy(), e.new.astype("<f8").view(np.uint8).copy())
+            )
         else:
             journal.append((e.dst.copy(), e.old.copy(), e.new.copy()))
     return journal
@@ -89,15 +91,19 @@ def region_undo(program: Program, trace: Trace | None = None) -> ByteCheck:
     for offsets, old, _ in reversed(journal):
         buf[offsets] = old
     undone_ok = np.array_equal(buf, program.initial_bytes()) and r0 == rng_state_bytes(
-        np.random.default_rng(program.rng_seed))
+        np.random.default_rng(program.rng_seed)
+    )
     redo = buf.copy()
     for offsets, _, new in journal:
         redo[offsets] = new
     redo_ok = np.array_equal(redo, trace.final_bytes)
     replay = execute(program, storage_from_bytes(buf, program.n), _generator(r0))
     check = _compare(replay.final_bytes, replay.rng_after, trace)
-    return ByteCheck(check.bytes_equal and undone_ok and redo_ok, check.rng_equal and undone_ok,
-                     check.mismatched_bytes + int(np.count_nonzero(redo != trace.final_bytes)))
+    return ByteCheck(
+        check.bytes_equal and undone_ok and redo_ok,
+        check.rng_equal and undone_ok,
+        check.mismatched_bytes + int(np.count_nonzero(redo != trace.final_bytes)),
+    )
 
 
 def wrong_rng_replay(program: Program, trace: Trace | None = None) -> ByteCheck:

@@ -192,8 +192,9 @@ def process_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def other_cpu_share(before: CpuTimes | None, after: CpuTimes | None, own_seconds: float,
-                    ticks_per_second: float) -> float | None:
+def other_cpu_share(
+    before: CpuTimes | None, after: CpuTimes | None, own_seconds: float, ticks_per_second: float
+) -> float | None:
     """The share of the CPUs' time that other processes took between two readings.
 
     ``(busy_after - busy_before - own) / (total_after - total_before)``, with this
@@ -277,17 +278,29 @@ class Snapshot:
     gpu: dict[str, Any] = field(default_factory=dict)
 
 
-def snapshot(*, gpu_index: int | None = None, stat: str | Path = PROC_STAT, loadavg: str | Path = PROC_LOADAVG,
-             nvml: Any = None) -> Snapshot:
+def snapshot(
+    *, gpu_index: int | None = None, stat: str | Path = PROC_STAT, loadavg: str | Path = PROC_LOADAVG, nvml: Any = None
+) -> Snapshot:
     """Read the load, this process's CPUs and their times, its CPU seconds and, with
     ``gpu_index``, the GPU's clocks and temperature."""
     cpus = affinity()
-    return Snapshot(load_average(loadavg), cpus, cpu_times(cpus, stat), process_cpu_seconds(),
-                    gpu_state(gpu_index, nvml) if gpu_index is not None else {})
+    return Snapshot(
+        load_average(loadavg),
+        cpus,
+        cpu_times(cpus, stat),
+        process_cpu_seconds(),
+        gpu_state(gpu_index, nvml) if gpu_index is not None else {},
+    )
 
 
-def context_columns(before: Snapshot, after: Snapshot, *, cpuinfo: str | Path = PROC_CPUINFO,
-                    governor: str = GOVERNOR, modules: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def context_columns(
+    before: Snapshot,
+    after: Snapshot,
+    *,
+    cpuinfo: str | Path = PROC_CPUINFO,
+    governor: str = GOVERNOR,
+    modules: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The ``processes`` context columns from the snapshots at the two ends of a process."""
     cpus = after.cpus
     ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0

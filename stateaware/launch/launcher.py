@@ -38,7 +38,14 @@ from omegaconf import DictConfig, OmegaConf
 from stateaware.launch.collect import collect
 from stateaware.launch.snapshot import python_path_first, take_snapshot
 from stateaware.launch.spec import ProcessSpec
-from stateaware.launch.worker import ProcessResult, attempts_so_far, identity_of, record_status, run_one_process, status_row
+from stateaware.launch.worker import (
+    ProcessResult,
+    attempts_so_far,
+    identity_of,
+    record_status,
+    run_one_process,
+    status_row,
+)
 from stateaware.records.damage import QUARANTINE, part_problem, quarantine
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import DiskFullError, RecordWriter, as_disk_full, disk_full
@@ -96,15 +103,21 @@ def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -
     run instead of mixing source hashes in one. Launcher settings and ``out`` do not
     count: they change how a run is executed, not what it measures.
     """
-    identity = json.dumps({"cohort": cohort, "processes": processes, "hardware": hardware, "source_hash": source},
-                          sort_keys=True, default=str)
+    identity = json.dumps(
+        {"cohort": cohort, "processes": processes, "hardware": hardware, "source_hash": source},
+        sort_keys=True,
+        default=str,
+    )
     return f"{cohort['name']}-{hashlib.sha256(identity.encode()).hexdigest()[:10]}"
 
 
 def _run_parts(out: Path, cohort: str, run_id: str) -> list[tuple[str, Path]]:
     """``(table, part)`` for every part file of a run, in every table."""
-    return [(table, part) for table in TABLES
-            for part in sorted((Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}").glob("*.parquet"))]
+    return [
+        (table, part)
+        for table in TABLES
+        for part in sorted((Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}").glob("*.parquet"))
+    ]
 
 
 def _process_of(part: Path) -> int | None:
@@ -115,8 +128,11 @@ def _process_of(part: Path) -> int | None:
 
 def damaged_parts(out: Path | str, cohort: str, run_id: str) -> list[tuple[Path, str]]:
     """Every part of a run that is damaged or of another schema, with what is wrong with it."""
-    return [(part, problem) for table, part in _run_parts(Path(out), cohort, run_id)
-            if (problem := part_problem(part, table)) is not None]
+    return [
+        (part, problem)
+        for table, part in _run_parts(Path(out), cohort, run_id)
+        if (problem := part_problem(part, table)) is not None
+    ]
 
 
 def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
@@ -138,7 +154,9 @@ def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
         if table != "processes":
             continue
         rows = pq.read_table(part, columns=["process_index", "attempt", "status"])
-        for index, attempt, status in zip(*(rows.column(c).to_pylist() for c in ("process_index", "attempt", "status"))):
+        for index, attempt, status in zip(
+            *(rows.column(c).to_pylist() for c in ("process_index", "attempt", "status"))
+        ):
             if index not in latest or attempt >= latest[index][0]:
                 latest[index] = (attempt, status)
     statuses = {index: status for index, (_, status) in latest.items()}
@@ -164,8 +182,12 @@ def quarantine_damaged(plan: RunPlan) -> list[str]:
     for index, parts in by_process.items():
         message = f"damaged part(s) moved to {QUARANTINE}/, the process runs again: {'; '.join(parts)}"
         spec = specs[index]
-        record_status(spec, status_row(spec, DAMAGED, attempts_so_far(spec) + 1, datetime.now(timezone.utc),
-                                       pid=os.getpid(), message=message))
+        record_status(
+            spec,
+            status_row(
+                spec, DAMAGED, attempts_so_far(spec) + 1, datetime.now(timezone.utc), pid=os.getpid(), message=message
+            ),
+        )
     lines = []
     for part, problem in found:
         moved = quarantine(plan.out, part)
@@ -195,21 +217,34 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
     except ValueError as exc:  # a kind's expand() says what in its params is invalid
         raise ConfigError(str(exc)) from exc
     if len(per_process) != processes:
-        raise ConfigError(f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets for processes={processes}")
+        raise ConfigError(
+            f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets for processes={processes}"
+        )
     out = Path(cfg.out).resolve()
     from stateaware.config import launcher_cpus
 
     cpus = launcher_cpus(cfg)
     specs = tuple(
         ProcessSpec(
-            run_id=run_id, cohort=cohort["name"], kind=cohort["kind"], process_index=i, processes=processes,
-            seed=int(cohort["seed"]) + i, source_hash=source_hash, out=str(out), launcher=cfg.launcher.name,
-            timing=bool(cohort["timing"]), hardware=hardware, params={**cohort["params"], **extra}, cpus=cpus,
+            run_id=run_id,
+            cohort=cohort["name"],
+            kind=cohort["kind"],
+            process_index=i,
+            processes=processes,
+            seed=int(cohort["seed"]) + i,
+            source_hash=source_hash,
+            out=str(out),
+            launcher=cfg.launcher.name,
+            timing=bool(cohort["timing"]),
+            hardware=hardware,
+            params={**cohort["params"], **extra},
+            cpus=cpus,
         )
         for i, extra in enumerate(per_process)
     )
-    return RunPlan(run_id, cohort["name"], source_hash, out, specs, latest_statuses(out, cohort["name"], run_id),
-                   sections)
+    return RunPlan(
+        run_id, cohort["name"], source_hash, out, specs, latest_statuses(out, cohort["name"], run_id), sections
+    )
 
 
 def max_parallel(cfg: DictConfig, timing: bool) -> int:
@@ -274,19 +309,33 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
             if cfg.launcher.name == "slurm":
                 from stateaware.launch.slurm import run_array
 
-                summary.submitted = run_array(executor, pending, lambda r: _advance(bar, summary, r),
-                                              poll_s=cfg.launcher.poll_s, out=plan.out, run_id=plan.run_id,
-                                              wait=cfg.wait)
+                summary.submitted = run_array(
+                    executor,
+                    pending,
+                    lambda r: _advance(bar, summary, r),
+                    poll_s=cfg.launcher.poll_s,
+                    out=plan.out,
+                    run_id=plan.run_id,
+                    wait=cfg.wait,
+                )
             else:
-                _run_throttled(executor, pending, summary, bar, limit=max_parallel(cfg, timing),
-                               inline=cfg.launcher.name == "inline", poll_s=cfg.launcher.poll_s)
+                _run_throttled(
+                    executor,
+                    pending,
+                    summary,
+                    bar,
+                    limit=max_parallel(cfg, timing),
+                    inline=cfg.launcher.name == "inline",
+                    poll_s=cfg.launcher.poll_s,
+                )
         finally:
             bar.close()
     return summary
 
 
-def _run_throttled(executor: Any, pending: list[ProcessSpec], summary: Summary, bar: Any, *, limit: int,
-                   inline: bool, poll_s: float) -> None:
+def _run_throttled(
+    executor: Any, pending: list[ProcessSpec], summary: Summary, bar: Any, *, limit: int, inline: bool, poll_s: float
+) -> None:
     queue = deque(pending)
     running: dict[Any, ProcessSpec] = {}
     while queue or running:
@@ -322,8 +371,9 @@ def _say(line: str) -> None:
 def _progress(total: int, cohort: str, *, enabled: bool) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=cohort, unit="proc", file=sys.stderr, disable=not enabled,
-                mininterval=0.5, dynamic_ncols=True)
+    return tqdm(
+        total=total, desc=cohort, unit="proc", file=sys.stderr, disable=not enabled, mininterval=0.5, dynamic_ncols=True
+    )
 
 
 def _advance(bar: Any, summary: Summary, result: ProcessResult) -> None:
@@ -335,8 +385,10 @@ def _advance(bar: Any, summary: Summary, result: ProcessResult) -> None:
 
 def _postfix(bar: Any, summary: Summary, running: int) -> None:
     counts = summary.counts
-    bar.set_postfix_str(f"done={counts['completed']} failed={len(summary.results) - counts['completed']} running={running}",
-                        refresh=False)
+    bar.set_postfix_str(
+        f"done={counts['completed']} failed={len(summary.results) - counts['completed']} running={running}",
+        refresh=False,
+    )
 
 
 def describe(summary: Summary, plan: RunPlan) -> str:
@@ -344,19 +396,27 @@ def describe(summary: Summary, plan: RunPlan) -> str:
     counts = summary.counts
     total = len(plan.specs)
     done = summary.skipped + counts["completed"]
-    lines = [f"{plan.cohort}: run {plan.run_id}: {done}/{total} processes completed"
-             + (f" ({summary.skipped} from earlier launches)" if summary.skipped else "")
-             + f"; results in {plan.out}"]
+    lines = [
+        f"{plan.cohort}: run {plan.run_id}: {done}/{total} processes completed"
+        + (f" ({summary.skipped} from earlier launches)" if summary.skipped else "")
+        + f"; results in {plan.out}"
+    ]
     for result in summary.unsuccessful:
         first = (result.message or "").strip().splitlines()
-        lines.append(f"  process {result.process_index} {result.status} (attempt {result.attempt}): {first[0] if first else ''}")
+        lines.append(
+            f"  process {result.process_index} {result.status} (attempt {result.attempt}): {first[0] if first else ''}"
+        )
     if summary.not_started:
-        lines.append(f"  {len(summary.not_started)} processes not started (the disk filled up): "
-                     f"{_ranges(summary.not_started)}; free some space and re-run the same command to resume")
+        lines.append(
+            f"  {len(summary.not_started)} processes not started (the disk filled up): "
+            f"{_ranges(summary.not_started)}; free some space and re-run the same command to resume"
+        )
     if summary.unsuccessful and not summary.disk_full:
-        lines.append("  re-run the same command to retry only these; details: "
-                     f"python -m stateaware.analysis sql --results {plan.out} \"SELECT process_index, status, exception_type, traceback "
-                     f"FROM processes WHERE run_id = '{plan.run_id}' AND status <> 'completed'\"")
+        lines.append(
+            "  re-run the same command to retry only these; details: "
+            f'python -m stateaware.analysis sql --results {plan.out} "SELECT process_index, status, exception_type, traceback '
+            f"FROM processes WHERE run_id = '{plan.run_id}' AND status <> 'completed'\""
+        )
     return "\n".join(lines)
 
 

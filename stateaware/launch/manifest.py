@@ -33,11 +33,17 @@ def manifest_path(out: Path | str, cohort: str, run_id: str) -> Path:
 def git_state(where: Path) -> tuple[str | None, bool | None]:
     """``(commit, dirty)`` of the git checkout containing ``where``; ``(None, None)`` outside one."""
     try:
-        commit = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
         if commit.returncode != 0:
             return None, None
-        status = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
+        status = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return commit.stdout.strip(), bool(status.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None, None
@@ -71,8 +77,9 @@ def versions() -> dict[str, str | None]:
     }
 
 
-def collect_manifest(cfg: DictConfig, run_id: str, source_hash: str, processes: int, *,
-                     report_sections: tuple[str, ...] = ()) -> dict[str, Any]:
+def collect_manifest(
+    cfg: DictConfig, run_id: str, source_hash: str, processes: int, *, report_sections: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The run's manifest; ``report_sections`` is the kind's declared ``REPORT`` (the plan read it)."""
     import stateaware
 
@@ -97,7 +104,9 @@ def collect_manifest(cfg: DictConfig, run_id: str, source_hash: str, processes: 
     }
 
 
-def write_manifest(out: Path | str, manifest: dict[str, Any], *, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+def write_manifest(
+    out: Path | str, manifest: dict[str, Any], *, say: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Write (or, on resume, update) the manifest file and the run's ``runs`` row.
 
     A manifest file that does not read as one (truncated, not JSON) is moved to
@@ -108,17 +117,43 @@ def write_manifest(out: Path | str, manifest: dict[str, Any], *, say: Callable[[
     if path.exists():
         try:
             previous = json.loads(path.read_text(encoding="utf-8"))
-            manifest = {**manifest, "started_at": previous["started_at"], "launches": int(previous.get("launches", 1)) + 1}
+            manifest = {
+                **manifest,
+                "started_at": previous["started_at"],
+                "launches": int(previous.get("launches", 1)) + 1,
+            }
         except (ValueError, KeyError, TypeError) as exc:
             moved = quarantine(out, path)
             if say is not None:
-                say(f"quarantined damaged manifest {path}: {type(exc).__name__}: {exc}; moved to {moved}; writing it afresh")
+                say(
+                    f"quarantined damaged manifest {path}: {type(exc).__name__}: {exc}; moved to {moved}; writing it afresh"
+                )
     write_bytes_atomic(json.dumps(manifest, indent=2, sort_keys=True, default=str).encode(), path)
 
-    identity = Identity(manifest["run_id"], manifest["cohort"], RUN_ROW_INDEX, manifest["source_hash"],
-                        str(manifest["hardware"]), float(manifest["scale"]))
-    row = {key: manifest[key] for key in ("launcher", "processes", "git_commit", "git_dirty", "host", "python",
-                                          "torch", "jax", "cuda", "driver", "launches")}
+    identity = Identity(
+        manifest["run_id"],
+        manifest["cohort"],
+        RUN_ROW_INDEX,
+        manifest["source_hash"],
+        str(manifest["hardware"]),
+        float(manifest["scale"]),
+    )
+    row = {
+        key: manifest[key]
+        for key in (
+            "launcher",
+            "processes",
+            "git_commit",
+            "git_dirty",
+            "host",
+            "python",
+            "torch",
+            "jax",
+            "cuda",
+            "driver",
+            "launches",
+        )
+    }
     row["started_at"] = datetime.fromisoformat(manifest["started_at"])
     row["config_yaml"] = OmegaConf.to_yaml(OmegaConf.create(manifest["config"]))
     # What the report picks sections by; null in a manifest written before they were recorded

@@ -19,8 +19,14 @@ from typing import Any
 
 __all__ = ["Param", "check_params"]
 
-_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
-               list: "a list", dict: "a mapping"}
+_TYPE_WORDS = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    list: "a list",
+    dict: "a mapping",
+}
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,12 @@ class Param:
         if value is None:
             return self.nullable
         if self.type is list:
-            return (isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) > 0
-                    and all(self._scalar_ok(self.item, v) for v in value))
+            return (
+                isinstance(value, Sequence)
+                and not isinstance(value, (str, bytes))
+                and len(value) > 0
+                and all(self._scalar_ok(self.item, v) for v in value)
+            )
         if self.type is dict:
             return isinstance(value, Mapping)
         return self._scalar_ok(self.type, value)
@@ -92,13 +102,16 @@ def check_params(params: Mapping[str, Any], declared: Mapping[str, Param], cohor
     """
     unknown = sorted(set(params) - set(declared))
     if unknown:
-        raise ValueError(f"cohort {cohort!r}: unknown parameter(s) {', '.join(f'params.{k}' for k in unknown)}; "
-                         f"valid parameters are: {', '.join(declared) or '(none)'}")
+        raise ValueError(
+            f"cohort {cohort!r}: unknown parameter(s) {', '.join(f'params.{k}' for k in unknown)}; "
+            f"valid parameters are: {', '.join(declared) or '(none)'}"
+        )
     for key, param in declared.items():
         if key not in params:
             if param.required:
                 raise ValueError(f"cohort {cohort!r}: params.{key} is missing; allowed values are {param.allowed()}")
             continue
         if not param.accepts(params[key]):
-            raise ValueError(f"cohort {cohort!r}: invalid params.{key}={params[key]!r}; "
-                             f"allowed values are {param.allowed()}")
+            raise ValueError(
+                f"cohort {cohort!r}: invalid params.{key}={params[key]!r}; allowed values are {param.allowed()}"
+            )

@@ -60,8 +60,14 @@ def run_lock(out: Path | str, cohort: str, run_id: str, *, on_takeover=None) -> 
         previous = _read(fd)
         if previous and on_takeover is not None:
             on_takeover(f"run {run_id}: taking over the lock of {_describe(previous)}, which is gone ({path})")
-        _write(fd, {"host": socket.gethostname(), "pid": os.getpid(),
-                    "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        _write(
+            fd,
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            },
+        )
         try:
             yield path
         finally:

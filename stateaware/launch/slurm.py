@@ -27,8 +27,17 @@ from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, run_one_process
 from stateaware.records.writer import write_bytes_atomic
 
-__all__ = ["slurm_executor", "slurm_parameters", "submit_array", "run_array", "RequeueableProcess",
-           "submissions_path", "read_submissions", "slurm_states", "IN_FLIGHT"]
+__all__ = [
+    "slurm_executor",
+    "slurm_parameters",
+    "submit_array",
+    "run_array",
+    "RequeueableProcess",
+    "submissions_path",
+    "read_submissions",
+    "slurm_states",
+    "IN_FLIGHT",
+]
 
 # Our launcher field -> submitit SlurmExecutor parameter.
 _FIELDS = {
@@ -43,8 +52,17 @@ _FIELDS = {
 }
 
 #: Slurm states of a task that has not finished yet (sacct/squeue spelling).
-IN_FLIGHT = ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING",
-             "REQUEUE_HOLD", "REQUEUE_FED")
+IN_FLIGHT = (
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "RESIZING",
+    "SUSPENDED",
+    "CONFIGURING",
+    "COMPLETING",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+)
 
 
 def _requeueable_base() -> type:
@@ -92,13 +110,17 @@ def slurm_executor(cfg: DictConfig, folder: Path, timing: bool, snapshot: Path |
     import submitit
 
     if shutil.which("sbatch") is None:
-        raise RuntimeError("launcher=slurm needs Slurm's sbatch on PATH; on one machine try "
-                           "launcher=local, or start a test cluster with slurm/start_cluster.sh")
+        raise RuntimeError(
+            "launcher=slurm needs Slurm's sbatch on PATH; on one machine try "
+            "launcher=local, or start a test cluster with slurm/start_cluster.sh"
+        )
     executor = submitit.SlurmExecutor(folder=folder)
     params = slurm_parameters(cfg, timing)
     if snapshot is not None:
-        params["setup"] = [f"export PYTHONPATH={shlex.quote(str(snapshot))}${{PYTHONPATH:+:$PYTHONPATH}}",
-                           "export PYTHONSAFEPATH=1  # the job's working directory must not shadow the snapshot"]
+        params["setup"] = [
+            f"export PYTHONPATH={shlex.quote(str(snapshot))}${{PYTHONPATH:+:$PYTHONPATH}}",
+            "export PYTHONSAFEPATH=1  # the job's working directory must not shadow the snapshot",
+        ]
     executor.update_parameters(**params)
     return executor
 
@@ -128,8 +150,12 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
         return {}
     states: dict[str, str] = {}
     try:
-        out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(job_ids)],
-                             capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(job_ids)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
         for line in out.splitlines():
             job, _, state = line.partition("|")
             states[job.strip()] = state.split()[0] if state else ""
@@ -138,8 +164,9 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
     missing = [j for j in job_ids if j not in states]
     if missing and shutil.which("squeue"):
         try:
-            out = subprocess.run(["squeue", "-h", "-o", "%i|%T", "-j", ",".join(missing)],
-                                 capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run(
+                ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(missing)], capture_output=True, text=True, timeout=30
+            ).stdout
             for line in out.splitlines():
                 job, _, state = line.partition("|")
                 states[job.strip()] = state.strip()
@@ -158,8 +185,9 @@ def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[Proc
 def _queued(job_ids: list[str]) -> set[str]:
     """The ids among ``job_ids`` that ``squeue`` still lists (one line per array task)."""
     try:
-        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(job_ids)],
-                             capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(job_ids)], capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return set(job_ids)  # cannot tell: assume still queued, ask again next poll
     return {line.strip() for line in out.splitlines()}
@@ -186,8 +214,16 @@ def in_flight(out: Path | str, run_id: str, indices: list[int]) -> dict[int, str
     return {i: job for i, job in jobs.items() if states.get(job, "").split(" ")[0] in IN_FLIGHT}
 
 
-def run_array(executor: Any, pending: list[ProcessSpec], on_result: Callable[[ProcessResult], None], *,
-              poll_s: float, out: Path | str, run_id: str, wait: bool = True) -> list[str]:
+def run_array(
+    executor: Any,
+    pending: list[ProcessSpec],
+    on_result: Callable[[ProcessResult], None],
+    *,
+    poll_s: float,
+    out: Path | str,
+    run_id: str,
+    wait: bool = True,
+) -> list[str]:
     """Submit the pending processes that are not already queued, as one job array.
 
     Processes whose earlier submission is still queued or running are not submitted again;

@@ -43,8 +43,9 @@ class SnapshotError(RuntimeError):
     """The code changed while it was being snapshotted."""
 
 
-def take_snapshot(out: Path | str, source_hash: str, *, user_code: Sequence[str] = (),
-                  say: Callable[[str], None] | None = None) -> Path:
+def take_snapshot(
+    out: Path | str, source_hash: str, *, user_code: Sequence[str] = (), say: Callable[[str], None] | None = None
+) -> Path:
     """The snapshot folder of ``source_hash`` under ``out``, created if absent, rebuilt if tampered with.
 
     ``user_code``: the top-level modules of the user's own code the run executes (a cohort
@@ -65,8 +66,10 @@ def take_snapshot(out: Path | str, source_hash: str, *, user_code: Sequence[str]
             return dest
         if say is not None:
             changed = _differences(dest, source_files(user_code))
-            say(f"snapshot {dest} no longer matches source hash {source_hash[:12]} "
-                f"({', '.join(changed[:5]) + (', ...' if len(changed) > 5 else '') or 'contents differ'}); rebuilding it")
+            say(
+                f"snapshot {dest} no longer matches source hash {source_hash[:12]} "
+                f"({', '.join(changed[:5]) + (', ...' if len(changed) > 5 else '') or 'contents differ'}); rebuilding it"
+            )
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
         _copy(tmp, source_hash, user_code)
@@ -118,11 +121,16 @@ def _copy(tmp: Path, source_hash: str, user_code: Sequence[str]) -> None:
 def _differences(folder: Path, files: list[tuple[str, Path]]) -> list[str]:
     """Names that differ between a snapshot folder and the current source files: edited, added or removed."""
     current = dict(files)
-    held = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*")
-            if p.is_file() and "__pycache__" not in p.relative_to(folder).parts}
+    held = {
+        p.relative_to(folder).as_posix(): p
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.relative_to(folder).parts
+    }
     out = [f"{n} removed" for n in sorted(current.keys() - held.keys())]
     out += [f"{n} added" for n in sorted(held.keys() - current.keys())]
-    out += [f"{n} edited" for n in sorted(current.keys() & held.keys()) if held[n].read_bytes() != current[n].read_bytes()]
+    out += [
+        f"{n} edited" for n in sorted(current.keys() & held.keys()) if held[n].read_bytes() != current[n].read_bytes()
+    ]
     return out
 
 

@@ -37,7 +37,15 @@ from pathlib import Path
 
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.damage import QUARANTINE
-from stateaware.records.writer import DiskFullError, Identity, RecordWriter, as_disk_full, disk_full, part_path, stale_temporary
+from stateaware.records.writer import (
+    DiskFullError,
+    Identity,
+    RecordWriter,
+    as_disk_full,
+    disk_full,
+    part_path,
+    stale_temporary,
+)
 
 __all__ = ["ProcessResult", "run_one_process", "status_row", "attempts_so_far", "record_status"]
 
@@ -90,8 +98,16 @@ def record_status(spec: ProcessSpec, row: dict, writer: RecordWriter | None = No
             row["attempt"] = max(row["attempt"] + 1, attempts_so_far(spec) + 1)
 
 
-def status_row(spec: ProcessSpec, status: str, attempt: int, started: datetime, *, pid: int | None = None,
-               exc: BaseException | None = None, message: str | None = None) -> dict:
+def status_row(
+    spec: ProcessSpec,
+    status: str,
+    attempt: int,
+    started: datetime,
+    *,
+    pid: int | None = None,
+    exc: BaseException | None = None,
+    message: str | None = None,
+) -> dict:
     """The ``processes`` row of one attempt (written by the worker, or by the launcher for ``lost``)."""
     finished = datetime.now(timezone.utc)
     return {
@@ -129,8 +145,10 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
     try:
         current = source_hash(user_code(spec.kind))  # the user's kind module is code too
     except UserCodeError as exc:  # the kind's module is gone from this process's path
-        message = (f"source drift: cohort kind {spec.kind!r}: {exc}, but the launcher hashed it at submission; "
-                   f"run the command where the kind's module is importable (a code snapshot carries it)")
+        message = (
+            f"source drift: cohort kind {spec.kind!r}: {exc}, but the launcher hashed it at submission; "
+            f"run the command where the kind's module is importable (a code snapshot carries it)"
+        )
         return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
     if current != spec.source_hash:
         message = (
@@ -169,8 +187,9 @@ def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult
         attempt = record_status(spec, row, writer)
     except DiskFullError as exc:  # the status row itself did not fit: the launcher records nothing either
         return ProcessResult(spec.process_index, "failed", row["attempt"], os.getpid(), str(exc), disk_full=str(exc))
-    return ProcessResult(spec.process_index, row["status"], attempt, os.getpid(), row["exception_message"] or "",
-                         disk_full=full or "")
+    return ProcessResult(
+        spec.process_index, row["status"], attempt, os.getpid(), row["exception_message"] or "", disk_full=full or ""
+    )
 
 
 @contextlib.contextmanager
@@ -222,4 +241,3 @@ def _int_or_none(text: str | None) -> int | None:
         return int(text) if text is not None else None
     except ValueError:
         return None
-

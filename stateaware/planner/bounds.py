@@ -96,8 +96,12 @@ class Bounds:
         self.upper_ms = upper_ms
         options = [list(segment.values()) for segment in table]
         # (segments, len(OPTIONS)) arrays; a missing option has q = _NONE, so no threshold admits it.
-        self._q = np.array([[o.temp_bytes for o in s] + [_NONE] * (len(OPTIONS) - len(s)) for s in options], dtype=np.int64)
-        self._r = np.array([[o.retained_bytes for o in s] + [0] * (len(OPTIONS) - len(s)) for s in options], dtype=np.int64)
+        self._q = np.array(
+            [[o.temp_bytes for o in s] + [_NONE] * (len(OPTIONS) - len(s)) for s in options], dtype=np.int64
+        )
+        self._r = np.array(
+            [[o.retained_bytes for o in s] + [0] * (len(OPTIONS) - len(s)) for s in options], dtype=np.int64
+        )
         ms = np.array([[o.ms for o in s] + [np.inf] * (len(OPTIONS) - len(s)) for s in options], dtype=np.float64)
         self.grid = np.unique(np.concatenate([[0], self._q[self._q != _NONE]]))
         # Suffix totals over the remaining segments, per threshold T = grid[g]: the least
@@ -119,7 +123,9 @@ class Bounds:
         self.multipliers = _multipliers(options, self.room)
         self._descending = np.argsort(-self.multipliers, kind="stable")
         self._descending_slopes = self.multipliers[self._descending].tolist()
-        per_segment = (ms[:, :, None] + self._r[:, :, None].astype(np.float64) * self.multipliers[None, None, :]).min(axis=1)
+        per_segment = (ms[:, :, None] + self._r[:, :, None].astype(np.float64) * self.multipliers[None, None, :]).min(
+            axis=1
+        )
         # _lagrangian[i] = sum over segments i..n-1 (one column per multiplier); [n] = 0.
         self._lagrangian = np.vstack([np.cumsum(per_segment[::-1], axis=0)[::-1], np.zeros(len(self.multipliers))])
 
@@ -176,18 +182,14 @@ class Bounds:
         cheap = lower <= limit
         # One scale for all prefixes (the largest term any line adds): a wider band than
         # each prefix needs, which only rechecks more.
-        scale = (
-            np.abs(lagrangian).max() + np.abs(slack).max() * self.multipliers.max() + np.abs(c).max() + abs(limit)
-        )
+        scale = np.abs(lagrangian).max() + np.abs(slack).max() * self.multipliers.max() + np.abs(c).max() + abs(limit)
         near = np.flatnonzero(np.abs(lower - limit) <= _RECHECK * scale)
         if near.shape[0]:
             cheap[near] = self.lower_ms(r[near], q[near], c[near]) <= limit
         return cheap
 
 
-def _upper_envelope(
-    intercepts: np.ndarray, order: np.ndarray, m: list[float]
-) -> tuple[np.ndarray, np.ndarray]:
+def _upper_envelope(intercepts: np.ndarray, order: np.ndarray, m: list[float]) -> tuple[np.ndarray, np.ndarray]:
     """The lines of ``s -> max_j (intercepts[j] - slopes[j] * s)`` that attain the maximum
     somewhere, and where each hands over to the next.
 
@@ -241,7 +243,9 @@ def _multipliers(options: list[list[OptionCost]], room: int) -> np.ndarray:
     coarse = np.quantile(rates, np.linspace(0.0, 1.0, _MULTIPLIERS))
     # The root bound on a grid of rate quantiles, then a fine grid around its maximum.
     probe = np.unique(np.quantile(rates, np.linspace(0.0, 1.0, _ROOT_PROBES)))
-    r = np.array([[o.retained_bytes for o in s] + [np.inf] * (len(OPTIONS) - len(s)) for s in options], dtype=np.float64)
+    r = np.array(
+        [[o.retained_bytes for o in s] + [np.inf] * (len(OPTIONS) - len(s)) for s in options], dtype=np.float64
+    )
     c = np.array([[o.ms for o in s] + [np.inf] * (len(OPTIONS) - len(s)) for s in options], dtype=np.float64)
     least_q = max(min(o.temp_bytes for o in s) for s in options)
     root = (c[:, :, None] + r[:, :, None] * probe).min(axis=1).sum(axis=0) - probe * (room - least_q)

@@ -59,8 +59,10 @@ def anchors(card: object) -> tuple[int, int]:
     from .planners import evaluate_policy
 
     if any("eager" not in s for s in card.segments):
-        raise ValueError("a relative budget needs a card whose every segment has an 'eager' option. "
-                         "Tip: give the budget in bytes (44GiB).")
+        raise ValueError(
+            "a relative budget needs a card whose every segment has an 'eager' option. "
+            "Tip: give the budget in bytes (44GiB)."
+        )
     least = min_peak_bytes(card.persistent_bytes, [dict(s) for s in card.segments])
     eager, _ = evaluate_policy(card, ("eager",) * card.n_segments)
     return int(least), int(eager)

@@ -63,7 +63,6 @@ PLANNERS: Mapping[str, tuple[tuple[str, ...], str, str]] = MappingProxyType(
 _INCUMBENT_CAP = 64
 
 
-
 @dataclass(frozen=True)
 class Plan:
     """One planner's answer for one card at one budget (see the module NOTEs).
@@ -133,9 +132,7 @@ def evaluate_policy(card: ProfileCard, policy: Sequence[str]) -> tuple[int, floa
     retained, temp, ms = 0, 0, 0.0
     for index, (segment, option) in enumerate(zip(card.segments, policy)):
         if option not in segment:
-            raise ValueError(
-                f"segment {index} has no option {option!r}; it has: {', '.join(segment) or 'none'}"
-            )
+            raise ValueError(f"segment {index} has no option {option!r}; it has: {', '.join(segment) or 'none'}")
         cost = segment[option]
         retained += cost.retained_bytes
         temp = max(temp, cost.temp_bytes)
@@ -155,15 +152,22 @@ def _empty_curve() -> np.ndarray:
 
 def _infeasible(name: str, card: ProfileCard, budget: int, min_peak: int | None) -> Plan:
     return Plan(
-        planner=name, feasible=False, policy=(), predicted_peak_bytes=None, predicted_ms=None,
-        min_peak_bytes=min_peak, frontier_size=0, truncated=False, card_digest=card.digest,
-        budget_bytes=budget, fits_budget=False, frontier=_empty_curve(),
+        planner=name,
+        feasible=False,
+        policy=(),
+        predicted_peak_bytes=None,
+        predicted_ms=None,
+        min_peak_bytes=min_peak,
+        frontier_size=0,
+        truncated=False,
+        card_digest=card.digest,
+        budget_bytes=budget,
+        fits_budget=False,
+        frontier=_empty_curve(),
     )
 
 
-def _search(
-    persistent: int, table: list[dict[str, OptionCost]], budget: int, cap: int | None, full: bool
-) -> Frontier:
+def _search(persistent: int, table: list[dict[str, OptionCost]], budget: int, cap: int | None, full: bool) -> Frontier:
     upper = None
     if not full:
         # A quick capped pass finds a policy that fits; its time bounds the exact pass.
@@ -205,9 +209,17 @@ def plan(
         if peak > budget:
             return _infeasible(planner, card, budget, peak)
         return Plan(
-            planner=planner, feasible=True, policy=policy, predicted_peak_bytes=peak,
-            predicted_ms=ms, min_peak_bytes=peak, frontier_size=1, truncated=False,
-            card_digest=card.digest, budget_bytes=budget, fits_budget=True,
+            planner=planner,
+            feasible=True,
+            policy=policy,
+            predicted_peak_bytes=peak,
+            predicted_ms=ms,
+            min_peak_bytes=peak,
+            frontier_size=1,
+            truncated=False,
+            card_digest=card.digest,
+            budget_bytes=budget,
+            fits_budget=True,
             frontier=np.array([[float(peak), ms]]),
         )
 
@@ -226,8 +238,16 @@ def plan(
     policy = frontier.policy(best)
     peak, ms = evaluate_policy(card, policy)  # true costs, also for the agnostic view
     return Plan(
-        planner=planner, feasible=True, policy=policy, predicted_peak_bytes=peak,
-        predicted_ms=ms, min_peak_bytes=least, frontier_size=frontier.size,
-        truncated=frontier.truncated, card_digest=card.digest, budget_bytes=budget,
-        fits_budget=peak <= budget, frontier=tradeoff_curve(frontier),
+        planner=planner,
+        feasible=True,
+        policy=policy,
+        predicted_peak_bytes=peak,
+        predicted_ms=ms,
+        min_peak_bytes=least,
+        frontier_size=frontier.size,
+        truncated=frontier.truncated,
+        card_digest=card.digest,
+        budget_bytes=budget,
+        fits_budget=peak <= budget,
+        frontier=tradeoff_curve(frontier),
     )

@@ -126,10 +126,7 @@ class ProfileCard:
         """The normalised costs the digest covers (no provenance)."""
         return {
             "persistent_bytes": int(self.persistent_bytes),
-            "segments": [
-                {name: seg[name].to_dict() for name in OPTIONS if name in seg}
-                for seg in self.segments
-            ],
+            "segments": [{name: seg[name].to_dict() for name in OPTIONS if name in seg} for seg in self.segments],
         }
 
     @property
@@ -171,8 +168,7 @@ def _option_from_dict(raw: Any, where: str) -> OptionCost:
     unknown = sorted(set(raw) - set(_ALLOWED_FIELDS))
     if unknown:
         raise CardError(
-            f"{where}: unknown field(s) {', '.join(map(repr, unknown))}; "
-            f"valid fields are: {', '.join(_ALLOWED_FIELDS)}"
+            f"{where}: unknown field(s) {', '.join(map(repr, unknown))}; valid fields are: {', '.join(_ALLOWED_FIELDS)}"
         )
     missing = [name for name in _REQUIRED if name not in raw]
     if missing:
@@ -220,8 +216,7 @@ def card_from_dict(doc: Any) -> ProfileCard:
         unknown = sorted(set(raw) - set(OPTIONS))
         if unknown:
             raise CardError(
-                f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; "
-                f"valid options are: {', '.join(OPTIONS)}"
+                f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; valid options are: {', '.join(OPTIONS)}"
             )
         if not raw:
             raise CardError(f"{where} has no option; give at least one of {', '.join(OPTIONS)}")

@@ -20,15 +20,30 @@ __all__ = ["WORKLOAD_COLUMNS", "PLAN_COLUMNS", "profile_rows", "plan_columns", "
 
 #: The workload-description columns ``profiles`` and ``policies`` share (schema ``_WORKLOAD``).
 WORKLOAD_COLUMNS = (
-    "workload", "cell", "buffer_bytes", "write_fraction", "live_segments",
-    "granularity_bytes", "width", "batch", "budget_bytes",
+    "workload",
+    "cell",
+    "buffer_bytes",
+    "write_fraction",
+    "live_segments",
+    "granularity_bytes",
+    "width",
+    "batch",
+    "budget_bytes",
 )
 
 #: What a plan contributes to its ``policies`` row (absent ones are null: a fixed policy
 #: has no frontier, ``functional`` has no card option and so no policy or prediction).
 PLAN_COLUMNS = (
-    "planner", "feasible", "policy", "predicted_peak_bytes", "predicted_ms", "min_peak_bytes",
-    "frontier_size", "truncated", "card_digest", "plan_digest",
+    "planner",
+    "feasible",
+    "policy",
+    "predicted_peak_bytes",
+    "predicted_ms",
+    "min_peak_bytes",
+    "frontier_size",
+    "truncated",
+    "card_digest",
+    "plan_digest",
 )
 
 
@@ -56,12 +71,17 @@ def profile_rows(card: ProfileCard, **workload: Any) -> list[dict[str, Any]]:
     for index, segment in enumerate(card.segments):
         for option in OPTIONS:
             if option in segment:
-                rows.append({
-                    "card_digest": digest, "segment": index, "option": option,
-                    **segment[option].to_dict(),
-                    "persistent_bytes": card.persistent_bytes, "provenance_json": provenance,
-                    **shared,
-                })
+                rows.append(
+                    {
+                        "card_digest": digest,
+                        "segment": index,
+                        "option": option,
+                        **segment[option].to_dict(),
+                        "persistent_bytes": card.persistent_bytes,
+                        "provenance_json": provenance,
+                        **shared,
+                    }
+                )
     return rows
 
 
@@ -82,8 +102,9 @@ def plan_columns(result: Plan) -> dict[str, Any]:
     }
 
 
-def policy_row(plan: Plan | Mapping[str, Any], method: str | None = None, *, seed: int | None = None,
-               **workload: Any) -> dict[str, Any]:
+def policy_row(
+    plan: Plan | Mapping[str, Any], method: str | None = None, *, seed: int | None = None, **workload: Any
+) -> dict[str, Any]:
     """The ``policies`` row of one plan; ``method`` names the method it configures
     (default: the planner's name).
 
@@ -103,7 +124,9 @@ def policy_row(plan: Plan | Mapping[str, Any], method: str | None = None, *, see
     else:
         unknown = sorted(set(plan) - set(PLAN_COLUMNS))
         if unknown:
-            raise ValueError(f"unknown plan column(s) {', '.join(unknown)}; valid columns are: {', '.join(PLAN_COLUMNS)}")
+            raise ValueError(
+                f"unknown plan column(s) {', '.join(unknown)}; valid columns are: {', '.join(PLAN_COLUMNS)}"
+            )
         columns = {name: plan.get(name) for name in PLAN_COLUMNS}
     return {"method": method if method is not None else columns["planner"], **columns, "seed": seed, **shared}
 
@@ -119,11 +142,13 @@ def card_from_profile_rows(rows: Iterable[Mapping[str, Any]]) -> ProfileCard:
     fields = ("retained_bytes", "temp_bytes", "ms", "state_retained_bytes", "state_temp_bytes", "state_ms")
     for row in rows:
         segments[int(row["segment"])][row["option"]] = {f: row[f] for f in fields if row.get(f) is not None}
-    card = card_from_dict({
-        "persistent_bytes": rows[0]["persistent_bytes"],
-        "segments": segments,
-        "provenance": json.loads(rows[0]["provenance_json"] or "{}"),
-    })
+    card = card_from_dict(
+        {
+            "persistent_bytes": rows[0]["persistent_bytes"],
+            "segments": segments,
+            "provenance": json.loads(rows[0]["provenance_json"] or "{}"),
+        }
+    )
     if card.digest not in digests:
         raise ValueError(f"rebuilt card has digest {card.digest}, rows say {digests.pop()}")
     return card

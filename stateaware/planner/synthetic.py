@@ -58,19 +58,29 @@ def _tradeoff_segment(rng: np.random.Generator, offload: bool) -> dict[str, Opti
     out = {
         "eager": OptionCost(activations, workspace, step),
         "whole": OptionCost(
-            boundary + snapshot, activations + workspace, step + forward + snapshot_ms,
-            state_retained_bytes=snapshot, state_ms=snapshot_ms,
+            boundary + snapshot,
+            activations + workspace,
+            step + forward + snapshot_ms,
+            state_retained_bytes=snapshot,
+            state_ms=snapshot_ms,
         ),
         "region": OptionCost(
-            boundary + journal, activations + workspace + expansion, step + forward + region_ms,
-            state_retained_bytes=journal, state_temp_bytes=expansion, state_ms=region_ms,
+            boundary + journal,
+            activations + workspace + expansion,
+            step + forward + region_ms,
+            state_retained_bytes=journal,
+            state_temp_bytes=expansion,
+            state_ms=region_ms,
         ),
     }
     if offload:
         transfer_ms = float(rng.uniform(8.0, 80.0))
         out["offload"] = OptionCost(
-            boundary, activations + workspace + snapshot, step + forward + transfer_ms,
-            state_temp_bytes=snapshot, state_ms=transfer_ms,
+            boundary,
+            activations + workspace + snapshot,
+            step + forward + transfer_ms,
+            state_temp_bytes=snapshot,
+            state_ms=transfer_ms,
         )
     return out
 
@@ -82,8 +92,11 @@ def _uniform_segment(rng: np.random.Generator, max_bytes: int, offload: bool) ->
         c = float(rng.uniform(0.0, 100.0))
         share = rng.uniform(0.0, 1.0, size=3) if name != "eager" else np.zeros(3)
         out[name] = OptionCost(
-            r, q, c,
-            state_retained_bytes=int(r * share[0]), state_temp_bytes=int(q * share[1]),
+            r,
+            q,
+            c,
+            state_retained_bytes=int(r * share[0]),
+            state_temp_bytes=int(q * share[1]),
             state_ms=float(c * share[2]),
         )
     return out
@@ -122,8 +135,10 @@ def random_card(
         segments.append({name: full[name] for name in kept})
     persistent = int(rng.integers(1, 8)) * (1 << 30) if kind != "uniform" else int(rng.integers(0, max_bytes))
     # Through the validator, so a synthetic card is exactly what a loaded one would be.
-    return card_from_dict({
-        "persistent_bytes": persistent,
-        "segments": [{name: cost.to_dict() for name, cost in seg.items()} for seg in segments],
-        "provenance": {"workload": f"synthetic-{kind}", "segments": n_segments},
-    })
+    return card_from_dict(
+        {
+            "persistent_bytes": persistent,
+            "segments": [{name: cost.to_dict() for name, cost in seg.items()} for seg in segments],
+            "provenance": {"workload": f"synthetic-{kind}", "segments": n_segments},
+        }
+    )

@@ -116,8 +116,11 @@ def old_names(found: pa.Schema) -> dict[str, str]:
     """``{old name: new name}`` of the renamed columns a part carries under their old name."""
     version = _older_version(found)
     present = set(found.names)
-    return {n: RENAMED[n][0] for n in found.names
-            if n in RENAMED and version is not None and version < RENAMED[n][1] and RENAMED[n][0] not in present}
+    return {
+        n: RENAMED[n][0]
+        for n in found.names
+        if n in RENAMED and version is not None and version < RENAMED[n][1] and RENAMED[n][0] not in present
+    }
 
 
 def _older_version(found: pa.Schema) -> int | None:

@@ -278,8 +278,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
 }
 
 TABLES: dict[str, pa.Schema] = {
-    name: pa.schema(IDENTITY + [pa.field(col, typ) for col, typ in cols])
-    for name, cols in _COLUMNS.items()
+    name: pa.schema(IDENTITY + [pa.field(col, typ) for col, typ in cols]) for name, cols in _COLUMNS.items()
 }
 
 
@@ -288,6 +287,4 @@ def schema_for(table: str) -> pa.Schema:
     try:
         return TABLES[table]
     except KeyError:
-        raise KeyError(
-            f"unknown table {table!r}; valid tables are: {', '.join(TABLES)}"
-        ) from None
+        raise KeyError(f"unknown table {table!r}; valid tables are: {', '.join(TABLES)}") from None

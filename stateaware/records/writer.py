@@ -29,8 +29,18 @@ import pyarrow.parquet as pq
 
 from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
 
-__all__ = ["Identity", "RecordWriter", "DiskFullError", "part_path", "write_atomic", "write_bytes_atomic",
-           "temporary_path", "stale_temporary", "disk_full", "as_disk_full"]
+__all__ = [
+    "Identity",
+    "RecordWriter",
+    "DiskFullError",
+    "part_path",
+    "write_atomic",
+    "write_bytes_atomic",
+    "temporary_path",
+    "stale_temporary",
+    "disk_full",
+    "as_disk_full",
+]
 
 Rows = Union[Sequence[Mapping[str, Any]], Mapping[str, Sequence[Any]], pa.Table]
 
@@ -63,13 +73,7 @@ class Identity:
 def part_path(out: Path | str, table: str, cohort: str, run_id: str, process_index: int, part: str) -> Path:
     """Where ``part`` of ``process_index`` of a run lands for ``table``."""
     _check_part_name(part)
-    return (
-        Path(out)
-        / table
-        / f"cohort={cohort}"
-        / f"run_id={run_id}"
-        / f"p{process_index:06d}-{part}.parquet"
-    )
+    return Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}" / f"p{process_index:06d}-{part}.parquet"
 
 
 class DiskFullError(OSError):
@@ -86,8 +90,7 @@ class DiskFullError(OSError):
     def __str__(self) -> str:
         needed = f"needed {_size(self.needed)}" if self.needed is not None else "needed more space"
         free = f"{_size(self.free)} free there" if self.free is not None else "free space unknown"
-        return (f"disk full writing {self.path}: {needed}, {free}; free some space and re-run the same "
-                f"command to resume")
+        return f"disk full writing {self.path}: {needed}, {free}; free some space and re-run the same command to resume"
 
 
 def _size(n: int) -> str:
@@ -171,8 +174,9 @@ def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False) -> Pat
         pq.write_table(table, sink, compression="zstd")
         return sink.getvalue().size
 
-    return _write_via_temporary(path, lambda handle: pq.write_table(table, handle, compression="zstd"), needed,
-                                exclusive=exclusive)
+    return _write_via_temporary(
+        path, lambda handle: pq.write_table(table, handle, compression="zstd"), needed, exclusive=exclusive
+    )
 
 
 def _link_exclusive(tmp: Path, path: Path) -> None:
@@ -260,9 +264,7 @@ class RecordWriter:
         unknown = sorted(set(columns) - set(schema.names))
         if unknown:
             valid = [n for n in schema.names if n not in _IDENTITY_NAMES]
-            raise ValueError(
-                f"table {table!r} has no column(s) {unknown}; valid columns are: {', '.join(valid)}"
-            )
+            raise ValueError(f"table {table!r} has no column(s) {unknown}; valid columns are: {', '.join(valid)}")
         clash = sorted(set(columns) & set(_IDENTITY_NAMES))
         if clash:
             raise ValueError(f"identity column(s) {clash} are filled by the writer; do not pass them")

@@ -46,10 +46,16 @@ FAMILIES = ("local_strided", "local_views", "hidden_strided", "hidden_views", "r
 #: Families whose segment reads and writes a buffer that outlives the segment.
 HIDDEN_FAMILIES = ("hidden_strided", "hidden_views")
 PRECISIONS = ("fp32", "fp64")
-TORCH_METHODS = ("functional", "eager", "reentrant", "nonreentrant", "reentrant_norng",
-                 "nonreentrant_norng", "transactional")
-JAX_METHODS = ("functional", "checkpoint", "inplace_eager", "inplace_checkpoint",
-               "holder_eager", "holder_checkpoint")
+TORCH_METHODS = (
+    "functional",
+    "eager",
+    "reentrant",
+    "nonreentrant",
+    "reentrant_norng",
+    "nonreentrant_norng",
+    "transactional",
+)
+JAX_METHODS = ("functional", "checkpoint", "inplace_eager", "inplace_checkpoint", "holder_eager", "holder_checkpoint")
 #: JAX methods that exist only where there is hidden state to hold.
 JAX_HOLDER_METHODS = ("holder_eager", "holder_checkpoint")
 
@@ -75,11 +81,11 @@ def program(ops: Any, family: str, x: Any, w: Any, mem: Any, keep: Any) -> tuple
         h = ops.write(h, EVEN, ops.tanh(h[ODD]) + h[EVEN] * 2.0)
         return ops.tanh(h) * keep, mem
     if family == "local_views":
-        h = ops.write(h, slice(0, n - 2), h[0:n - 2] + ops.tanh(h[2:n]) * 0.5)
+        h = ops.write(h, slice(0, n - 2), h[0 : n - 2] + ops.tanh(h[2:n]) * 0.5)
         h = ops.write(h, slice(2, n), h[2:n] * 1.5)
         return ops.tanh(h) * keep, mem
     if family == "raw_copy":
-        h = ops.write(h, slice(1, n), h[0:n - 1])
+        h = ops.write(h, slice(1, n), h[0 : n - 1])
         return ops.tanh(h) * keep, mem
     if family not in HIDDEN_FAMILIES:
         raise ValueError(f"family {family!r}; valid families are: {', '.join(FAMILIES)}")
@@ -88,7 +94,7 @@ def program(ops: Any, family: str, x: Any, w: Any, mem: Any, keep: Any) -> tuple
         mem = ops.write(mem, EVEN, mem[EVEN] * 0.5 + ops.stop(r[EVEN]))
     else:
         mem = ops.write(mem, slice(1, n), mem[1:n] * 0.5)
-        mem = ops.write(mem, slice(1, n), mem[1:n] + (mem[0:n - 1] * 0.25 + ops.stop(r[1:n]) * 0.1))
+        mem = ops.write(mem, slice(1, n), mem[1:n] + (mem[0 : n - 1] * 0.25 + ops.stop(r[1:n]) * 0.1))
     return r * keep, mem
 
 
@@ -98,8 +104,11 @@ def condition_seed(seed: int, family: str, precision: str) -> int:
         raise ValueError(f"family {family!r}; valid families are: {', '.join(FAMILIES)}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}; valid precisions are: {', '.join(PRECISIONS)}")
-    return int(np.random.SeedSequence([seed, FAMILIES.index(family), PRECISIONS.index(precision)])
-               .generate_state(1, dtype=np.uint32)[0])
+    return int(
+        np.random.SeedSequence([seed, FAMILIES.index(family), PRECISIONS.index(precision)]).generate_state(
+            1, dtype=np.uint32
+        )[0]
+    )
 
 
 def condition_inputs(seed: int, family: str, precision: str) -> dict[str, np.ndarray]:

@@ -63,7 +63,7 @@ def _inplace(family: str, x, w, mem, keep):
         h[EVEN] = jnp.tanh(h[ODD]) + h[EVEN] * 2.0
         return jnp.tanh(h) * keep, mem
     if family == "local_views":
-        h[0:N - 2] = h[0:N - 2] + jnp.tanh(h[2:N]) * 0.5
+        h[0 : N - 2] = h[0 : N - 2] + jnp.tanh(h[2:N]) * 0.5
         h[2:N] = h[2:N] * 1.5
         return jnp.tanh(h) * keep, mem
     if family == "raw_copy":
@@ -86,8 +86,7 @@ def run_jax(family: str, precision: str, method: str, inputs: dict[str, np.ndarr
     if method not in JAX_METHODS:
         raise ValueError(f"jax method {method!r}; valid methods are: {', '.join(JAX_METHODS)}")
     if method.startswith("holder") and family not in HIDDEN_FAMILIES:
-        raise ValueError(f"jax method {method!r} needs hidden state; valid families are: "
-                         f"{', '.join(HIDDEN_FAMILIES)}")
+        raise ValueError(f"jax method {method!r} needs hidden state; valid families are: {', '.join(HIDDEN_FAMILIES)}")
     obs = Observation()
     with jax.enable_x64(precision == "fp64"):
         dtype = jnp.float64 if precision == "fp64" else jnp.float32

@@ -49,8 +49,7 @@ class Oracle:
     grad_w: np.ndarray
 
 
-def oracle(family: str, x: np.ndarray, w: np.ndarray, mem: np.ndarray, c: np.ndarray,
-           keep: np.ndarray) -> Oracle:
+def oracle(family: str, x: np.ndarray, w: np.ndarray, mem: np.ndarray, c: np.ndarray, keep: np.ndarray) -> Oracle:
     """Outputs, final buffer and ``d sum(out * c) / d (x, w)`` of ``family``, in float64."""
     ops = _NumpyOps()
     xc, wc, mc, kc = (np.asarray(a, dtype=np.complex128) for a in (x, w, mem, keep))

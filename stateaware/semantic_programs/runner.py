@@ -66,8 +66,18 @@ def _torch_condition(seed, family, precision, inputs, rng_seed):
     ref = run_torch(family, precision, "functional", inputs, rng_seed)
     generator = torch.Generator().manual_seed(rng_seed)
     keep = torch_keep(torch.float32 if precision == "fp32" else torch.float64, generator).double().numpy()
-    rows = [_row(seed, family, precision, "torch", "functional", ref,
-                 judge(ref, _oracle_observation(family, inputs, keep), precision), "vs float64 oracle")]
+    rows = [
+        _row(
+            seed,
+            family,
+            precision,
+            "torch",
+            "functional",
+            ref,
+            judge(ref, _oracle_observation(family, inputs, keep), precision),
+            "vs float64 oracle",
+        )
+    ]
     for method in TORCH_METHODS[1:]:
         obs = run_torch(family, precision, method, inputs, rng_seed)
         rows.append(_row(seed, family, precision, "torch", method, obs, judge(obs, ref, precision)))
@@ -83,8 +93,18 @@ def _jax_condition(seed, family, precision, inputs, rng_seed):
     with jax.enable_x64(precision == "fp64"):
         dtype = np.float64 if precision == "fp64" else np.float32
         keep = np.asarray(jax_keep(jax.random.key(rng_seed), dtype), dtype=np.float64)
-    rows = [_row(seed, family, precision, "jax", "functional", ref,
-                 judge(ref, _oracle_observation(family, inputs, keep), precision), "vs float64 oracle")]
+    rows = [
+        _row(
+            seed,
+            family,
+            precision,
+            "jax",
+            "functional",
+            ref,
+            judge(ref, _oracle_observation(family, inputs, keep), precision),
+            "vs float64 oracle",
+        )
+    ]
     for method in JAX_METHODS[1:]:
         if method in JAX_HOLDER_METHODS and family not in HIDDEN_FAMILIES:
             continue
@@ -98,18 +118,36 @@ def _oracle_observation(family: str, inputs: dict[str, np.ndarray], keep: np.nda
     return Observation(out=o.out, grads=[(o.grad_x, o.grad_w)] * 2, mem=o.mem)
 
 
-def _row(seed: int, family: str, precision: str, backend: str, method: str, obs: Observation,
-         verdict: Verdict, against: str | None = None) -> dict[str, Any]:
+def _row(
+    seed: int,
+    family: str,
+    precision: str,
+    backend: str,
+    method: str,
+    obs: Observation,
+    verdict: Verdict,
+    against: str | None = None,
+) -> dict[str, Any]:
     detail = "; ".join(filter(None, [against, verdict.detail])) or None
     message = obs.exception_message
     return {
-        "backend": backend, "method": method, "family": family, "precision": precision,
-        "seed": seed, "outcome": verdict.outcome, "check_name": CHECK, "phase": verdict.phase,
+        "backend": backend,
+        "method": method,
+        "family": family,
+        "precision": precision,
+        "seed": seed,
+        "outcome": verdict.outcome,
+        "check_name": CHECK,
+        "phase": verdict.phase,
         "exception_type": obs.exception_type,
         "exception_message": message[:_MESSAGE_CHARS] if message is not None else None,
-        "max_error": verdict.max_error, "tolerance": TOLERANCE[precision],
-        "forward_calls": obs.forward_calls, "backward_calls": obs.backward_calls,
+        "max_error": verdict.max_error,
+        "tolerance": TOLERANCE[precision],
+        "forward_calls": obs.forward_calls,
+        "backward_calls": obs.backward_calls,
         # Python-level re-executions of the segment; JAX rematerialises inside the traced
         # program, so its count stays 0 even under jax.checkpoint.
-        "recompute_calls": max(obs.forward_calls - 1, 0), "dimension": N, "detail": detail,
+        "recompute_calls": max(obs.forward_calls - 1, 0),
+        "dimension": N,
+        "detail": detail,
     }

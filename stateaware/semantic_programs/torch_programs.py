@@ -60,7 +60,7 @@ def _inplace_segment(family: str, x: torch.Tensor, w: torch.Tensor, hidden: _Hid
         h[EVEN] = torch.tanh(h[ODD]) + h[EVEN] * 2.0
         return torch.tanh(h) * keep
     if family == "local_views":
-        a, b = h[0:N - 2], h[2:N]  # overlapping views of one local storage
+        a, b = h[0 : N - 2], h[2:N]  # overlapping views of one local storage
         a.add_(torch.tanh(b) * 0.5)
         b.mul_(1.5)
         return torch.tanh(h) * keep
@@ -143,5 +143,6 @@ _METHODS: dict[str, Callable] = {
     "reentrant_norng": _native(True, False),
     "nonreentrant_norng": _native(False, False),
     "transactional": lambda segment, x, w, hidden: transactional_checkpoint(
-        segment, x, w, state=[hidden] if hidden is not None else ()),
+        segment, x, w, state=[hidden] if hidden is not None else ()
+    ),
 }

@@ -133,7 +133,13 @@ def _resolve(profile: _Profile, args: tuple, kwargs: dict) -> list[torch.Tensor]
     for where in profile.arg_reads:
         kind = where[0]
         try:
-            t = args[where[1]] if kind == "arg" else args[where[1]][where[2]] if kind == "item" else kwargs.get(where[1])
+            t = (
+                args[where[1]]
+                if kind == "arg"
+                else args[where[1]][where[2]]
+                if kind == "item"
+                else kwargs.get(where[1])
+            )
         except IndexError:  # a shorter list than the learned call's: learn this shape again
             return None
         if not isinstance(t, torch.Tensor):

@@ -146,9 +146,11 @@ def _structure_changed(*_: Any) -> None:
     _generation[0] += 1
 
 
-for _register in (torch.nn.modules.module.register_module_module_registration_hook,
-                  torch.nn.modules.module.register_module_parameter_registration_hook,
-                  torch.nn.modules.module.register_module_buffer_registration_hook):
+for _register in (
+    torch.nn.modules.module.register_module_module_registration_hook,
+    torch.nn.modules.module.register_module_parameter_registration_hook,
+    torch.nn.modules.module.register_module_buffer_registration_hook,
+):
     _register(_structure_changed)
 
 

@@ -36,28 +36,75 @@ __all__ = ["Reads", "Touched"]
 
 _T = torch._C.TensorBase
 _METADATA = frozenset(
-    [getattr(_T, n) for n in ("dim", "size", "stride", "numel", "is_contiguous", "element_size", "data_ptr",
-                              "storage_offset", "is_floating_point", "is_complex", "__len__", "get_device",
-                              "nelement", "ndimension")]
-    + [_T.__dict__[n].__get__ for n in ("shape", "dtype", "device", "ndim", "requires_grad", "is_cuda",
-                                        "layout", "grad_fn", "is_leaf", "_version", "is_sparse", "is_meta",
-                                        "itemsize", "nbytes", "names", "is_quantized", "is_nested")
-       if n in _T.__dict__]
+    [
+        getattr(_T, n)
+        for n in (
+            "dim",
+            "size",
+            "stride",
+            "numel",
+            "is_contiguous",
+            "element_size",
+            "data_ptr",
+            "storage_offset",
+            "is_floating_point",
+            "is_complex",
+            "__len__",
+            "get_device",
+            "nelement",
+            "ndimension",
+        )
+    ]
+    + [
+        _T.__dict__[n].__get__
+        for n in (
+            "shape",
+            "dtype",
+            "device",
+            "ndim",
+            "requires_grad",
+            "is_cuda",
+            "layout",
+            "grad_fn",
+            "is_leaf",
+            "_version",
+            "is_sparse",
+            "is_meta",
+            "itemsize",
+            "nbytes",
+            "names",
+            "is_quantized",
+            "is_nested",
+        )
+        if n in _T.__dict__
+    ]
 )
 _DATA_GET = _T.__dict__["data"].__get__
 # Calls that touch no tensor data: run without recording.
-_PASS = frozenset([torch._C._set_grad_enabled, torch.is_grad_enabled, torch._C._get_tracing_state,
-                   torch.is_autocast_enabled, torch.get_autocast_dtype])
+_PASS = frozenset(
+    [
+        torch._C._set_grad_enabled,
+        torch.is_grad_enabled,
+        torch._C._get_tracing_state,
+        torch.is_autocast_enabled,
+        torch.get_autocast_dtype,
+    ]
+)
 _SKIP = _METADATA | _PASS
 _NO_KWARGS: dict = {}
 # Calls that write their running-statistics arguments in training mode without a version bump.
-_STATS = {torch.nn.functional.batch_norm: (1, 2, "training", 5), torch.batch_norm: (3, 4, None, 5),
-          torch.nn.functional.instance_norm: (1, 2, "use_input_stats", 5),
-          torch.instance_norm: (3, 4, None, 5)}
-_STAT_NAMES = {torch.nn.functional.batch_norm: ("running_mean", "running_var"),
-               torch.batch_norm: ("running_mean", "running_var"),
-               torch.nn.functional.instance_norm: ("running_mean", "running_var"),
-               torch.instance_norm: ("running_mean", "running_var")}
+_STATS = {
+    torch.nn.functional.batch_norm: (1, 2, "training", 5),
+    torch.batch_norm: (3, 4, None, 5),
+    torch.nn.functional.instance_norm: (1, 2, "use_input_stats", 5),
+    torch.instance_norm: (3, 4, None, 5),
+}
+_STAT_NAMES = {
+    torch.nn.functional.batch_norm: ("running_mean", "running_var"),
+    torch.batch_norm: ("running_mean", "running_var"),
+    torch.nn.functional.instance_norm: ("running_mean", "running_var"),
+    torch.instance_norm: ("running_mean", "running_var"),
+}
 
 
 _active = threading.local()  # .stack: the Touched recorders running on this thread

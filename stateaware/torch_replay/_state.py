@@ -35,8 +35,11 @@ def plain_tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 
 def _capture(mod: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
-    plain = {k: v for k, v in vars(mod).items()
-             if type(v) in _NUMBERS or (isinstance(v, torch.Tensor) and not k.startswith("_"))}
+    plain = {
+        k: v
+        for k, v in vars(mod).items()
+        if type(v) in _NUMBERS or (isinstance(v, torch.Tensor) and not k.startswith("_"))
+    }
     return dict(mod._buffers), plain
 
 
@@ -68,7 +71,10 @@ def _reinstate(mod: torch.nn.Module, state: tuple[dict[str, Any], dict[str, Any]
     mod._buffers.clear()
     mod._buffers.update(buffers)
     d = vars(mod)
-    for k in [k for k, v in d.items() if k not in plain
-              and (type(v) in _NUMBERS or (isinstance(v, torch.Tensor) and not k.startswith("_")))]:
+    for k in [
+        k
+        for k, v in d.items()
+        if k not in plain and (type(v) in _NUMBERS or (isinstance(v, torch.Tensor) and not k.startswith("_")))
+    ]:
         del d[k]  # an attribute the replay (or the forward) created
     d.update(plain)

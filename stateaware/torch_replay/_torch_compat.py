@@ -31,26 +31,50 @@ from typing import Any
 import torch
 import torch.utils.checkpoint as _tuc
 
-__all__ = ["CheckpointError", "Contexts", "contexts", "early_stop", "graph_group_id", "twice_message",
-           "NOOP_CONTEXT_FN", "TORCH_COUNT", "TORCH_MORE", "TORCH_METADATA", "TORCH_TWICE", "metadata_of",
-           "saved_tensors_hooks", "device_context", "dynamo_disable", "entered"]
+__all__ = [
+    "CheckpointError",
+    "Contexts",
+    "contexts",
+    "early_stop",
+    "graph_group_id",
+    "twice_message",
+    "NOOP_CONTEXT_FN",
+    "TORCH_COUNT",
+    "TORCH_MORE",
+    "TORCH_METADATA",
+    "TORCH_TWICE",
+    "metadata_of",
+    "saved_tensors_hooks",
+    "device_context",
+    "dynamo_disable",
+    "entered",
+]
 
 CheckpointError = _tuc.CheckpointError
 NOOP_CONTEXT_FN = _tuc.noop_context_fn
 
 #: torch's sentences, kept verbatim so that code matching torch's messages matches ours.
-TORCH_COUNT = ("torch.utils.checkpoint: A different number of tensors was saved during the original "
-               "forward and recomputation.\nNumber of tensors saved during forward: {forward}\n"
-               "Number of tensors saved during recomputation: {replay}.")
-TORCH_MORE = ("torch.utils.checkpoint: trying to save more tensors during recomputation than during the "
-              "original forward pass.")
-TORCH_METADATA = ("torch.utils.checkpoint: Recomputed values for the following tensors have different "
-                  "metadata than during the forward pass.")
-TORCH_TWICE = ("torch.utils.checkpoint: Unpack is being triggered for a tensor that was already unpacked "
-               "once. {extra}If you are calling ctx.saved_tensors in backward, make sure to do so only once.")
-_GROUP_OVERLAP = ("Performing two backward calls that overlap (i.e. require the same saved activation in "
-                  "order to compute gradients) is not allowed while under the "
-                  "torch.utils.checkpoint.GraphExecGroup context. ")
+TORCH_COUNT = (
+    "torch.utils.checkpoint: A different number of tensors was saved during the original "
+    "forward and recomputation.\nNumber of tensors saved during forward: {forward}\n"
+    "Number of tensors saved during recomputation: {replay}."
+)
+TORCH_MORE = (
+    "torch.utils.checkpoint: trying to save more tensors during recomputation than during the original forward pass."
+)
+TORCH_METADATA = (
+    "torch.utils.checkpoint: Recomputed values for the following tensors have different "
+    "metadata than during the forward pass."
+)
+TORCH_TWICE = (
+    "torch.utils.checkpoint: Unpack is being triggered for a tensor that was already unpacked "
+    "once. {extra}If you are calling ctx.saved_tensors in backward, make sure to do so only once."
+)
+_GROUP_OVERLAP = (
+    "Performing two backward calls that overlap (i.e. require the same saved activation in "
+    "order to compute gradients) is not allowed while under the "
+    "torch.utils.checkpoint.GraphExecGroup context. "
+)
 
 _gid_fallback = itertools.count(-2, -1)  # an unpack outside any backward: a fresh id each time
 
@@ -65,8 +89,9 @@ class Contexts:
         self.forward, self.replay, self.on_error = forward, replay, on_error
 
 
-def contexts(context_fn: Callable[[], tuple[Any, Any]], debug: bool,
-             respect_saved_tensors_hooks: bool | None) -> Contexts | None:
+def contexts(
+    context_fn: Callable[[], tuple[Any, Any]], debug: bool, respect_saved_tensors_hooks: bool | None
+) -> Contexts | None:
     """The contexts torch's checkpoint would use for these arguments, or ``None`` when
     every one is a no-op (the common case costs nothing).
 
@@ -81,9 +106,11 @@ def contexts(context_fn: Callable[[], tuple[Any, Any]], debug: bool,
     if context_fn is NOOP_CONTEXT_FN:
         return None
     if not callable(context_fn):
-        raise TypeError(f"context_fn must be a callable returning two context managers, got "
-                        f"{type(context_fn).__name__}. Tip: functools.partial("
-                        "torch.utils.checkpoint.create_selective_checkpoint_contexts, policy_fn)")
+        raise TypeError(
+            f"context_fn must be a callable returning two context managers, got "
+            f"{type(context_fn).__name__}. Tip: functools.partial("
+            "torch.utils.checkpoint.create_selective_checkpoint_contexts, policy_fn)"
+        )
     forward, replay = context_fn()
     if isinstance(forward, _tuc._CachingTorchDispatchMode):
         forward.respect_saved_tensors_hooks = respect_saved_tensors_hooks

@@ -26,7 +26,14 @@ from stateaware.torch_replay._reach import _roots, describe, module_devices, nam
 from stateaware.torch_replay import _learned_reads
 from stateaware.torch_replay._reads import Reads
 from stateaware.torch_replay._state import ModuleState, plain_tensors
-from stateaware.torch_replay.preserve import PRESERVE_MODES, Region, _is_wrapper, make_engine, note_silent_write, recording
+from stateaware.torch_replay.preserve import (
+    PRESERVE_MODES,
+    Region,
+    _is_wrapper,
+    make_engine,
+    note_silent_write,
+    recording,
+)
 
 __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHECKS"]
 
@@ -284,9 +291,15 @@ def checkpoint(
         determinism_check: one of ``DETERMINISM_CHECKS``.
         early_stop: stop a replay as soon as every saved tensor is recomputed.
     """
-    options = dict(use_reentrant=use_reentrant, preserve_rng_state=preserve_rng_state, context_fn=context_fn,
-                   determinism_check=determinism_check, debug=debug, early_stop=early_stop,
-                   respect_saved_tensors_hooks=respect_saved_tensors_hooks)
+    options = dict(
+        use_reentrant=use_reentrant,
+        preserve_rng_state=preserve_rng_state,
+        context_fn=context_fn,
+        determinism_check=determinism_check,
+        debug=debug,
+        early_stop=early_stop,
+        respect_saved_tensors_hooks=respect_saved_tensors_hooks,
+    )
     if function is None and not args:  # the curried form, as torch's: checkpoint(use_reentrant=False)(fn)
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
@@ -296,32 +309,58 @@ def checkpoint(
 
 
 @compat.dynamo_disable
-def _checkpoint(function, args, kwargs, state, preserve, *, use_reentrant, preserve_rng_state, context_fn,
-                determinism_check, debug, early_stop, respect_saved_tensors_hooks):
+def _checkpoint(
+    function,
+    args,
+    kwargs,
+    state,
+    preserve,
+    *,
+    use_reentrant,
+    preserve_rng_state,
+    context_fn,
+    determinism_check,
+    debug,
+    early_stop,
+    respect_saved_tensors_hooks,
+):
     if use_reentrant:
         raise ValueError(
             "stateaware.torch_replay.checkpoint supports use_reentrant=False only; the state "
             "transaction is built on saved-tensor hooks. Tip: drop use_reentrant=True."
         )
     if determinism_check not in DETERMINISM_CHECKS:
-        raise ValueError(f"determinism_check={determinism_check!r}; valid values are: "
-                         f"{', '.join(DETERMINISM_CHECKS)} (default 'default')")
+        raise ValueError(
+            f"determinism_check={determinism_check!r}; valid values are: "
+            f"{', '.join(DETERMINISM_CHECKS)} (default 'default')"
+        )
     if isinstance(function, Transaction):  # every keyword is the function's (see _keywords)
         for key, value in (("state", state), ("preserve", preserve)):
             if value is not _UNSET:
                 kwargs[key] = value
         function, state, preserve = function.fn, function.state, function.preserve
     else:
-        check_collision(function, [k for k, v in (("state", state), ("preserve", preserve)) if v is not _UNSET],
-                        len(args))
+        check_collision(
+            function, [k for k, v in (("state", state), ("preserve", preserve)) if v is not _UNSET], len(args)
+        )
         state = () if state is _UNSET else state
         preserve = "whole" if preserve is _UNSET else preserve
     declared, modules, generators = _declare(state, preserve)
     ctx = compat.contexts(context_fn, debug, respect_saved_tensors_hooks)
     if not torch.is_grad_enabled():
         return function(*args, **kwargs)
-    return _forward(function, args, kwargs, declared, modules, generators, preserve_rng_state,
-                    determinism_check == "default", compat.early_stop(early_stop), ctx)
+    return _forward(
+        function,
+        args,
+        kwargs,
+        declared,
+        modules,
+        generators,
+        preserve_rng_state,
+        determinism_check == "default",
+        compat.early_stop(early_stop),
+        ctx,
+    )
 
 
 class _Checkpointed:
@@ -344,11 +383,14 @@ class _Checkpointed:
 
 # --------------------------------------------------------------------------- declaration
 
+
 def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
     if isinstance(preserve, str):
         if preserve not in PRESERVE_MODES:
-            raise ValueError(f"preserve={preserve!r}; valid values are: {', '.join(PRESERVE_MODES)} "
-                             "or a mapping {tensor_or_region: mode} (default 'whole')")
+            raise ValueError(
+                f"preserve={preserve!r}; valid values are: {', '.join(PRESERVE_MODES)} "
+                "or a mapping {tensor_or_region: mode} (default 'whole')"
+            )
         choose = lambda item, rows: "whole" if (preserve == "region" and rows is None) else preserve  # noqa: E731
     elif isinstance(preserve, Mapping):
         bad = sorted({str(v) for v in preserve.values() if v not in PRESERVE_MODES})
@@ -359,8 +401,10 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
         def choose(item, rows):
             mode = by_id.get(id(item), by_id.get(id(getattr(item, "tensor", None)), "whole"))
             if mode == "region" and rows is None:
-                raise ValueError("preserve maps a tensor to 'region' but state does not declare its rows; "
-                                 "declare it as Region(tensor, rows)")
+                raise ValueError(
+                    "preserve maps a tensor to 'region' but state does not declare its rows; "
+                    "declare it as Region(tensor, rows)"
+                )
             return mode
     else:
         raise TypeError(f"preserve must be 'whole', 'region' or a mapping, got {type(preserve).__name__}")
@@ -382,13 +426,16 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
             generators.setdefault(id(item), (f"state[{i}] (generator on {item.device})", item))
             continue
         else:
-            raise TypeError(f"state[{i}] is a {type(item).__name__}; valid items are: torch.Tensor, "
-                            "torch.nn.Module (its buffers and attributes), stateaware.torch_replay.Region, "
-                            "torch.Generator")
+            raise TypeError(
+                f"state[{i}] is a {type(item).__name__}; valid items are: torch.Tensor, "
+                "torch.nn.Module (its buffers and attributes), stateaware.torch_replay.Region, "
+                "torch.Generator"
+            )
         for name, t, rows, key in entries:
             if t._base is not None:
-                raise ValueError(f"declared state {describe(name, t)} is a view; declare the tensor it "
-                                 "views (its ._base) instead")
+                raise ValueError(
+                    f"declared state {describe(name, t)} is a view; declare the tensor it views (its ._base) instead"
+                )
             mode = choose(key, rows)
             if mode != "whole" and (_is_wrapper(t) or t.grad_fn is not None):
                 mode = "whole"  # preserved through inner tensors / a stand-in (docstring, Limits)
@@ -400,13 +447,38 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
 
 # --------------------------------------------------------------------------- forward
 
+
 class _Frame:
     """Everything one checkpointed call keeps between its forward and its replays."""
 
-    __slots__ = ("fn", "kwargs", "declared", "engines", "rng", "autocast", "check_metadata", "early_stop",
-                 "contexts", "args", "tensor_slots", "input_saver", "holders", "metadata", "watch",
-                 "recomputed", "replayed", "counts", "replay_saved", "region_storages", "lives", "live_ids",
-                 "torch_contexts", "device_context", "forward_completed", "partial_replays")
+    __slots__ = (
+        "fn",
+        "kwargs",
+        "declared",
+        "engines",
+        "rng",
+        "autocast",
+        "check_metadata",
+        "early_stop",
+        "contexts",
+        "args",
+        "tensor_slots",
+        "input_saver",
+        "holders",
+        "metadata",
+        "watch",
+        "recomputed",
+        "replayed",
+        "counts",
+        "replay_saved",
+        "region_storages",
+        "lives",
+        "live_ids",
+        "torch_contexts",
+        "device_context",
+        "forward_completed",
+        "partial_replays",
+    )
 
     def __init__(self, fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop):
         self.fn, self.kwargs = fn, kwargs
@@ -468,8 +540,7 @@ def _split_inputs(args: tuple, declared_ids: set[int]):
     return kept, slots, tensors
 
 
-def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state, check_metadata, early_stop,
-             ctx=None):
+def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state, check_metadata, early_stop, ctx=None):
     declared_ids = {id(d.tensor) for d in declared}
     device_type, devices = _devices(fn, args, kwargs, declared)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
@@ -484,8 +555,12 @@ def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state
     frame.torch_contexts, frame.device_context = ctx, compat.device_context()
     frame.save_inputs(args, declared_ids)
     touched, key = _learned_reads.observe(fn, args, kwargs)
-    with compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)), touched, \
-            compat.entered(ctx.forward if ctx is not None else None), recording(engines):
+    with (
+        compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)),
+        touched,
+        compat.entered(ctx.forward if ctx is not None else None),
+        recording(engines),
+    ):
         out = fn(*args, **kwargs)
     frame.forward_completed = True
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
@@ -493,9 +568,11 @@ def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state
     return out
 
 
-def _check_forward(frame: _Frame, touched: Reads, args: tuple, declared_ids: set[int], modules,
-                   generator_ids: set[int]) -> None:
+def _check_forward(
+    frame: _Frame, touched: Reads, args: tuple, declared_ids: set[int], modules, generator_ids: set[int]
+) -> None:
     """Rule 6a, then the watch list for Rule 6b."""
+
     def is_declared(t: torch.Tensor) -> bool:
         return id(t) in declared_ids or (t._base is not None and id(t._base) in declared_ids)
 
@@ -505,17 +582,20 @@ def _check_forward(frame: _Frame, touched: Reads, args: tuple, declared_ids: set
     for _, _, owner in touched.data_aliases:
         note_silent_write(owner)
     problems = [(t, how) for t, how in written if not is_declared(t)]
-    problems += [(g, "its state moved (it was drawn from)") for g in touched.moved_generators()
-                 if id(g) not in generator_ids]
+    problems += [
+        (g, "its state moved (it was drawn from)") for g in touched.moved_generators() if id(g) not in generator_ids
+    ]
     if touched.rebound:
         declared_modules = {id(m) for root in modules for m in root.modules()}
-        problems += [(m, f"buffer {name!r} was (re)bound") for m, name in touched.rebound
-                     if id(m) not in declared_modules]
+        problems += [
+            (m, f"buffer {name!r} was (re)bound") for m, name in touched.rebound if id(m) not in declared_modules
+        ]
     if problems:
         raise UndeclaredStateError(_undeclared_message(frame.fn, args, frame.kwargs, problems))
     positions = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
-    frame.watch = [(weakref.ref(t), t._version, positions.get(id(t))) for t, _ in touched.tensors.values()
-                   if not is_declared(t)]
+    frame.watch = [
+        (weakref.ref(t), t._version, positions.get(id(t))) for t, _ in touched.tensors.values() if not is_declared(t)
+    ]
 
 
 def _forward_pack(frame: _Frame):
@@ -535,9 +615,11 @@ def _forward_unpack(frame: _Frame):
         if gid not in frame.replayed:
             _replay(frame, gid)
         if gid not in holder.handles:
-            raise ReplayError("stateaware checkpoint: a tensor the forward saved was not recomputed by "
-                              "the replay. Tip: pass early_stop=False if the segment's control flow "
-                              "depends on state the replay cannot see.")
+            raise ReplayError(
+                "stateaware checkpoint: a tensor the forward saved was not recomputed by "
+                "the replay. Tip: pass early_stop=False if the segment's control flow "
+                "depends on state the replay cannot see."
+            )
         handle = holder.handles[gid]
         if handle is None:
             raise ReplayError(compat.twice_message())
@@ -558,6 +640,7 @@ def _forward_unpack(frame: _Frame):
 
 
 # --------------------------------------------------------------------------- replay
+
 
 def _replay(frame: _Frame, gid: int) -> None:
     changed = []
@@ -580,9 +663,13 @@ def _replay(frame: _Frame, gid: int) -> None:
                 for engine in (*frame.contexts, *frame.engines):
                     engine.enter()
                     entered.append(engine)
-            with compat.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack), \
-                    torch.enable_grad(), _autocast_restored(frame.autocast), \
-                    compat.entered(frame.device_context), compat.entered(replay_context):
+            with (
+                compat.saved_tensors_hooks(_replay_pack(frame, gid), _replay_unpack),
+                torch.enable_grad(),
+                _autocast_restored(frame.autocast),
+                compat.entered(frame.device_context),
+                compat.entered(replay_context),
+            ):
                 try:
                     frame.fn(*args, **frame.kwargs)
                 except _StopReplay:
@@ -674,8 +761,10 @@ def _check_counts(frame: _Frame, gid: Any, stopped: bool) -> None:
                 continue
             got = compat.metadata_of(frame.recomputed[gid][handle])
             if got != frame.metadata[index]:
-                different.append(f"tensor at position {index}:\nsaved metadata: {frame.metadata[index]}\n"
-                                 f"recomputed metadata: {got}\n")
+                different.append(
+                    f"tensor at position {index}:\nsaved metadata: {frame.metadata[index]}\n"
+                    f"recomputed metadata: {got}\n"
+                )
         if different:
             raise ReplayError(
                 f"{compat.TORCH_METADATA}\n{''.join(different)}"
@@ -756,25 +845,28 @@ def _autocast_state(device_type: str):
     types = _autocast_types.get(device_type)
     if types is None:
         types = _autocast_types[device_type] = tuple(
-            t for t in dict.fromkeys(("cpu", device_type)) if torch.amp.is_autocast_available(t))
-    return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types], \
-        torch.is_autocast_cache_enabled()
+            t for t in dict.fromkeys(("cpu", device_type)) if torch.amp.is_autocast_available(t)
+        )
+    return [
+        (t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types
+    ], torch.is_autocast_cache_enabled()
 
 
 def _autocast_restored(state):
     settings, cache = state
     if cache == torch.is_autocast_cache_enabled() and all(
-            (enabled, dtype) == (torch.is_autocast_enabled(t), torch.get_autocast_dtype(t))
-            for t, enabled, dtype in settings):
+        (enabled, dtype) == (torch.is_autocast_enabled(t), torch.get_autocast_dtype(t))
+        for t, enabled, dtype in settings
+    ):
         return contextlib.nullcontext()  # the backward already runs under the forward's settings
     stack = contextlib.ExitStack()
     for device_type, enabled, dtype in settings:
-        stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled,
-                                           cache_enabled=cache))
+        stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled, cache_enabled=cache))
     return stack
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _no_dispatch_modes():
     """Bookkeeping ops of ours run below any dispatch mode the segment runs under (SAC)."""
@@ -828,8 +920,10 @@ def _undeclared_message(fn, args, kwargs, problems) -> str:
 
 def _changed_message(frame: _Frame, changed) -> str:
     name = _namer(frame.fn, (), frame.kwargs)
-    lines = [f"  {_what(f'argument {at}' if at is not None else name(t), t)}: version {v} -> {t._version}"
-             for t, v, at in changed]
+    lines = [
+        f"  {_what(f'argument {at}' if at is not None else name(t), t)}: version {v} -> {t._version}"
+        for t, v, at in changed
+    ]
     return (
         "stateaware checkpoint: the segment's forward read state it did not declare, and it was modified "
         "in place before the replay; the replay would compute from (and differentiate) the modified "

@@ -56,8 +56,9 @@ class _Offload(_Whole):
         self.live, self.name = live, name
         self.inner, self.stand_in, self._stand, self._outside = [], False, None, None
         source = live.detach()
-        self.snapshot = torch.empty_strided(source.shape, source.stride(), dtype=source.dtype,
-                                            device="cpu", pin_memory=True)
+        self.snapshot = torch.empty_strided(
+            source.shape, source.stride(), dtype=source.dtype, device="cpu", pin_memory=True
+        )
         compute, side = torch.cuda.current_stream(source.device), _side_stream(source.device)
         side.wait_stream(compute)  # the copy reads the state as the forward will see it
         with torch.cuda.stream(side):
@@ -67,8 +68,9 @@ class _Offload(_Whole):
         self.host_bytes = self.snapshot.numel() * self.snapshot.element_size()
 
     def enter(self) -> None:
-        replay = torch.empty_strided(self.live.shape, self.live.stride(), dtype=self.live.dtype,
-                                     device=self.live.device)
+        replay = torch.empty_strided(
+            self.live.shape, self.live.stride(), dtype=self.live.dtype, device=self.live.device
+        )
         replay.copy_(self.snapshot, non_blocking=True)  # pinned source: asynchronous on the compute stream
         self._outside = self.live.data
         self.live.data = replay

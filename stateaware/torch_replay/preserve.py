@@ -131,8 +131,17 @@ def note_silent_write(t: "torch.Tensor") -> None:
 def _key(live: "torch.Tensor", *extra) -> "tuple | None":
     try:
         silent = _silent_writes.get(live, 0) if _silent_writes is not None else 0
-        return (id(live), live.untyped_storage().data_ptr(), live.storage_offset(), tuple(live.shape),
-                live.stride(), live.dtype, live._version, silent, *extra)
+        return (
+            id(live),
+            live.untyped_storage().data_ptr(),
+            live.storage_offset(),
+            tuple(live.shape),
+            live.stride(),
+            live.dtype,
+            live._version,
+            silent,
+            *extra,
+        )
     except (RuntimeError, NotImplementedError):  # no strided storage (sparse, nested): never shared
         return None
 
@@ -261,8 +270,7 @@ class _Journal:
         self.old = _shared_copy(_key(live, id(self.rows), self.rows._version), make)
         self._current: "torch.Tensor | None" = None
         self._raw: "torch.Tensor | None" = None
-        self.retained_bytes = (self.old.numel() * self.old.element_size()
-                               + self.rows.numel() * self.rows.element_size())
+        self.retained_bytes = self.old.numel() * self.old.element_size() + self.rows.numel() * self.rows.element_size()
 
     def lives(self) -> "list[torch.Tensor]":
         return [self.live]

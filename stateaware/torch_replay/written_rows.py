@@ -37,8 +37,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = ["engine", "rows_written", "dim0_index", "row_origin"]
 
 # Index ops whose dim-0 index argument names the rows written (``dim`` is args[1]).
-_DIM_INDEX_OPS = {"index_copy_", "index_copy", "index_add_", "index_add", "index_fill_", "index_fill",
-                  "index_reduce_", "index_reduce"}
+_DIM_INDEX_OPS = {
+    "index_copy_",
+    "index_copy",
+    "index_add_",
+    "index_add",
+    "index_fill_",
+    "index_fill",
+    "index_reduce_",
+    "index_reduce",
+}
 _SCATTER_OPS = {"scatter_", "scatter", "scatter_add_", "scatter_add", "scatter_reduce_", "scatter_reduce"}
 _PUT_OPS = {"index_put_", "index_put", "_index_put_impl_"}
 
@@ -72,8 +80,12 @@ def _extent_rows(base: torch.Tensor, view: torch.Tensor) -> torch.Tensor | None:
 def row_origin(base: torch.Tensor, view: torch.Tensor) -> int | None:
     """Row ``r0`` of ``base`` at which ``view``'s row 0 lies, if ``view`` is a run of whole
     rows of ``base`` (``base[r0:r0+k]``); else None."""
-    if base.dim() == 0 or view.dim() != base.dim() or view.shape[1:] != base.shape[1:] \
-            or view.stride() != base.stride():
+    if (
+        base.dim() == 0
+        or view.dim() != base.dim()
+        or view.shape[1:] != base.shape[1:]
+        or view.stride() != base.stride()
+    ):
         return None
     offset = view.storage_offset() - base.storage_offset()
     return offset // base.stride(0) if base.stride(0) and offset % base.stride(0) == 0 else None
@@ -134,8 +146,7 @@ class _WrittenRows:
 
     def __init__(self, live: torch.Tensor, name: str):
         if live.dim() == 0:
-            raise ValueError(f"preserve='rows' needs a tensor with rows; {name} is 0-d. "
-                             "Tip: preserve it 'whole'.")
+            raise ValueError(f"preserve='rows' needs a tensor with rows; {name} is 0-d. Tip: preserve it 'whole'.")
         self.live, self.name = live, name
         self.records: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.retained_bytes = 0

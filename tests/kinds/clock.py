@@ -20,8 +20,16 @@ def run(spec, writer) -> None:
     params = spec.params
     started = time.time()
     rows = int(params.get("rows", 3))
-    writer.write("timings", {"method": ["m"] * rows, "step": list(range(rows)), "warmup": [False] * rows,
-                             "step_ms": [float(i) for i in range(rows)]}, part="m")
+    writer.write(
+        "timings",
+        {
+            "method": ["m"] * rows,
+            "step": list(range(rows)),
+            "warmup": [False] * rows,
+            "step_ms": [float(i) for i in range(rows)],
+        },
+        part="m",
+    )
     if int(params.get("sleep_index", -1)) in (-1, spec.process_index):
         once = params.get("sleep_once_dir")
         marker = Path(once) / f"slept-{spec.process_index}" if once else None
@@ -37,7 +45,13 @@ def run(spec, writer) -> None:
             marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
     pad = os.urandom(int(params.get("pad_kib", 0)) * 512).hex()
-    seen = {"pad": pad, "started": started, "ended": time.time(), "pid": os.getpid(),
-            "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_RESTART_COUNT")}}
-    writer.write("records", [{"method": "clock", "outcome": "match", "seed": spec.seed, "detail": json.dumps(seen)}],
-                 part="main")
+    seen = {
+        "pad": pad,
+        "started": started,
+        "ended": time.time(),
+        "pid": os.getpid(),
+        "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_RESTART_COUNT")},
+    }
+    writer.write(
+        "records", [{"method": "clock", "outcome": "match", "seed": spec.seed, "detail": json.dumps(seen)}], part="main"
+    )
