@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 from stateaware.analysis.arguments import one_line, results_dir
+
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
 
 __all__ = ["main"]
@@ -69,7 +70,6 @@ def _query_text(args: argparse.Namespace) -> str:
 
 def _sql(args: argparse.Namespace) -> int:
     import duckdb
-
     from stateaware.analysis.sql import ReadOnlyError, format_result, query
 
     results = results_dir(args.results)

@@ -19,9 +19,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from stateaware.analysis.sql_files import rows_of
+
 from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
 
 __all__ = [
@@ -74,7 +75,7 @@ def comparison_rows(con: Any) -> list[dict[str, Any]]:
     return rows_of(con, "app_comparisons")
 
 
-def _range(lo: Optional[float], hi: Optional[float], fmt: str) -> str:
+def _range(lo: float | None, hi: float | None, fmt: str) -> str:
     if lo is None or hi is None:
         return "—"
     return format(lo, fmt) if lo == hi else f"{format(lo, fmt)}–{format(hi, fmt)}"
@@ -211,7 +212,7 @@ def figures(con: Any, out: Path) -> list[Path]:
     return [figure3c(con, Path(out) / "figure3c-cifar.png")] if has_peaks else []
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m stateaware.analysis.application", description=__doc__.split("\n")[0]
     )

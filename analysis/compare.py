@@ -22,15 +22,13 @@ A side with fewer than two processes gives the ratio without an interval.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
-
 from stateaware.analysis.stats import ALPHA, DRAWS, MIN_PROCESSES, bonferroni_confidence, paired_ratio
 
 __all__ = ["RunComparison", "compare_runs", "format_comparisons", "main"]
@@ -49,8 +47,8 @@ class RunComparison:
     a_mean: float  # arithmetic mean of A's per-process means
     b_mean: float
     ratio: float  # B / A, geometric
-    lower: Optional[float]  # None when a side has fewer than MIN_PROCESSES processes
-    upper: Optional[float]
+    lower: float | None  # None when a side has fewer than MIN_PROCESSES processes
+    upper: float | None
     confidence: float
     paired: bool
     a_processes: int
@@ -212,9 +210,10 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
     return "\n".join(lines)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """``compare RUN_A RUN_B [--results DIR] [--metric M] [--draws N] [--format table|json]``."""
     from stateaware.analysis.arguments import results_dir
+
     from stateaware.exits import OneLineParser
 
     parser = OneLineParser(

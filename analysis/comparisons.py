@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
-
 from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
 from stateaware.analysis.verify import RunVerification, Verification, verify
+
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
 from stateaware.records.writer import write_atomic
 
@@ -104,7 +104,7 @@ def write_comparisons(
 def compute_comparisons(
     con: Any,
     run_id: str,
-    comparisons: Sequence[Union[Comparison, Mapping[str, Any], Sequence[Any]]],
+    comparisons: Sequence[Comparison | Mapping[str, Any] | Sequence[Any]],
     *,
     table: str = "timings",
     allow_partial: bool = False,

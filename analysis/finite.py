@@ -12,7 +12,7 @@ torch or jax.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from stateaware.analysis.sql_files import SQL_DIR
 
@@ -68,15 +68,15 @@ def quantities(con: Any) -> dict[str, dict[str, Any]]:
     return {name: _one(con, name) for name in SQL_FILES}
 
 
-def _n(value: Optional[int]) -> str:
+def _n(value: int | None) -> str:
     return "—" if value is None else f"{int(value):,}"
 
 
-def _frac(hits: Optional[int], total: Optional[int]) -> str:
+def _frac(hits: int | None, total: int | None) -> str:
     return "—" if not total else f"{int(hits or 0):,}/{int(total):,}"
 
 
-def _e(value: Optional[float]) -> str:
+def _e(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
 
 
@@ -94,7 +94,7 @@ def _compare_count(ours: str, paper: str) -> str:
     return "same" if ours.replace(",", "") == paper.replace(",", "") else "differs"
 
 
-def _compare_all(hits: Optional[int], total: Optional[int], paper_says_all: bool = True) -> str:
+def _compare_all(hits: int | None, total: int | None, paper_says_all: bool = True) -> str:
     if not total:
         return "no rows"
     missed = int(total) - int(hits or 0)
@@ -103,7 +103,7 @@ def _compare_all(hits: Optional[int], total: Optional[int], paper_says_all: bool
     return "same (all)" if missed == 0 else f"differs ({missed} not)"
 
 
-def _compare_error(value: Optional[float], paper: float) -> str:
+def _compare_error(value: float | None, paper: float) -> str:
     if value is None:
         return "no rows"
     return "ours lower" if value < paper else ("same" if value == paper else "ours higher")

@@ -185,6 +185,7 @@ def build_report(
     from stateaware.analysis.stats import DRAWS
     from stateaware.analysis.verify import verify
     from stateaware.analysis.views import connect, snapshot
+
     from stateaware.records.writer import write_bytes_atomic
 
     results = Path(results)
@@ -299,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from stateaware.analysis.arguments import one_line, results_dir
     from stateaware.analysis.verify import VerificationError
+
     from stateaware.exits import INVALID, OneLineParser
     from stateaware.records.writer import as_disk_full, disk_full
 

@@ -18,13 +18,13 @@ import csv
 import io
 import json
 import math
+from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import duckdb
-
 from stateaware.analysis.views import connect
 
 __all__ = ["ReadOnlyError", "FORMATS", "query", "format_result"]

@@ -77,7 +77,7 @@ class Thresholds:
     max_other_share: float = MAX_OTHER_SHARE
 
     @classmethod
-    def from_config(cls, config_yaml: str | None, overrides: Mapping[str, float | None] | None = None) -> "Thresholds":
+    def from_config(cls, config_yaml: str | None, overrides: Mapping[str, float | None] | None = None) -> Thresholds:
         """The run's ``analysis.stability`` values (defaults where absent), then ``overrides``."""
         found: dict[str, float] = {}
         if config_yaml:

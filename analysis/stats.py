@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +97,7 @@ class Comparison:
         return f"{self.numerator}/{self.denominator} {self.metric}{suffix}"
 
     @classmethod
-    def coerce(cls, spec: Union["Comparison", Mapping[str, Any], Sequence[Any]]) -> "Comparison":
+    def coerce(cls, spec: Comparison | Mapping[str, Any] | Sequence[Any]) -> Comparison:
         """A :class:`Comparison` from itself, a mapping (a cohort config entry) or a tuple.
 
         A mapping takes the keys ``numerator, denominator, metric`` and optionally ``where``
@@ -151,7 +151,7 @@ class ComparisonResult:
     #: For a step-time comparison, the clock it was computed on (``wall`` or ``cpu``,
     #: ``stateaware.clocks``) and the same comparison on the other clock; None otherwise.
     clock: str | None = None
-    other: "ComparisonResult | None" = field(default=None, repr=False)
+    other: ComparisonResult | None = field(default=None, repr=False)
 
     def row(self) -> dict[str, Any]:
         """The result as one flat row (the ``comparisons`` table's columns, less identity)."""
@@ -304,7 +304,7 @@ def process_means(
 
 def compare(
     table: Any,
-    comparisons: Sequence[Union[Comparison, Mapping[str, Any], Sequence[Any]]],
+    comparisons: Sequence[Comparison | Mapping[str, Any] | Sequence[Any]],
     *,
     alpha: float = ALPHA,
     draws: int = DRAWS,

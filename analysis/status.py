@@ -8,7 +8,6 @@ its records land. A process with no status row yet shows ``-``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ def status_rows(
     process whose status part is damaged shows ``-``, as one with no status yet).
     """
     from stateaware.analysis.views import connect
+
     from stateaware.launch.slurm import read_submissions, slurm_states
 
     con = connect(results, run_ids=run_ids)
@@ -52,6 +52,7 @@ def status_rows(
 def main(argv: list[str] | None = None) -> int:
     from stateaware.analysis.arguments import results_dir
     from stateaware.analysis.sql import format_result
+
     from stateaware.exits import OneLineParser
 
     parser = OneLineParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])

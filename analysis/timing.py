@@ -16,7 +16,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from stateaware.analysis.timing_rows import method_rows, region_rows  # re-exported: the tables' rows
 
@@ -140,19 +140,19 @@ def _unit(rows: list[dict[str, Any]]) -> tuple[str, float]:
     return ("GiB", float(1 << 30)) if largest > 4 * (1 << 30) else ("MiB", float(1 << 20))
 
 
-def _b(value: Optional[int], scale: float) -> str:
+def _b(value: int | None, scale: float) -> str:
     return "—" if value is None else f"{value / scale:.3f}"
 
 
-def _ms(value: Optional[float]) -> str:
+def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def _r(value: Optional[float]) -> str:
+def _r(value: float | None) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
 
-def _policy(policy: Optional[str]) -> str:
+def _policy(policy: str | None) -> str:
     if not policy:
         return "—"
     counts = {o: policy.split(",").count(o) for o in ("eager", "whole", "region")}
@@ -207,7 +207,7 @@ def _paper_method(cohort: str, cell: str, method: str) -> tuple[str, str, str]:
     return "—", "—", "—"
 
 
-def _calibration_key(cell: str) -> Optional[tuple[str, int, float, int]]:
+def _calibration_key(cell: str) -> tuple[str, int, float, int] | None:
     try:
         workload, mib, fraction, live = cell.split("-")
         return workload, int(mib.removesuffix("MiB")), float(fraction.removeprefix("f")), int(live.removeprefix("l"))
@@ -303,7 +303,7 @@ def _comparison_rows(con: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in relation.fetchall()]
 
 
-def render(con: Any, cohorts: Optional[list[str]] = None, comparisons: Optional[list[dict[str, Any]]] = None) -> str:
+def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[str, Any]] | None = None) -> str:
     """Markdown: every timing cohort present (or those named), ours beside the paper's.
 
     ``comparisons`` (rows of ``stateaware.analysis.stats`` results plus ``cohort``) default
@@ -359,7 +359,7 @@ def figures(con: Any, out: Path) -> list[Path]:
     return draw(con, out)
 
 
-def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> str:
+def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
     fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
     as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
@@ -381,7 +381,7 @@ def summary(results: Path | str, cohort: str, draws: Optional[int] = None) -> st
     return render(con, [cohort], computed)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis.timing", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)"

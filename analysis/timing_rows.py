@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateaware.analysis.sql_files import rows_of
+
 from stateaware.cost_runtime import METHODS
 
 __all__ = ["method_rows", "region_rows"]

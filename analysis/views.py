@@ -40,8 +40,8 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-
 from stateaware.analysis.result_tables import RESULT_TABLES
+
 from stateaware.records.check import old_names, part_problem
 from stateaware.records.schema import RENAMED, TABLES
 

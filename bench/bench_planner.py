@@ -161,9 +161,8 @@ def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
     # The reference lives with the tests that pin the program to it; the repository root
     # is not on sys.path when this script runs as bench/bench_planner.py.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.test_planner_frontier_reference import _reference_pareto_frontier
-
     from stateaware.planner import planners as planners_module
+    from tests.test_planner_frontier_reference import _reference_pareto_frontier
 
     current = planners_module.pareto_frontier
     print("\n4. joint planner now vs the program before issue 4 (same cards as 1; seconds)")

@@ -20,9 +20,9 @@ import statistics
 import time
 
 import torch
-
 from read_recording import ms_per_step  # bench/ is the script's own folder, first on sys.path
 from stateaware.analysis.timing import PAPER_T8  # the paper's Table 8, as the report quotes it
+
 from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build
 
 

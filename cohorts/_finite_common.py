@@ -20,7 +20,8 @@ finite domain is exact and small, and runs the paper's program counts on any CPU
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from stateaware.launch.spec import ProcessSpec
 

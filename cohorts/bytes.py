@@ -14,15 +14,17 @@ float cells and slots. Three rows per program (``check_name='bytes'``):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
+
 from stateaware.finite.generate import FAMILIES, random_program
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
 from stateaware.finite.replay import region_undo, snapshot_replay, wrong_rng_replay
-from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.params import Param
+from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

@@ -16,17 +16,18 @@ Two rows per program (``check_name='derivative'``):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-
 from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
+
 from stateaware.finite.derivatives import forward_jacobian, gradient_tolerance, graph_output, reverse_versions
 from stateaware.finite.generate import FAMILIES, random_program
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
-from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.params import Param
+from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

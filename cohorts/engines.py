@@ -19,15 +19,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
+
 from stateaware.finite.derivatives import complex_step, forward_jacobian, gradient_tolerance
 from stateaware.finite.engines import ENGINES, verify_engine
 from stateaware.finite.generate import PATTERNS, WRITES, workload_program
 from stateaware.finite.interpret import Trace, execute
 from stateaware.finite.program import Program
-from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.params import Param
+from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

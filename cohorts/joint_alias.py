@@ -20,13 +20,14 @@ from typing import Any
 
 from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
 from stateaware.cohorts.engines import engine_rows
+
 from stateaware.finite.admission import admit
 from stateaware.finite.derivatives import forward_jacobian
 from stateaware.finite.generate import PATTERNS, integer_write_variant, workload_program
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
-from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.params import Param
+from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

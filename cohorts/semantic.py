@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.params import Param
+from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

@@ -37,11 +37,11 @@ register_configs()
 
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
     """Validate ``cfg``, then plan and launch its run; the process exit status."""
+    from stateaware.cohorts import user_code
     from stateaware.launch.launcher import plan_run
     from stateaware.launch.runlock import RunLocked, run_lock
     from stateaware.launch.snapshot import SnapshotError
     from stateaware.records.writer import as_disk_full, disk_full
-    from stateaware.cohorts import user_code
     from stateaware.source import UserCodeError, source_hash
 
     if OmegaConf.is_missing(cfg, "cohort"):

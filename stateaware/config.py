@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
@@ -60,11 +60,11 @@ class CohortConfig:
     timing: bool = False  # timing cohorts run one process at a time per node by default
     processes: int = 1  # default process count; the top-level `processes` overrides it
     seed: int = 0  # base seed; process i gets seed + i
-    params: Dict[str, Any] = field(default_factory=dict)  # passed to the kind's expand/run
-    comparisons: List[Any] = field(default_factory=list)  # prespecified, for the analysis
+    params: dict[str, Any] = field(default_factory=dict)  # passed to the kind's expand/run
+    comparisons: list[Any] = field(default_factory=list)  # prespecified, for the analysis
     # The clock of the comparisons' step times: cpu | wall | null (auto: cpu on a CPU device
     # with one thread, else wall). See stateaware.clocks, NOTE [ The declared clock ].
-    comparisons_clock: Optional[str] = None
+    comparisons_clock: str | None = None
 
 
 @dataclass
@@ -72,25 +72,25 @@ class LauncherConfig:
     name: str = "local"  # inline | local | slurm
     # Processes running at once. None: 1 for timing cohorts (timing hygiene), else the
     # number of CPUs available to this process.
-    max_parallel: Optional[int] = None
+    max_parallel: int | None = None
     timeout_min: float = 24 * 60.0  # per process; submitit kills a process past it
     poll_s: float = 0.05  # how often the launcher polls running processes
     # Slurm (launcher=slurm); null means "the cluster's default".
-    partition: Optional[str] = None
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    cpus_per_task: Optional[int] = None
-    mem_gb: Optional[float] = None
-    gpus_per_node: Optional[int] = None
-    constraint: Optional[str] = None
-    exclusive: Optional[bool] = None
-    array_parallelism: Optional[int] = None
-    additional_parameters: Dict[str, Any] = field(default_factory=dict)  # extra sbatch flags
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    cpus_per_task: int | None = None
+    mem_gb: float | None = None
+    gpus_per_node: int | None = None
+    constraint: str | None = None
+    exclusive: bool | None = None
+    array_parallelism: int | None = None
+    additional_parameters: dict[str, Any] = field(default_factory=dict)  # extra sbatch flags
     snapshot: bool = True  # run a copy of the code taken at submission (queued jobs)
     # Pin every process to these CPUs (local and inline launchers): "1", "2-3", "0,2-3" or a
     # list. Checked against this process's own affinity at plan time; recorded in
     # processes.affinity. null: not pinned.
-    cpus: Optional[Any] = None
+    cpus: Any | None = None
 
 
 @dataclass
@@ -100,10 +100,10 @@ class HardwareConfig:
     scale: float = 1.0  # declared shape scale relative to the paper's (1.0 = paper)
     # Cohorts whose shapes on this profile use another byte scale ({cohort: scale}); the
     # run's hardware.scale (and every record's scale) is then that one (resolve_hardware).
-    scales: Dict[str, float] = field(default_factory=dict)
+    scales: dict[str, float] = field(default_factory=dict)
     min_gpu_gib: float = 80.0
     description: str = ""
-    params: Dict[str, Any] = field(default_factory=dict)  # shapes and budgets per cohort
+    params: dict[str, Any] = field(default_factory=dict)  # shapes and budgets per cohort
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     out: str = "results"  # results directory (Parquet parts, manifests, submitit logs)
-    run_id: Optional[str] = None  # default: <cohort>-<digest of config and source>
+    run_id: str | None = None  # default: <cohort>-<digest of config and source>
     processes: int = II("cohort.processes")
     dry_run: bool = False  # print the process specs that would launch, then exit
     wait: bool = True  # false: submit and return (launcher=slurm only)

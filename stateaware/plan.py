@@ -18,9 +18,8 @@ argument or a malformed card (one line naming it); 130 after Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from stateaware.exits import OneLineParser, run_main
 from stateaware.planner import (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from stateaware.analysis.compare import compare_runs
+
 from stateaware.records.writer import Identity, RecordWriter
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from stateaware.analysis.figures import Figure1, Figure3, figure1, figure3
 
 GIB = 1 << 30

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from stateaware.analysis.palette import METHOD_COLOURS, colour
 
 
@@ -54,7 +53,6 @@ def test_figure3c_colours_each_method_as_the_other_figures_do(tmp_path, monkeypa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from stateaware.analysis import application
 
     procs = [

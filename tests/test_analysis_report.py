@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from stateaware.analysis.report import build_report, main
+
 from stateaware.cli import run
 
 

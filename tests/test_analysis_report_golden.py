@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -71,7 +71,6 @@ def run_cohort(out: Path, doc: dict, hardware: dict, per_process: list[dict], st
     """Run every process of ``doc`` through the worker, then write the run's manifest row."""
     from stateaware.launch.manifest import write_manifest
     from stateaware.launch.worker import run_one_process
-
     from stateaware.source import source_hash
 
     processes = len(per_process)
@@ -119,12 +118,13 @@ def run_cohort(out: Path, doc: dict, hardware: dict, per_process: list[dict], st
 def small_results(out: Path, cards_dir: Path) -> Path:
     """Small complete runs of every cohort kind the paper's report renders, under ``out``."""
     from stateaware.cohorts import load_kind
+
     from stateaware.source import source_hash
     from tests import test_app_cohort as app
     from tests import test_timing_cohorts as timing_tests
 
     source = source_hash()
-    clock = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    clock = datetime(2026, 1, 1, tzinfo=UTC)
     cpu = {"name": "cpu", "scale": 1.0, "device": "cpu"}
 
     def started() -> datetime:

@@ -15,9 +15,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from stateaware.analysis.__main__ import main
 from stateaware.analysis.views import connect
+
 from stateaware.records.writer import Identity, RecordWriter
 
 

@@ -4,16 +4,16 @@ synthetic records written through the RecordWriter."""
 from __future__ import annotations
 
 import statistics
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
 from stateaware.analysis import stability
 from stateaware.analysis.__main__ import main as analysis_main
 from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of
 from stateaware.analysis.report import build_report
 from stateaware.analysis.views import connect
+
 from stateaware.records.writer import Identity, RecordWriter
 
 HASH = "c" * 64
@@ -59,7 +59,7 @@ def write_run(
                 "launcher": "local",
                 "processes": processes,
                 "config_yaml": config or config_yaml(),
-                "started_at": datetime(2026, 12, 1, tzinfo=timezone.utc),
+                "started_at": datetime(2026, 12, 1, tzinfo=UTC),
             }
         ],
         part="manifest",

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
-
 from stateaware.analysis.stats import (
     Comparison,
     Ratio,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stateaware.analysis.timing import summary
+
 from stateaware.launch.manifest import write_manifest
 from stateaware.records.writer import Identity, RecordWriter
 from tests.test_timing_cohorts import cards, cohort, run_processes, tiny_hardware  # noqa: F401 (fixture)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -32,7 +32,7 @@ def _write_run(out, comparisons):
                 "launcher": "inline",
                 "processes": 4,
                 "config_yaml": config,
-                "started_at": datetime(2026, 1, 1, tzinfo=timezone.utc),
+                "started_at": datetime(2026, 1, 1, tzinfo=UTC),
             }
         ],
         part="manifest",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from stateaware.analysis.views import connect as connect_results
 from stateaware.analysis.verify import RunVerification, Verification, VerificationError, verify
+from stateaware.analysis.views import connect as connect_results
+
 from stateaware.records.writer import Identity, RecordWriter
 
 HASH = "a" * 64

@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
-from stateaware.app import encoder_card as card, moco, train
+from stateaware.app import encoder_card as card
+from stateaware.app import moco, train
 from stateaware.app.model import l2_normalize
 from stateaware.app.protocol import Protocol
 from stateaware.torch_replay import UndeclaredStateError

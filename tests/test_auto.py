@@ -15,7 +15,6 @@ import torch
 import stateaware.auto as auto
 from stateaware.planner import evaluate_policy, min_peak_bytes
 from stateaware.torch_replay import UndeclaredStateError
-
 from tests.auto_models import EmaCenter, RingQueue, generated
 
 WIDTH, BATCH = 256, 512

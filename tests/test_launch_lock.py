@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC
 
 from tests.conftest import REPO
 
@@ -120,7 +121,7 @@ def test_cleanup_removes_only_temporaries_of_dead_writers(tmp_path):
 
 
 def test_a_status_row_never_overwrites_another_attempts_row(tmp_path, sql):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from stateaware.launch.spec import ProcessSpec
     from stateaware.launch.worker import attempts_so_far, record_status, status_row
@@ -137,7 +138,7 @@ def test_a_status_row_never_overwrites_another_attempts_row(tmp_path, sql):
         launcher="local",
         timing=False,
     )
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     # Two writers that both counted no earlier attempts (the race of two launches).
     first = status_row(spec, "failed", 1, now, message="first")
     second = status_row(spec, "completed", 1, now, message="second")

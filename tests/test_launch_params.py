@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from stateaware.cohorts import load_kind
+
 from stateaware.launch.params import Param, check_params
 
 KINDS = ("bytes", "cifar", "demo", "derivative", "engines", "joint_alias", "noop", "semantic", "timing")

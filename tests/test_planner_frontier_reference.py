@@ -11,8 +11,8 @@ test_planner_frontier.py's job; this file pins down the identity of the two prog
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from typing import Mapping, Sequence
 
 import numpy as np
 import pytest

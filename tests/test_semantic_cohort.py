@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from stateaware.cohorts import semantic as kind
+
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
 from stateaware.semantic_programs import records_per_seed

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from omegaconf import OmegaConf
-
 import stateaware.conf
+from omegaconf import OmegaConf
 from stateaware.cohorts import timing
+
 from stateaware.cost_runtime.cells import cells_of, shape_of
 from stateaware.cost_runtime.frozen_cards import FrozenCardError, freeze
 from stateaware.cost_runtime.measure import PEAK_SOURCES
@@ -319,9 +319,9 @@ def test_a_method_whose_check_errors_is_recorded_as_error_not_timed_and_fails_ve
     # type and message — not a `reject`, which would read as a refusal by design — and the
     # run must not verify: the method was declared, but never timed.
     from omegaconf import OmegaConf as OC
-
     from stateaware.analysis.verify import VerificationError, verify
     from stateaware.analysis.views import connect
+
     from stateaware.cost_runtime import runner
 
     real = runner.semantic_checks

@@ -9,8 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stateaware.torch_replay import READ_RECORDING, UndeclaredStateError, checkpoint, set_read_recording
-from stateaware.torch_replay import _reads
+from stateaware.torch_replay import READ_RECORDING, UndeclaredStateError, _reads, checkpoint, set_read_recording
 
 D = torch.float64
 

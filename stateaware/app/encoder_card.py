@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from stateaware.app.model import l2_normalize
 from stateaware.app.moco import Moco, contrast, n_segments, persistent_bytes, queue_rows
+from stateaware.app.model import l2_normalize
 from stateaware.cost_runtime.measure import synchronize
 
 __all__ = ["profile_card", "profile_protocol", "main"]

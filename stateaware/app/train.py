@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from stateaware.app import moco, scores
-from stateaware.app.protocol import Protocol
 from stateaware.app.model import backbone_features, cifar_resnet18, feature_dim, l2_normalize
+from stateaware.app.protocol import Protocol
 
 __all__ = ["Observer", "augment", "center", "train_encoder", "probe", "deterministic"]
 

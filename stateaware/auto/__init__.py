@@ -19,8 +19,9 @@ applied model gives the bytes eager training gives: parameters, buffers and RNG 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Sequence
+from typing import Any
 
 from stateaware.planner.planners import Plan
 

@@ -60,7 +60,7 @@ class StateEntry:
         return {"name": self.name, "kind": self.kind, "bytes": int(self.bytes), "write": self.write}
 
     @staticmethod
-    def from_dict(raw: dict[str, Any]) -> "StateEntry":
+    def from_dict(raw: dict[str, Any]) -> StateEntry:
         return StateEntry(str(raw["name"]), str(raw["kind"]), int(raw["bytes"]), str(raw["write"]))
 
 

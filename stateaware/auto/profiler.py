@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from stateaware.auto.wrapper import original_forward
 from stateaware.auto.discover import StateEntry, explicit_names, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
+from stateaware.auto.wrapper import original_forward
 from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchronize
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
 from stateaware.torch_replay import UndeclaredStateError

@@ -30,8 +30,7 @@ retention is still live.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import torch
@@ -75,7 +74,7 @@ def measurement_provenance(device: torch.device, repeats: int, eager_peak: int) 
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "repeats": int(repeats),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "peak_source": "cuda_allocator" if device.type == "cuda" else "torch_profiler",
         # The measured peak of one all-eager step: the upper anchor of budget placement
         # (cost_runtime.plans NOTE [ Budget positions ]), as the paper's eager anchor is measured.

@@ -152,7 +152,7 @@ class Workload:
         """
         return sum(t.numel() * t.element_size() for t in (self.state, self.x0, *self.params))
 
-    def clone(self) -> "Workload":
+    def clone(self) -> Workload:
         """An independent copy (same values) whose weights require grad."""
         return Workload(
             self.shape,

@@ -21,7 +21,7 @@ executed program rather than of a fresh sample.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

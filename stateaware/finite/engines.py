@@ -40,8 +40,9 @@ NOTE [ Union of destroying writes ]
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ def reads_of(event: Event) -> Reads:
     return Reads(tuple(v.copy() for v in event.slot_values), event.u.copy(), event.w.copy(), event.draws)
 
 
-def _same(a: Optional[np.ndarray], b: Optional[np.ndarray]) -> bool:
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()

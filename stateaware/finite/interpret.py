@@ -20,8 +20,8 @@ execution has no byte buffer and cannot run ``int_write`` operations.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class Storage:
 
     cells: np.ndarray
     slots: np.ndarray
-    buf: Optional[np.ndarray] = None
+    buf: np.ndarray | None = None
 
     def bytes(self) -> np.ndarray:
         if self.buf is None:
@@ -71,8 +71,8 @@ def storage_from_bytes(buf: np.ndarray, n: int) -> Storage:
 class Draws:
     """The random inputs of one operation (``None`` where it draws none)."""
 
-    noise: Optional[np.ndarray]
-    mask: Optional[np.ndarray]
+    noise: np.ndarray | None
+    mask: np.ndarray | None
 
 
 @dataclass
@@ -102,7 +102,7 @@ class VersionGraph:
     parents0: list[np.ndarray] = field(default_factory=list)
     parents1: list[np.ndarray] = field(default_factory=list)
     values: list[np.ndarray] = field(default_factory=list)
-    final: Optional[np.ndarray] = None  # version id current in each cell at the end
+    final: np.ndarray | None = None  # version id current in each cell at the end
 
     @property
     def size(self) -> int:
@@ -120,10 +120,10 @@ class Trace:
     events: list[Event]
     graph: VersionGraph
     prestates: list[np.ndarray]  # bytes before each op (byte mode); empty if not kept
-    final_bytes: Optional[np.ndarray]
+    final_bytes: np.ndarray | None
     final_cells: np.ndarray
-    rng_before: Optional[bytes]
-    rng_after: Optional[bytes]
+    rng_before: bytes | None
+    rng_after: bytes | None
 
     @property
     def draws(self) -> list[Draws]:
@@ -164,7 +164,7 @@ def activate_grad(act: str, z: np.ndarray) -> np.ndarray:
     return np.cos(z)
 
 
-def _draw(op: Op, size: int, rng: Optional[np.random.Generator], recorded: Optional[Draws]) -> Draws:
+def _draw(op: Op, size: int, rng: np.random.Generator | None, recorded: Draws | None) -> Draws:
     if recorded is not None:
         return recorded
     if not op.draws:
@@ -191,7 +191,7 @@ def float_value(op: Op, u: np.ndarray, w: np.ndarray, draws: Draws) -> tuple[np.
 
 
 def apply(
-    k: int, op: Op, storage: Storage, rng: Optional[np.random.Generator] = None, recorded: Optional[Draws] = None
+    k: int, op: Op, storage: Storage, rng: np.random.Generator | None = None, recorded: Draws | None = None
 ) -> Event:
     """Execute operation ``k`` on ``storage`` in place and return its event (Rules 2 and 3)."""
     if op.kind == "int_write":
@@ -226,9 +226,9 @@ def _apply_int_write(k: int, op: Op, storage: Storage) -> Event:
 
 def execute(
     program: Program,
-    storage: Optional[Storage] = None,
-    rng: Optional[np.random.Generator] = None,
-    draws: Optional[Sequence[Draws]] = None,
+    storage: Storage | None = None,
+    rng: np.random.Generator | None = None,
+    draws: Sequence[Draws] | None = None,
     keep_prestates: bool = False,
 ) -> Trace:
     """Run ``program`` forward and return its trace with the version graph.

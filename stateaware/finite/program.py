@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -131,8 +131,8 @@ class Op:
     """One operation descriptor (see the module docstring for its semantics)."""
 
     kind: str
-    dst: Union[Cells, Indexed, Alias]
-    src: tuple[Union[Cells, Indexed, Alias], ...]
+    dst: Cells | Indexed | Alias
+    src: tuple[Cells | Indexed | Alias, ...]
     a: float = 1.0
     b: float = 0.0
     c: float = 0.0

@@ -7,7 +7,7 @@ other.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from stateaware.launch.spec import ProcessSpec
@@ -34,7 +34,7 @@ def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
     state = str(getattr(job, "state", "") or "").upper()
     status = "cancelled" if state.startswith(("CANCELLED", "PREEMPTED")) else "lost"
     attempt = attempts_so_far(spec) + 1
-    row = status_row(spec, status, attempt, datetime.now(timezone.utc), pid=_job_pid(job), exc=exc, message=message)
+    row = status_row(spec, status, attempt, datetime.now(UTC), pid=_job_pid(job), exc=exc, message=message)
     if status == "cancelled" or spec.launcher == "slurm":
         row.update(node=None, slurm_job_id=str(job.job_id))
     try:

@@ -28,10 +28,11 @@ import re
 import sys
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -41,14 +42,13 @@ from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import (
     ProcessResult,
     attempts_so_far,
-    identity_of,
     record_status,
     run_one_process,
     status_row,
 )
 from stateaware.records.damage import QUARANTINE, part_problem, quarantine
 from stateaware.records.schema import TABLES
-from stateaware.records.writer import DiskFullError, RecordWriter, as_disk_full, disk_full
+from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
 
 __all__ = ["RunPlan", "Summary", "plan_run", "latest_statuses", "damaged_parts", "quarantine_damaged", "launch"]
 
@@ -184,9 +184,7 @@ def quarantine_damaged(plan: RunPlan) -> list[str]:
         spec = specs[index]
         record_status(
             spec,
-            status_row(
-                spec, DAMAGED, attempts_so_far(spec) + 1, datetime.now(timezone.utc), pid=os.getpid(), message=message
-            ),
+            status_row(spec, DAMAGED, attempts_so_far(spec) + 1, datetime.now(UTC), pid=os.getpid(), message=message),
         )
     lines = []
     for part, problem in found:

@@ -12,9 +12,10 @@ import json
 import platform
 import socket
 import subprocess
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -98,7 +99,7 @@ def collect_manifest(
         "git_dirty": dirty,
         "host": socket.gethostname(),
         **versions(),
-        "started_at": datetime.now(timezone.utc).isoformat(),
+        "started_at": datetime.now(UTC).isoformat(),
         "launches": 1,
         "config": OmegaConf.to_container(cfg, resolve=True),
     }

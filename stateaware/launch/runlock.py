@@ -24,7 +24,7 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 __all__ = ["RunLocked", "lock_path", "run_lock"]
@@ -65,7 +65,7 @@ def run_lock(out: Path | str, cohort: str, run_id: str, *, on_takeover=None) -> 
             {
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
-                "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "since": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
         try:

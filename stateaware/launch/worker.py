@@ -32,7 +32,7 @@ import socket
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from stateaware.launch.spec import ProcessSpec
@@ -109,7 +109,7 @@ def status_row(
     message: str | None = None,
 ) -> dict:
     """The ``processes`` row of one attempt (written by the worker, or by the launcher for ``lost``)."""
-    finished = datetime.now(timezone.utc)
+    finished = datetime.now(UTC)
     return {
         "status": status,
         "attempt": attempt,
@@ -134,7 +134,7 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
     A full disk ends the attempt: its status row is recorded if it still fits, and the
     result carries the one-line message so the launcher stops starting processes.
     """
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     attempt = attempts_so_far(spec) + 1
     writer = RecordWriter(spec.out, identity_of(spec), {"attempt": str(attempt)})
     _remove_stale_temporaries(spec)

@@ -10,10 +10,10 @@ Pure Python and NumPy — callable from a notebook with no orchestration install
 """
 
 from .budget import format_bytes, parse_budget
-from .profile_card import OPTIONS, CardError, OptionCost, ProfileCard, card_from_dict, load_card, save_card
 from .exhaustive import Enumeration, enumerate_policies
 from .frontier import Frontier, min_peak_bytes, pareto_frontier, tradeoff_curve
 from .planners import PLANNERS, Plan, evaluate_policy, plan
+from .profile_card import OPTIONS, CardError, OptionCost, ProfileCard, card_from_dict, load_card, save_card
 
 __all__ = [
     "OPTIONS",

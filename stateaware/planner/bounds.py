@@ -48,7 +48,7 @@ NOTE [ The envelope ]
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

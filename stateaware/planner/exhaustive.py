@@ -9,8 +9,8 @@ time. 2^16 or 3^10 policies take milliseconds; the count is capped at
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 

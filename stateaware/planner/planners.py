@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping, Sequence
 
 import numpy as np
 
-from .profile_card import OPTIONS, OptionCost, ProfileCard
 from .frontier import Frontier, min_peak_bytes, pareto_frontier, tradeoff_curve
+from .profile_card import OPTIONS, OptionCost, ProfileCard
 
 __all__ = ["PLANNERS", "Plan", "plan", "evaluate_policy"]
 

@@ -41,9 +41,10 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
     "OPTIONS",
@@ -96,7 +97,7 @@ class OptionCost:
             "state_ms": float(self.state_ms),
         }
 
-    def without_state(self) -> "OptionCost":
+    def without_state(self) -> OptionCost:
         """The option as the state-agnostic control sees it: the state parts removed."""
         return OptionCost(
             retained_bytes=self.retained_bytes - self.state_retained_bytes,

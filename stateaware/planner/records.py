@@ -11,10 +11,11 @@ the card from its rows, so a report can re-plan from the Parquet files alone.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from .profile_card import OPTIONS, ProfileCard, card_from_dict
 from .planners import Plan
+from .profile_card import OPTIONS, ProfileCard, card_from_dict
 
 __all__ = ["WORKLOAD_COLUMNS", "PLAN_COLUMNS", "profile_rows", "plan_columns", "policy_row", "card_from_profile_rows"]
 

@@ -25,7 +25,7 @@ holds it as a temporary copy and pays a transfer.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

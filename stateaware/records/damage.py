@@ -11,7 +11,7 @@ earlier quarantined file — so a resumed run can write the part again.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from stateaware.records import check
@@ -40,7 +40,7 @@ def quarantine(out: Path | str, path: Path | str) -> Path:
     same part is never overwritten.
     """
     out, path = Path(out), Path(path)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     base = out / QUARANTINE / path.relative_to(out)
     base.parent.mkdir(parents=True, exist_ok=True)
     dest, n = base.with_name(f"{base.name}.{stamp}"), 1

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from stateaware.jax_replay import admit
-from stateaware.semantic_programs.families import DROP_P, EVEN, HIDDEN_FAMILIES, JAX_METHODS, N, ODD, program
+from stateaware.semantic_programs.families import DROP_P, EVEN, HIDDEN_FAMILIES, JAX_METHODS, ODD, N, program
 from stateaware.semantic_programs.observe import Observation
 
 __all__ = ["run_jax", "jax_keep"]

@@ -18,9 +18,9 @@ from stateaware.semantic_programs.families import (
     HIDDEN_FAMILIES,
     JAX_HOLDER_METHODS,
     JAX_METHODS,
-    N,
     PRECISIONS,
     TORCH_METHODS,
+    N,
     condition_inputs,
     condition_seed,
 )

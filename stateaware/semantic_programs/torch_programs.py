@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from stateaware.semantic_programs.families import DROP_P, EVEN, HIDDEN_FAMILIES, N, ODD, TORCH_METHODS, program
+from stateaware.semantic_programs.families import DROP_P, EVEN, HIDDEN_FAMILIES, ODD, TORCH_METHODS, N, program
 from stateaware.semantic_programs.observe import Observation
 from stateaware.torch_replay import checkpoint as transactional_checkpoint
 

@@ -6,14 +6,14 @@ around each replay, and raises ``UndeclaredStateError`` instead of differentiati
 segment that wrote state it did not declare.
 """
 
+from stateaware.torch_replay._keywords import transaction
+from stateaware.torch_replay._learned_reads import READ_RECORDING, set_read_recording
 from stateaware.torch_replay.checkpoint import (
     DETERMINISM_CHECKS,
     ReplayError,
     UndeclaredStateError,
     checkpoint,
 )
-from stateaware.torch_replay._keywords import transaction
-from stateaware.torch_replay._learned_reads import READ_RECORDING, set_read_recording
 from stateaware.torch_replay.preserve import PRESERVE_MODES, Region
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = ["Transaction", "transaction", "check_collision"]
 
-_accepts_cache: "weakref.WeakKeyDictionary[Any, tuple[type, Any]]" = weakref.WeakKeyDictionary()
+_accepts_cache: weakref.WeakKeyDictionary[Any, tuple[type, Any]] = weakref.WeakKeyDictionary()
 
 
 class Transaction:

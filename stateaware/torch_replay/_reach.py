@@ -139,7 +139,7 @@ def _tensors_of(name: str, obj: Any) -> Iterator[tuple[str, torch.Tensor]]:
 # --------------------------------------------------------------------------- device cache
 
 _generation = [0]  # bumped whenever any module registers a module, parameter or buffer
-_device_cache: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]]" = weakref.WeakKeyDictionary()
+_device_cache: weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]] = weakref.WeakKeyDictionary()
 
 
 def _structure_changed(*_: Any) -> None:
@@ -159,7 +159,7 @@ def structure_generation() -> int:
     return _generation[0]
 
 
-_watched_modes: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]]" = weakref.WeakKeyDictionary()
+_watched_modes: weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]] = weakref.WeakKeyDictionary()
 
 
 def training_flags(module: torch.nn.Module) -> tuple[bool, ...]:

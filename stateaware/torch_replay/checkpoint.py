@@ -19,11 +19,11 @@ from typing import Any, Union
 
 import torch
 
+from stateaware.torch_replay import _learned_reads
 from stateaware.torch_replay import _torch_compat as compat
 from stateaware.torch_replay._generators import GeneratorState
 from stateaware.torch_replay._keywords import Transaction, check_collision
 from stateaware.torch_replay._reach import _roots, describe, module_devices, names
-from stateaware.torch_replay import _learned_reads
 from stateaware.torch_replay._reads import Reads
 from stateaware.torch_replay._state import ModuleState, plain_tensors
 from stateaware.torch_replay.preserve import (

@@ -23,7 +23,7 @@ from stateaware.torch_replay.preserve import _is_wrapper, _Whole
 
 __all__ = ["engine", "host_is_device"]
 
-_side_streams: dict[torch.device, "torch.cuda.Stream"] = {}
+_side_streams: dict[torch.device, torch.cuda.Stream] = {}
 
 
 def engine(live: torch.Tensor, name: str) -> _Whole:
@@ -39,7 +39,7 @@ def host_is_device(device: torch.device | str) -> bool:
     return torch.device(device).type != "cuda"
 
 
-def _side_stream(device: torch.device) -> "torch.cuda.Stream":
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
     # One side stream per device, reused: creating a stream per segment costs more than the copy.
     stream = _side_streams.get(device)
     if stream is None:

@@ -75,8 +75,8 @@ class Region:
     detected by the journal (declare the tensor whole if that cannot be promised).
     """
 
-    tensor: "torch.Tensor"
-    rows: "torch.Tensor"
+    tensor: torch.Tensor
+    rows: torch.Tensor
 
     def __post_init__(self) -> None:
         import torch
@@ -111,13 +111,13 @@ class Region:
 # tensor makes the later one reuse the earlier copy; writes inside checkpointed
 # segments are recorded (``_reads``) and counted in the key.
 
-_shared: "dict[tuple, weakref.ref]" = {}
+_shared: dict[tuple, weakref.ref] = {}
 
 
 _silent_writes = None  # WeakIdKeyDictionary tensor -> count, made on first use (torch import)
 
 
-def note_silent_write(t: "torch.Tensor") -> None:
+def note_silent_write(t: torch.Tensor) -> None:
     """A segment wrote ``t`` without bumping its version: no later snapshot may reuse an old copy.
     Kept beside the tensor, not on it (an attribute would travel with ``torch.save``)."""
     global _silent_writes
@@ -128,7 +128,7 @@ def note_silent_write(t: "torch.Tensor") -> None:
     _silent_writes[t] = _silent_writes.get(t, 0) + 1
 
 
-def _key(live: "torch.Tensor", *extra) -> "tuple | None":
+def _key(live: torch.Tensor, *extra) -> tuple | None:
     try:
         silent = _silent_writes.get(live, 0) if _silent_writes is not None else 0
         return (
@@ -146,7 +146,7 @@ def _key(live: "torch.Tensor", *extra) -> "tuple | None":
         return None
 
 
-def _shared_copy(key: "tuple | None", make):
+def _shared_copy(key: tuple | None, make):
     if key is None:
         return make()
     ref = _shared.get(key)
@@ -162,7 +162,7 @@ def _shared_copy(key: "tuple | None", make):
     return copy
 
 
-def _is_wrapper(t: "torch.Tensor") -> bool:
+def _is_wrapper(t: torch.Tensor) -> bool:
     """A ``__torch_dispatch__`` wrapper subclass (DTensor, float8): state lives in inner tensors."""
     import torch
 
@@ -174,12 +174,12 @@ class _Whole:
 
     kind = "whole"
 
-    def __init__(self, live: "torch.Tensor", name: str):
+    def __init__(self, live: torch.Tensor, name: str):
         import torch
 
         self.live, self.name = live, name
-        self._outside: "torch.Tensor | None" = None
-        self._stand: "torch.Tensor | None" = None
+        self._outside: torch.Tensor | None = None
+        self._stand: torch.Tensor | None = None
         self.inner: list[_Whole] = []
         if _is_wrapper(live):
             # A wrapper's bytes are its inner tensors' (``__tensor_flatten__``); its own
@@ -193,7 +193,7 @@ class _Whole:
         # history on the tensor object, so a replay must run on a stand-in object.
         self.stand_in = live.grad_fn is not None and type(live) is torch.Tensor
 
-        def make() -> "torch.Tensor":
+        def make() -> torch.Tensor:
             with torch.no_grad():
                 # clone keeps the strides of a dense tensor, so `.data` can be swapped back
                 # and forth without changing the layout the segment sees.
@@ -205,7 +205,7 @@ class _Whole:
         self.snapshot = _shared_copy(_key(live), make)
         self.retained_bytes = self.snapshot.numel() * self.snapshot.element_size()
 
-    def lives(self) -> "list[torch.Tensor]":
+    def lives(self) -> list[torch.Tensor]:
         """The tensors whose version counters a replay must leave unchanged (Rule 4)."""
         return [self.live] + [t for e in self.inner for t in e.lives()]
 
@@ -254,13 +254,13 @@ class _Journal:
 
     kind = "region"
 
-    def __init__(self, live: "torch.Tensor", name: str, rows: "torch.Tensor"):
+    def __init__(self, live: torch.Tensor, name: str, rows: torch.Tensor):
         import torch
 
         self.live, self.name = live, name
         self.rows = rows if rows.dtype is torch.int64 else rows.to(torch.int64)
 
-        def make() -> "torch.Tensor":
+        def make() -> torch.Tensor:
             with torch.no_grad():
                 old = live.detach().index_select(0, self.rows)
             if live.layout == torch.strided:
@@ -268,11 +268,11 @@ class _Journal:
             return old
 
         self.old = _shared_copy(_key(live, id(self.rows), self.rows._version), make)
-        self._current: "torch.Tensor | None" = None
-        self._raw: "torch.Tensor | None" = None
+        self._current: torch.Tensor | None = None
+        self._raw: torch.Tensor | None = None
         self.retained_bytes = self.old.numel() * self.old.element_size() + self.rows.numel() * self.rows.element_size()
 
-    def lives(self) -> "list[torch.Tensor]":
+    def lives(self) -> list[torch.Tensor]:
         return [self.live]
 
     def enter(self) -> None:
@@ -293,7 +293,7 @@ class _Journal:
         return self.live.untyped_storage().data_ptr() == ptr
 
 
-def make_engine(mode: str, live: "torch.Tensor", name: str, rows: "torch.Tensor | None") -> object:
+def make_engine(mode: str, live: torch.Tensor, name: str, rows: torch.Tensor | None) -> object:
     """The engine preserving ``live`` under ``mode`` (one of ``PRESERVE_MODES``), created
     before the segment's forward runs (Rule 1)."""
     if mode == "region":
@@ -305,7 +305,7 @@ def make_engine(mode: str, live: "torch.Tensor", name: str, rows: "torch.Tensor 
     return importlib.import_module(_ENGINE_MODULES[mode]).engine(live, name)
 
 
-def recording(engines: list) -> "contextlib.AbstractContextManager":
+def recording(engines: list) -> contextlib.AbstractContextManager:
     """Entered around the original forward: engines that learn what to keep from the
     forward's writes (``rows``) observe it; the others need nothing."""
     import contextlib

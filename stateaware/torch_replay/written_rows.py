@@ -51,7 +51,7 @@ _SCATTER_OPS = {"scatter_", "scatter", "scatter_add_", "scatter_add", "scatter_r
 _PUT_OPS = {"index_put_", "index_put", "_index_put_impl_"}
 
 
-def engine(live: torch.Tensor, name: str) -> "_WrittenRows":
+def engine(live: torch.Tensor, name: str) -> _WrittenRows:
     """The rows-journal engine for ``live`` (see ``preserve.make_engine``)."""
     return _WrittenRows(live, name)
 
