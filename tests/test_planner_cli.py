@@ -144,13 +144,11 @@ def test_the_frontier_size_printed_is_the_one_plotted(tmp_path, capsys, monkeypa
 
 
 def test_readme_planner_examples(capsys):
-    """Every `$ python -m stateaware.plan ...` in README's planner section prints the lines shown."""
+    """Every `$ python -m stateaware.plan ...` in docs/planner.md prints the lines shown."""
     import shlex
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[
-        readme.index("### Planning activations and state together") : readme.index("### Use it on your own model")
-    ]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "planner.md").read_text()
+    section = page[page.index("### Planning activations and state together") :]
     block = section[section.index("```console") :]
     block = block[: block.index("```", 3)]
     commands: list[tuple[list[str], list[str]]] = []
