@@ -21,7 +21,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from stateaware.exits import OneLineParser, run_main
+from stateaware.exits import OneLineParser, fail, run_main
 from stateaware.planner import (
     OPTIONS,
     PLANNERS,
@@ -45,6 +45,26 @@ PLOT_FRONTIER_CAP = 4096
 #: Image formats ``--plot`` writes (matplotlib's, named by the file's suffix); checked
 #: before planning so a typo costs nothing.
 PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "webp", "tif", "tiff", "eps", "ps")
+
+#: What ``--plot`` needs beyond the core install (torch, numpy): matplotlib, from the
+#: analysis extra.
+PLOT_INSTALL = "pip install 'stateaware[analysis]'"
+
+
+def _pyplot():
+    """matplotlib's ``pyplot`` on the file-only Agg backend.
+
+    Raises ``ImportError`` with one line naming the install when matplotlib is absent: the
+    core install leaves it out, so planning from the command line does not pay for it.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError(f"--plot needs matplotlib, which the core install leaves out: {PLOT_INSTALL}") from error
+    return plt
 
 
 def _budget(text: str) -> str:
@@ -178,14 +198,10 @@ def plot_frontier(result: Plan, path: str) -> None:
     """Write ``result.frontier`` (predicted peak vs time) with the budget as a vertical line.
 
     For a dynamic-program planner pass a plan made with ``full_frontier=True`` so every
-    fitting policy's trade-off appears, not only the near-optimal ones.
+    fitting policy's trade-off appears, not only the near-optimal ones. Raises
+    ``ImportError`` naming the install where matplotlib is absent (the core leaves it out).
     """
-    # matplotlib only here: planning from the command line must not pay for it.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     gib = float(1 << 30)
     fig, ax = plt.subplots(figsize=(6, 4))
     if result.frontier.shape[0]:
@@ -222,6 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         budget = budget_on_card(args.budget, card)
     except ValueError as error:
         parser.error(f"argument --budget: {error}")
+    if args.plot:
+        try:  # before planning, so a missing matplotlib costs nothing
+            _pyplot()
+        except ImportError as error:
+            fail(str(error))
     result = plan(card, budget, args.planner, args.frontier_cap)
     curve = result
     if args.plot:
