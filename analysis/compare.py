@@ -206,7 +206,9 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
         if rows
         else f"B = {run_b} against A = {run_a}"
     ]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [header, *body]]
+    lines += [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in [header, *body]
+    ]
     return "\n".join(lines)
 
 

@@ -165,7 +165,8 @@ def compute_comparisons(
         [run_id],
     )
     names = [d[0] for d in result.description]
-    means = dict(zip(names, map(list, zip(*result.fetchall())))) or {n: [] for n in names}
+    # Not strict outside: with no rows the transpose is empty and the fallback applies.
+    means = dict(zip(names, map(list, zip(*result.fetchall(), strict=True)), strict=False)) or {n: [] for n in names}
     results = compare(means, primary, alpha=alpha, draws=draws, seed=seed)
     if not timed:
         return run, results
@@ -179,7 +180,7 @@ def compute_comparisons(
         replace(r, clock=clock, other=replace(o, clock=other) if o is not None else None)
         if s.metric in TIME_METRICS
         else r
-        for s, r, o in zip(specs, results, others)
+        for s, r, o in zip(specs, results, others, strict=True)
     ]
 
 

@@ -118,7 +118,7 @@ def figure1(
     n = len(rows)
     ypos = list(range(n - 1, -1, -1))  # first row on top
     width_max = max(r["mean_ms"] / tscale for r in rows)
-    for y, r in zip(ypos, rows):
+    for y, r in zip(ypos, rows, strict=True):
         over = r["peak_bytes"] > budget_bytes
         color = colour(r["method"])
         ax.barh(
@@ -144,7 +144,7 @@ def figure1(
         )
     ax.set_yticks(ypos)
     ax.set_yticklabels([r["label"] for r in rows])
-    for tick, r in zip(ax.get_yticklabels(), rows):
+    for tick, r in zip(ax.get_yticklabels(), rows, strict=True):
         if r["method"] in (JOINT, CONTROL):
             tick.set_fontweight("bold")
     ax.set_xlim(0, width_max * 1.55)  # room for the labels right of the longest bar
@@ -207,7 +207,7 @@ def figure3(
         fontsize=8,
         color="#B03030",
     )
-    for r, x, y in zip(rows, xs, ys):
+    for r, x, y in zip(rows, xs, ys, strict=True):
         color = colour(r["method"])
         emphasis = r["method"] in (JOINT, CONTROL)
         ax.scatter(
@@ -276,7 +276,7 @@ def _place_labels(canvas, ax, rows, xs, ys, avoid=()) -> None:
     ``_LABEL_SPOTS``, judged on the rendered text extents.
     """
     renderer = canvas.get_renderer()
-    display = ax.transData.transform(list(zip(xs, ys)))
+    display = ax.transData.transform(list(zip(xs, ys, strict=True)))
     groups: list[list[int]] = []
     for i, (px, py) in enumerate(display):
         for g in groups:

@@ -1,13 +1,13 @@
 """The finite-program report: paper §6, §7 and Table 3 quantities from the ``records`` view.
 
-Every number in the "ours" column comes from SQL in ``analysis/sql/finite_*.sql`` run
-over the ``records`` view (the latest run of each cohort, by the ``runs`` view); the "paper" column quotes the paper's published figures for
-comparison and is labelled as such. Record convention (see ``cohorts/_finite_common.py``):
-one row per program x method or check, ``backend='finite'``; ``outcome='match'`` when a
-check holds; for the controls (``final_storage_control``, ``wrong_rng_control``) a
-``diverge`` is a detection; ``unsupported`` is an integer-write program refused by
-admission. This module needs only DuckDB: it never imports the finite library, NumPy,
-torch or jax.
+Every number in the "ours" column comes from SQL in ``analysis/sql/finite_*.sql`` run over
+the ``records`` view (the latest run of each cohort, by the ``runs`` view); the "paper"
+column quotes the paper's published figures for comparison and is labelled as such. Record
+convention (see ``cohorts/_finite_common.py``): one row per program x method or check,
+``backend='finite'``; ``outcome='match'`` when a check holds; for the controls
+(``final_storage_control``, ``wrong_rng_control``) a ``diverge`` is a detection;
+``unsupported`` is an integer-write program refused by admission. This module needs only
+DuckDB: it never imports the finite library, NumPy, torch or jax.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _one(con: Any, name: str) -> dict[str, Any]:
     relation = con.execute(_sql(name))
     names = [d[0] for d in relation.description]
     row = relation.fetchone()
-    return dict(zip(names, row)) if row else dict.fromkeys(names)
+    return dict(zip(names, row, strict=True)) if row else dict.fromkeys(names)
 
 
 def _all(con: Any, name: str) -> tuple[list[str], list[tuple]]:
@@ -234,8 +234,12 @@ def render(con: Any) -> str:
     ran = [bool(d["programs"]), bool(b["programs"]), bool(e["programs"]), bool(j["programs"])]
     suites = [ran[0]] * 4 + [ran[1]] * 4 + [ran[2]] * 6 + [ran[3]] * 5
     lines = ["| quantity | ours | paper | comparison |", "|---|---|---|---|"]
-    lines += [f"| {name} | {ours} | {paper} | {cmp} |" for (name, ours, paper, cmp), keep in zip(rows, suites) if keep]
-    missing = [name for name, did in zip(_SUITES, ran) if not did]
+    lines += [
+        f"| {name} | {ours} | {paper} | {cmp} |"
+        for (name, ours, paper, cmp), keep in zip(rows, suites, strict=True)
+        if keep
+    ]
+    missing = [name for name, did in zip(_SUITES, ran, strict=True) if not did]
     if missing:
         lines += ["", f"Not run in these results: {', '.join(missing)}."]
     if ran[2]:

@@ -59,7 +59,7 @@ def rows(con: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """``(backend, method) -> {m, r, d, other, n, seed_keys, max_match_error}`` from the SQL."""
     cursor = con.execute(SQL_FILE.read_text())
     names = [d[0] for d in cursor.description]
-    return {(row[0], row[1]): dict(zip(names[2:], row[2:])) for row in cursor.fetchall()}
+    return {(row[0], row[1]): dict(zip(names[2:], row[2:], strict=True)) for row in cursor.fetchall()}
 
 
 def render(con: Any) -> str:

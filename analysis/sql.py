@@ -100,7 +100,7 @@ def _cell(value: Any) -> str:
 def format_result(names: Sequence[str], rows: Sequence[tuple], fmt: str = "table") -> str:
     """``rows`` as an aligned text table (numbers right-aligned), CSV, or a JSON array of objects."""
     if fmt == "json":
-        return json.dumps([{n: _plain(v) for n, v in zip(names, row)} for row in rows], indent=1)
+        return json.dumps([{n: _plain(v) for n, v in zip(names, row, strict=True)} for row in rows], indent=1)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
@@ -117,7 +117,9 @@ def format_result(names: Sequence[str], rows: Sequence[tuple], fmt: str = "table
     widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
 
     def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
 
     out = [line(list(names)), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells]

@@ -18,4 +18,4 @@ def rows_of(con: Any, name: str, **params: Any) -> list[dict[str, Any]]:
     """Rows of ``analysis/sql/<name>.sql`` on ``con``, with ``params`` bound by name."""
     relation = con.execute((SQL_DIR / f"{name}.sql").read_text(), params or None)
     names = [d[0] for d in relation.description]
-    return [dict(zip(names, row)) for row in relation.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]

@@ -119,7 +119,7 @@ class Flag:
 def _rows(con: Any, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
     result = con.execute(sql, list(params))
     names = [d[0] for d in result.description]
-    return [dict(zip(names, row)) for row in result.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
 
 
 def _columns(con: Any, view: str) -> set[str]:

@@ -297,6 +297,7 @@ def process_means(
         grouped["method"].to_pylist(),
         grouped["process_index"].to_pylist(),
         grouped[f"{metric}_mean"].to_pylist(),
+        strict=True,
     ):
         out[method][int(process)] = float(mean)
     return out

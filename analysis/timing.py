@@ -77,24 +77,28 @@ PAPER_T4 = {
         zip(
             ("eager", "whole", "regions", "functional", "agnostic", "joint"),
             ("1.22 / 8.73", "18.21 / 65.39", "1.35 / 25.38", "18.21 / 69.75", "1.22 / 8.69", "1.22 / 8.70"),
+            strict=True,
         )
     ),
     "small_dense": dict(
         zip(
             ("eager", "whole", "regions", "functional", "agnostic", "joint"),
             ("2.38 / 38.37", "19.38 / 126.29", "19.38 / 140.10", "19.38 / 130.49", "2.38 / 38.40", "2.38 / 38.43"),
+            strict=True,
         )
     ),
     "large_sparse": dict(
         zip(
             ("eager", "whole", "regions", "functional", "agnostic", "joint"),
             ("46.06 / 2882", "42.06 / 3937", "26.20 / 3908", "42.06 / 3960", "42.81 / 3750", "29.94 / 3698"),
+            strict=True,
         )
     ),
     "large_dense": dict(
         zip(
             ("eager", "whole", "regions", "functional", "agnostic", "joint"),
             ("46.08 / 2921", "42.33 / 4008", "42.33 / 4049", "42.33 / 4043", "43.08 / 3828", "Infeasible"),
+            strict=True,
         )
     ),
 }
@@ -300,7 +304,7 @@ def _comparison_rows(con: Any) -> list[dict[str, Any]]:
     # The view exists on every connection (empty until a report wrote it: result_tables.py).
     relation = con.execute("SELECT * FROM comparisons")
     names = [d[0] for d in relation.description]
-    return [dict(zip(names, row)) for row in relation.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
 
 
 def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[str, Any]] | None = None) -> str:

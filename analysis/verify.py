@@ -368,7 +368,7 @@ def _check_digests(con: Any, columns: set[str], run_id: str, scope: str) -> list
             groups[tuple(k)].append((value, processes))
         for k, values in groups.items():
             if len(values) > 1:
-                label = ", ".join(f"{c}={v!r}" for c, v in zip(key, k)) or "the cohort"
+                label = ", ".join(f"{c}={v!r}" for c, v in zip(key, k, strict=True)) or "the cohort"
                 detail = "; ".join(f"{v!r} in process(es) {_ranges(p)}" for v, p in values)
                 problems.append(
                     f"run {run_id!r}: policies for {label} carry {len(values)} {digest}s, expected one: {detail}"
@@ -436,7 +436,7 @@ def _check_declared_methods(
             f"SELECT {fields} FROM records WHERE run_id = ? AND outcome <> 'match' ORDER BY process_index, method",
             [run_id],
         ).fetchall():
-            values = dict(zip(["process_index", "method", "outcome", *extra], row))
+            values = dict(zip(["process_index", "method", "outcome", *extra], row, strict=True))
             cell = (int(values["process_index"]), str(values["method"]))
             if cell not in why:
                 error = (
@@ -514,7 +514,7 @@ def _check_duplicates(
     problems = []
     for row in rows[:_LIST_AT_MOST]:
         ident, keys, times = row[: len(group)], row[len(group)], row[len(group) + 1]
-        label = " ".join(f"{c.replace('process_index', 'process')} {v!r}" for c, v in zip(group, ident))
+        label = " ".join(f"{c.replace('process_index', 'process')} {v!r}" for c, v in zip(group, ident, strict=True))
         parts = files.get(tuple(ident))
         in_parts = f" across parts {', '.join(parts)}" if parts else ""
         problems.append(

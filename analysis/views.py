@@ -210,7 +210,8 @@ def _scope(run_ids: Sequence[str] | None) -> str:
 
 _LATEST_ATTEMPT = (
     "CREATE VIEW processes AS SELECT * FROM attempts "
-    "QUALIFY row_number() OVER (PARTITION BY run_id, cohort, process_index ORDER BY attempt DESC, finished_at DESC) = 1;"
+    "QUALIFY row_number() OVER (PARTITION BY run_id, cohort, process_index "
+    "ORDER BY attempt DESC, finished_at DESC) = 1;"
 )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import importlib.util
 import statistics
 import time
@@ -165,7 +166,7 @@ def run_model(spec: dict[str, Any], steps: int, check_steps: int) -> list[dict[s
     rows = []
     for name, (model, chosen) in methods.items():
         probe = copy.deepcopy(model)
-        peak = auto.step_peak_bytes(probe, example, lambda: step(probe, 0))
+        peak = auto.step_peak_bytes(probe, example, functools.partial(step, probe, 0))
         wall, cpu = _timed(copy.deepcopy(model), step, steps)
         trained = copy.deepcopy(model)
         torch.manual_seed(1)

@@ -113,10 +113,12 @@ def main() -> None:
         floor = plain_submitit(n, tmp / "d")
         wrote, queried = write_and_query(args.rows, tmp / "c")
     print(
-        f"{n} bare `python -c 'import stateaware'` starts, one after another: {bare:7.2f} s ({bare / n * 1e3:6.1f} ms each)"
+        f"{n} bare `python -c 'import stateaware'` starts, one after another: {bare:7.2f} s "
+        f"({bare / n * 1e3:6.1f} ms each)"
     )
     print(
-        f"{n} no-op processes, local launcher, default parallelism:      {fanned:7.2f} s  ratio {fanned / bare:5.2f}x (target 1.2x)"
+        f"{n} no-op processes, local launcher, default parallelism:      {fanned:7.2f} s  "
+        f"ratio {fanned / bare:5.2f}x (target 1.2x)"
     )
     print(
         f"{n} no-op processes, local launcher, max_parallel=1:            {serial:7.2f} s  ratio {serial / bare:5.2f}x"
@@ -127,7 +129,8 @@ def main() -> None:
     )
     print(f"write {args.rows:,} timing rows as Parquet parts:                   {wrote:7.2f} s")
     print(
-        f"aggregate query over them (read-only SQL front end):           {queried:7.2f} s  total {wrote + queried:5.2f} s (target < 5 s)"
+        f"aggregate query over them (read-only SQL front end):           {queried:7.2f} s  "
+        f"total {wrote + queried:5.2f} s (target < 5 s)"
     )
 
 

@@ -138,7 +138,7 @@ def bench_overhead(device: torch.device, steps: int, warmup: int, width: int, ba
         order = ("torch", "stateaware") if i % 2 == 0 else ("stateaware", "torch")
         for method in order:
             times[method].append(step(method))
-    ratios = [a / b for a, b in zip(times["stateaware"], times["torch"])]
+    ratios = [a / b for a, b in zip(times["stateaware"], times["torch"], strict=True)]
     geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
     return times, geo
 

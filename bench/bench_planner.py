@@ -28,6 +28,7 @@ rows of one run, not runs of different days). Nothing here is a paper figure.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -62,9 +63,18 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
+def _enumerate_best(card, budget):
+    """Every policy of ``card`` and the fastest one within ``budget`` (timed as one call)."""
+    policies = enumerate_policies(card.persistent_bytes, card.segments)
+    return policies, policies.best(budget)
+
+
 def bench_sizes(sizes: list[int], cards: int, full_limit_s: float, full_limit_points: int, seed: int) -> None:
     print("1. joint planner by card size (untruncated; times in seconds)")
-    header = f"{'family':9s} {'n':>5s} {'plan med':>9s} {'plan max':>9s} {'kept max':>9s} {'full size':>10s} {'full largest':>12s} {'full s':>8s}"
+    header = (
+        f"{'family':9s} {'n':>5s} {'plan med':>9s} {'plan max':>9s} {'kept max':>9s} "
+        f"{'full size':>10s} {'full largest':>12s} {'full s':>8s}"
+    )
     print(header)
     for kind in ("blocks", "tradeoff"):
         full_too_slow = False
@@ -74,7 +84,7 @@ def bench_sizes(sizes: list[int], cards: int, full_limit_s: float, full_limit_po
             for k in range(cards):
                 card = random_card(rng, n, kind=kind)
                 budget = _budget(card, FRACTIONS[k % len(FRACTIONS)])
-                result, seconds = _timed(lambda: plan(card, budget, "joint"))
+                result, seconds = _timed(functools.partial(plan, card, budget, "joint"))
                 assert result.feasible and not result.truncated
                 plan_s.append(seconds)
                 # The largest frontier the exact pass held (not part of Plan; measured here).
@@ -83,12 +93,15 @@ def bench_sizes(sizes: list[int], cards: int, full_limit_s: float, full_limit_po
                 )
                 kept.append(exact.largest)
                 if not full_too_slow:
-                    front, seconds = _timed(lambda: pareto_frontier(card.persistent_bytes, card.segments))
+                    front, seconds = _timed(functools.partial(pareto_frontier, card.persistent_bytes, card.segments))
                     full_sizes.append(front.size)
                     full_largest.append(front.largest)
                     full_s.append(seconds)
             if full_sizes:
-                full = f"{int(statistics.median(full_sizes)):>10d} {max(full_largest):>12d} {statistics.median(full_s):>8.3f}"
+                full = (
+                    f"{int(statistics.median(full_sizes)):>10d} {max(full_largest):>12d} "
+                    f"{statistics.median(full_s):>8.3f}"
+                )
                 full_too_slow = max(full_s) > full_limit_s or max(full_largest) > full_limit_points
             else:
                 full = f"{'skipped':>10s} {'':>12s} {'':>8s}"
@@ -113,14 +126,12 @@ def bench_exhaustive(cards: int, seed: int) -> None:
         for k in range(max(cards, 5)):
             card = random_card(rng, n, options=options)
             budget = _budget(card, FRACTIONS[k % len(FRACTIONS)])
-            (enum, best), seconds = _timed(
-                lambda: (lambda e: (e, e.best(budget)))(enumerate_policies(card.persistent_bytes, card.segments))
-            )
+            (enum, best), seconds = _timed(functools.partial(_enumerate_best, card, budget))
             enum_s.append(seconds)
             count = enum.count
-            result, seconds = _timed(lambda: plan(card, budget, planner))
+            result, seconds = _timed(functools.partial(plan, card, budget, planner))
             plan_s.append(seconds)
-            _, seconds = _timed(lambda: pareto_frontier(card.persistent_bytes, card.segments))
+            _, seconds = _timed(functools.partial(pareto_frontier, card.persistent_bytes, card.segments))
             full_s.append(seconds)
             assert abs(result.predicted_ms - enum.ms[best]) <= 1e-9 * enum.ms[best]
         e, p, f = (statistics.median(x) for x in (enum_s, plan_s, full_s))
@@ -138,7 +149,7 @@ def bench_memory_blind(cards: int, seed: int) -> None:
             over = joint_ok = 0
             excess = []
             total = max(cards, 1) * 40
-            for k in range(total):
+            for _ in range(total):
                 card = random_card(rng, n, kind=kind)
                 budget = _budget(card, rng.uniform(0.0, 1.0))
                 blind = [{o: OptionCost(c.retained_bytes, 0, c.ms) for o, c in s.items()} for s in card.segments]
@@ -167,7 +178,8 @@ def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
     current = planners_module.pareto_frontier
     print("\n4. joint planner now vs the program before issue 4 (same cards as 1; seconds)")
     print(
-        f"{'family':9s} {'n':>5s} {'before med':>11s} {'before max':>11s} {'now med':>9s} {'now max':>9s} {'med ratio':>10s} {'max ratio':>10s} {'plans':>10s}"
+        f"{'family':9s} {'n':>5s} {'before med':>11s} {'before max':>11s} {'now med':>9s} {'now max':>9s} "
+        f"{'med ratio':>10s} {'max ratio':>10s} {'plans':>10s}"
     )
     for kind in ("blocks", "tradeoff"):
         for n in sizes:
@@ -176,11 +188,11 @@ def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
             for k in range(cards):
                 card = random_card(rng, n, kind=kind)
                 budget = _budget(card, FRACTIONS[k % len(FRACTIONS)])
-                ours, seconds = _timed(lambda: plan(card, budget, "joint"))
+                ours, seconds = _timed(functools.partial(plan, card, budget, "joint"))
                 now.append(seconds)
                 planners_module.pareto_frontier = _reference_pareto_frontier
                 try:
-                    theirs, seconds = _timed(lambda: plan(card, budget, "joint"))
+                    theirs, seconds = _timed(functools.partial(plan, card, budget, "joint"))
                 finally:
                     planners_module.pareto_frontier = current
                 before.append(seconds)

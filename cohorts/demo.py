@@ -53,6 +53,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
                 width=size,
             ),
             peaks,
+            strict=True,
         )
     ]
     writer.write("timings", rows, part="matmul")

@@ -13,6 +13,7 @@ compiling them again.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
         )
     base = int(cohort["seed"])
     bounds = [round(i * keys / processes) for i in range(processes + 1)]
-    return [{"seeds": list(range(base + lo, base + hi))} for lo, hi in zip(bounds, bounds[1:])]
+    return [{"seeds": list(range(base + lo, base + hi))} for lo, hi in itertools.pairwise(bounds)]
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:

@@ -72,7 +72,7 @@ class Moco(nn.Module):
 
     @torch.no_grad()
     def momentum_update(self) -> None:
-        for pk, pq in zip(self.key.parameters(), self.query.parameters()):
+        for pk, pq in zip(self.key.parameters(), self.query.parameters(), strict=True):
             pk.mul_(MOMENTUM).add_(pq, alpha=1 - MOMENTUM)
 
     def segment_names(self) -> list[str]:
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
     card = auto.profile(model, example, segments=model.segment_names(), repeats=2)
     plan = auto.plan(card, args.budget)
-    for name, entries in zip(card.provenance["auto"]["segments"], card.provenance["auto"]["state"]):
+    for name, entries in zip(card.provenance["auto"]["segments"], card.provenance["auto"]["state"], strict=True):
         found = ", ".join(f"{e['name']} ({e['write']})" for e in entries) or "nothing"
         print(f"  {name:9s} writes {found}")
     auto.apply(model, plan)

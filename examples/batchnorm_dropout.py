@@ -54,7 +54,7 @@ def train(method: str, steps: int = 5, seed: int = 0) -> dict[str, object]:
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     torch.manual_seed(seed + 1)  # the dropout stream, the same for every method
     grads: list[torch.Tensor] = []
-    for x, y in zip(data, labels):
+    for x, y in zip(data, labels, strict=True):
         opt.zero_grad()
         loss = nn.functional.cross_entropy(net(x, method), y)
         loss.backward()
@@ -81,8 +81,8 @@ def main() -> None:
     for method in ("torch", "stateaware"):
         r = runs[method]
         stats = same_bytes(r["running_mean"], ref["running_mean"]) and same_bytes(r["running_var"], ref["running_var"])
-        grads = all(same_bytes(a, b) for a, b in zip(r["grads"], ref["grads"]))
-        weights = all(same_bytes(a, b) for a, b in zip(r["weights"], ref["weights"]))
+        grads = all(same_bytes(a, b) for a, b in zip(r["grads"], ref["grads"], strict=True))
+        weights = all(same_bytes(a, b) for a, b in zip(r["weights"], ref["weights"], strict=True))
         print(
             f"{method:>10}: num_batches_tracked={r['num_batches_tracked']} (plain {ref['num_batches_tracked']}), "
             f"running stats identical: {stats}, gradients identical: {grads}, weights identical: {weights}"

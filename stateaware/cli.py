@@ -158,9 +158,8 @@ def _dry_run_table(plan) -> str:
         state = plan.statuses.get(spec.process_index, "pending")
         action = "skip" if state == "completed" else "launch"
         own = flat({k: v for k, v in spec.params.items() if k not in shared})
-        lines.append(
-            f"{spec.process_index:>5}  {spec.seed:>8}  {action + ' (' + state + ')' if state != 'pending' else action:<10}  {own}"
-        )
+        shown = f"{action} ({state})" if state != "pending" else action
+        lines.append(f"{spec.process_index:>5}  {spec.seed:>8}  {shown:<10}  {own}")
     lines.append(f"{len(plan.pending)} of {len(plan.specs)} processes would launch")
     return "\n".join(lines)
 
@@ -222,7 +221,10 @@ def _compose_error(exc: BaseException) -> str:
     if isinstance(exc, OmegaConfBaseException):
         return f"error: {_omegaconf_line(exc)}; {_HELP_TIP}"
     given = " ".join(a for a in sys.argv[1:] if not a.startswith("-"))
-    return f"error: invalid overrides {given!r}: {first}; each override is key=value, group=option or +key=value; {_HELP_TIP}"
+    return (
+        f"error: invalid overrides {given!r}: {first}; "
+        f"each override is key=value, group=option or +key=value; {_HELP_TIP}"
+    )
 
 
 def _check_flags(argv: list[str]) -> None:

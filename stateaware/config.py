@@ -262,8 +262,8 @@ class _writable:
 def validate(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` for any value the launch cannot honour.
 
-    Checked: ``1 <= processes <= MAX_PROCESSES``; ``out`` not empty; ``launcher.name`` and ``hardware.name`` among the known
-    ones; ``launcher.max_parallel`` and ``launcher.array_parallelism`` >= 1 when set;
+    Checked: ``1 <= processes <= MAX_PROCESSES``; ``out`` not empty; ``launcher.name`` and
+    ``hardware.name`` among the known ones; ``launcher.max_parallel`` and ``launcher.array_parallelism`` >= 1 when set;
     ``launcher.timeout_min`` > 0; ``wait=false`` only with ``launcher=slurm``; every
     config value whose key ends in ``budget``/``budget_bytes``/``budget_gib`` non-negative;
     the cohort kind importable, and the cohort's ``params`` as its kind declares them

@@ -85,7 +85,7 @@ def test_figure3_places_every_method_shades_the_budget_and_highlights_joint(tmp_
     assert isinstance(fig, Figure3)
     assert_real_png(fig.path, fig.pixels)
     assert (fig.memory_unit, fig.time_unit) == ("GiB", "s")
-    points = dict(zip(fig.methods, zip(fig.peaks, fig.times)))
+    points = dict(zip(fig.methods, zip(fig.peaks, fig.times, strict=True), strict=True))
     assert len(points) == len(SUMMARY)
     assert points["Joint (ours)"] == pytest.approx((42.0, 3.1))
     assert points["State-agnostic"] == pytest.approx((45 + 300 / 1024, 3.05))

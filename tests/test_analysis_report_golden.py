@@ -252,7 +252,7 @@ def test_every_existing_cohorts_report_keeps_its_sections_and_tables(small_repor
     want = _intended(json.loads(GOLDEN.read_text()))
     got = digest(small_report)
     assert [title for title, _ in got] == [title for title, _ in want]
-    for (title, lines), (_, expected) in zip(got, want):
+    for (title, lines), (_, expected) in zip(got, want, strict=True):
         assert lines == expected, title
 
 

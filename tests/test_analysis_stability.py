@@ -26,7 +26,8 @@ def config_yaml(clock: str | None = None, device: str = "cpu", threads: int | No
         f"cohort:\n  name: confirm44\n  comparisons_clock: {clock or 'null'}\n"
         "  comparisons:\n  - {name: joint/eager_whole step time, numerator: joint, denominator: eager_whole, "
         "metric: step_ms}\n"
-        f"hardware:\n  name: cpu\n  device: {device}\n  params:\n    cost_runtime:\n      threads: {threads or 'null'}\n"
+        f"hardware:\n  name: cpu\n  device: {device}\n"
+        f"  params:\n    cost_runtime:\n      threads: {threads or 'null'}\n"
         f"analysis:\n  stability:{stab or ' {}'}\n"
     )
 

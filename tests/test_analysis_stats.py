@@ -145,7 +145,7 @@ def test_six_bonferroni_intervals_cover_jointly():
     for k in range(cohorts):
         tables = []
         truths = {}
-        for w, ratio in zip(workloads, (0.4, 0.6, 0.5)):
+        for w, ratio in zip(workloads, (0.4, 0.6, 0.5), strict=True):
             num, den = cohort(rng, ratio=ratio)
             peak_num, peak_den = cohort(rng, ratio=ratio / 8)
             t = pa.table(

@@ -143,7 +143,7 @@ def test_seven_methods_give_byte_identical_score_files_within_a_seed(cohort_run)
     )
     assert len(rows) == 14
     by_seed: dict[int, set] = {}
-    for seed, method, sha, enc, verified, acc in rows:
+    for seed, _method, sha, enc, verified, acc in rows:
         by_seed.setdefault(seed, set()).add((sha, enc))
         assert verified is False and 0.0 <= acc <= 1.0
     assert sorted(by_seed) == [2701, 2702]

@@ -93,7 +93,7 @@ def test_wrap_trains_bit_identically_and_peaks_follow_the_plan(seed, named):
         rng_eager = _train(eager, 3, seed=100)
         rng_planned = _train(applied, 3, seed=100)
         _assert_same(_state(eager), _state(applied))
-        for a, b in zip(rng_eager, rng_planned):
+        for a, b in zip(rng_eager, rng_planned, strict=True):
             assert torch.equal(a, b)
 
 
@@ -150,7 +150,7 @@ def test_discovery_finds_every_written_tensor_and_its_rows():
     assert found["segments"] == [n for n, _ in model.named_children()]
     expected = _expected_state(model)
     tensors = dict(model.named_buffers())
-    for name, entries in zip(found["segments"], found["state"]):
+    for name, entries in zip(found["segments"], found["state"], strict=True):
         assert {e["name"]: e["write"] for e in entries} == expected[name], name
         for e in entries:
             if e["kind"] == "buffer":
@@ -238,7 +238,7 @@ def test_every_option_trains_bit_identically(option):
     rng_eager = _train(eager, 3, seed=5, width=64, batch=128)
     rng_applied = _train(applied, 3, seed=5, width=64, batch=128)
     _assert_same(_state(eager), _state(applied))
-    assert all(torch.equal(a, b) for a, b in zip(rng_eager, rng_applied))
+    assert all(torch.equal(a, b) for a, b in zip(rng_eager, rng_applied, strict=True))
 
 
 class _Cell(torch.nn.Module):

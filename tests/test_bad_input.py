@@ -247,7 +247,7 @@ def run_all(root: Path) -> dict[str, Outcome]:
     # A few interpreters at a time: each case is a cold start, mostly waiting on imports.
     with ThreadPoolExecutor(max_workers=4) as pool:
         outcomes = list(pool.map(lambda c: run_case(c, paths), CASES))
-    return {case.name: outcome for case, outcome in zip(CASES, outcomes)}
+    return {case.name: outcome for case, outcome in zip(CASES, outcomes, strict=True)}
 
 
 def problems_of(case: Case, outcome: Outcome) -> list[str]:

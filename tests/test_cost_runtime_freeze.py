@@ -15,7 +15,8 @@ params:
   cost_runtime:
     granularity_bytes: 256
     cells:
-      tiny: {workload: feature_queue, buffer_bytes: 16384, write_fraction: 0.01, live_segments: 3, width: 8, batch: 4, rank: 1}
+      tiny: {workload: feature_queue, buffer_bytes: 16384, write_fraction: 0.01,
+             live_segments: 3, width: 8, batch: 4, rank: 1}
 """
 
 

@@ -45,7 +45,7 @@ def test_sparse_rows_regions_cover_every_later_write(workload):
         assert set(rows.regions[i].tolist()) == later  # exactly the union, no more
     # deterministic in (seed, step)
     again = step_rows(shape, seed=3, step=2)
-    assert all(torch.equal(a, b) for a, b in zip(rows.reads, again.reads))
+    assert all(torch.equal(a, b) for a, b in zip(rows.reads, again.reads, strict=True))
 
 
 def test_dense_rows_write_everything():

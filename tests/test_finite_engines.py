@@ -38,7 +38,7 @@ def _check_all_engines(program):
     for engine in ENGINES:
         live = storage_from_bytes(trace.final_bytes, program.n)
         reads = recover(retain(engine, trace), program, live)
-        assert all(reads_equal(a, b) for a, b in zip(reads, eager_reads)), engine
+        assert all(reads_equal(a, b) for a, b in zip(reads, eager_reads, strict=True)), engine
         assert live.buf.tobytes() == trace.final_bytes.tobytes(), engine
         result = verify_engine(engine, trace)
         assert result.recovered, engine
@@ -89,10 +89,10 @@ def test_weakened_journal_is_caught_exactly_when_later_writes_destroy_needed_his
     trace = execute(program, keep_prestates=True)
     truth = [reads_of(e) for e in trace.events]
     weakened = _weakened_journal_reads(program, trace)
-    caught = not all(reads_equal(a, b) for a, b in zip(weakened, truth))
+    caught = not all(reads_equal(a, b) for a, b in zip(weakened, truth, strict=True))
     assert caught == _has_hazard(program, trace)
     full = recover(retain("region_journal", trace), program, storage_from_bytes(trace.final_bytes, program.n))
-    assert all(reads_equal(a, b) for a, b in zip(full, truth))
+    assert all(reads_equal(a, b) for a, b in zip(full, truth, strict=True))
 
 
 def test_weakened_journal_gives_a_wrong_gradient_on_a_ring_queue():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -40,7 +41,7 @@ def test_timing_cohorts_run_one_process_at_a_time(compose, tmp_path, sql):
         (json.loads(d)["started"], json.loads(d)["ended"]) for (d,) in sql(tmp_path, "SELECT detail FROM records")
     )
     assert len(spans) == 3
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, f"timed processes overlapped: {spans}"
 
 

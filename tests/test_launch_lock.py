@@ -82,8 +82,8 @@ def test_the_lock_of_a_launcher_that_died_is_taken_over(tmp_path, sql):
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, (stdout, stderr)
     assert (
-        f"run shared: taking over the lock of pid {dead.pid} on host gone-host since 2026-01-01T00:00:00+00:00, which is gone"
-        in stderr
+        f"run shared: taking over the lock of pid {dead.pid} on host gone-host "
+        "since 2026-01-01T00:00:00+00:00, which is gone" in stderr
     )
     assert sql(out, "SELECT count(*) FROM processes WHERE status = 'completed'") == [(2,)]
 

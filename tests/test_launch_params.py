@@ -73,7 +73,8 @@ DECLARED = {
         ({"size": 1, "extra": [1]}, "cohort 'c': invalid params.extra=[1]; allowed values are a mapping (or null)"),
         (
             {"size": 1, "typo": 1, "other": 2},
-            "cohort 'c': unknown parameter(s) params.other, params.typo; valid parameters are: size, rate, mode, methods, flag, extra",
+            "cohort 'c': unknown parameter(s) params.other, params.typo; "
+            "valid parameters are: size, rate, mode, methods, flag, extra",
         ),
     ],
 )

@@ -28,7 +28,7 @@ def test_upper_envelope_picks_a_maximising_line_at_every_slack():
         edges = [float(breaks[0]) - 1.0 - abs(float(breaks[0]))] if breaks.shape[0] else [-1.0]
         edges += breaks.tolist()
         edges += [edges[-1] + 1.0 + abs(edges[-1])]
-        exact = [(Fraction(float(a)), Fraction(float(m))) for a, m in zip(intercepts, slopes)]
+        exact = [(Fraction(float(a)), Fraction(float(m))) for a, m in zip(intercepts, slopes, strict=True)]
         for k, line in enumerate(lines.tolist()):
             mid = (Fraction(edges[k]) + Fraction(edges[k + 1])) / 2
             values = [a - mid * m for a, m in exact]

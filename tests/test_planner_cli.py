@@ -148,7 +148,7 @@ def test_readme_planner_examples(capsys):
     import shlex
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "planner.md").read_text()
-    section = page[page.index("### Planning activations and state together") :]
+    section = page[page.index("## Planning activations and state together") :]
     block = section[section.index("```console") :]
     block = block[: block.index("```", 3)]
     commands: list[tuple[list[str], list[str]]] = []

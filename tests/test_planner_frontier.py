@@ -138,8 +138,8 @@ def test_budget_bounds_only_drop_policies_that_cannot_fit():
         assert (fitting.peak_bytes <= budget).all()
         # Exactly the full frontier's points that fit (as multisets of triples).
         keep = full.peak_bytes <= budget
-        got = sorted(zip(fitting.retained, fitting.max_temp, fitting.ms))
-        want = sorted(zip(full.retained[keep], full.max_temp[keep], full.ms[keep]))
+        got = sorted(zip(fitting.retained, fitting.max_temp, fitting.ms, strict=True))
+        want = sorted(zip(full.retained[keep], full.max_temp[keep], full.ms[keep], strict=True))
         assert got == want
 
 

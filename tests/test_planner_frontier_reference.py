@@ -126,7 +126,7 @@ def _reference_nondominated(r, q, c):
     keep = np.empty(r.shape[0], dtype=bool)
     stair_r = np.empty(0, dtype=np.int64)
     stair_c = np.empty(0, dtype=np.float64)
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         level_r, level_c = r[lo:hi], c[lo:hi]
         ok = np.ones(hi - lo, dtype=bool)
         ok[1:] = level_c[1:] < np.minimum.accumulate(level_c)[:-1]
@@ -211,7 +211,7 @@ def _assert_identical(got: Frontier, want: Frontier) -> None:
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)  # float ms too: the same sums in the same order
     assert len(got._parents) == len(want._parents)
-    for a, b in zip(got._parents + got._choices, want._parents + want._choices):
+    for a, b in zip(got._parents + got._choices, want._parents + want._choices, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -293,11 +293,11 @@ def test_plans_are_identical_to_the_reference_at_256_segments(kind, monkeypatch)
     # families at a size where the frontier holds hundreds of prefixes.
     rng = np.random.default_rng(256 + len(kind))
     cards = [random_card(rng, 256, kind=kind) for _ in range(2)]
-    budgets = [_budget_between(card, fraction) for card, fraction in zip(cards, (0.3, 0.6))]
-    ours = [plan(card, budget, "joint") for card, budget in zip(cards, budgets)]
+    budgets = [_budget_between(card, fraction) for card, fraction in zip(cards, (0.3, 0.6), strict=True)]
+    ours = [plan(card, budget, "joint") for card, budget in zip(cards, budgets, strict=True)]
     monkeypatch.setattr(planners_module, "pareto_frontier", _reference_pareto_frontier)
-    theirs = [plan(card, budget, "joint") for card, budget in zip(cards, budgets)]
-    for a, b in zip(ours, theirs):
+    theirs = [plan(card, budget, "joint") for card, budget in zip(cards, budgets, strict=True)]
+    for a, b in zip(ours, theirs, strict=True):
         assert a.feasible and len(set(a.policy)) > 1  # a real mix, not a trivial plan
         assert [getattr(a, f.name) for f in fields(a) if f.compare] == [
             getattr(b, f.name) for f in fields(b) if f.compare

@@ -83,7 +83,7 @@ def test_agnostic_is_never_better_than_joint_and_matches_its_own_view():
         if not agnostic.feasible:
             continue
         assert enum_view.ms[reference] == pytest.approx(
-            sum(s[o].without_state().ms for s, o in zip(card.segments, agnostic.policy)), rel=1e-9
+            sum(s[o].without_state().ms for s, o in zip(card.segments, agnostic.policy, strict=True)), rel=1e-9
         )
         assert agnostic.fits_budget == (agnostic.predicted_peak_bytes <= budget)
         if agnostic.fits_budget:

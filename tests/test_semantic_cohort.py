@@ -167,11 +167,10 @@ def _same_records(got: list[dict], want: list[dict]) -> None:
         a, b = [r.get(column) for r in got], [r[column] for r in want]
         same = [
             x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
-            for x, y in zip(a, b)
+            for x, y in zip(a, b, strict=True)
         ]
-        assert all(same), (
-            f"column {column!r} differs: {[(key(r), x, y) for r, x, y, s in zip(got, a, b, same) if not s][:3]}"
-        )
+        differing = [(key(r), x, y) for r, x, y, s in zip(got, a, b, same, strict=True) if not s]
+        assert all(same), f"column {column!r} differs: {differing[:3]}"
 
 
 def test_records_are_those_the_code_wrote_before_it_was_made_cheaper(table):

@@ -63,7 +63,7 @@ def test_hidden_buffer_grads_and_bytes_match_eager_where_native_diverges():
     assert not torch.allclose(nat[0][0][0], ref[0][0][0])  # and differentiates the updated buffer
     assert torch.equal(ours[1], ref[1])  # ours: bytes identical
     for k in range(2):  # both backward passes over one graph (retain_graph=True)
-        for a, b in zip(ours[0][k], ref[0][k]):
+        for a, b in zip(ours[0][k], ref[0][k], strict=True):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-15)
     assert torch.equal(ours[2], ref[2])  # the RNG outside is where eager left it
     assert ours[3] == ref[3]  # Rule 4: the replays left no trace in the version counter
@@ -88,7 +88,7 @@ def test_autograd_grad_twice_matches_eager():
 
     ref, nat, ours = grads("eager"), grads("native"), grads("ours")
     assert not torch.allclose(nat[0][0], ref[0][0]) and not torch.equal(nat[2], ref[2])
-    for a, b in zip(ours[0] + ours[1], ref[0] + ref[1]):
+    for a, b in zip(ours[0] + ours[1], ref[0] + ref[1], strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-15)
     assert torch.equal(ours[2], ref[2])
 
@@ -125,7 +125,7 @@ def test_buffer_changed_between_forward_and_backward(preserve):
 
     ref, nat, ours = program("eager"), program("native"), program("ours")
     assert not torch.allclose(nat[0], ref[0])
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-15)
 
 
@@ -161,7 +161,7 @@ def _two_segments(how: str, journal_rows: str = "union"):
 def test_region_journal_covers_later_destroying_writes():
     ref, nat, ours = _two_segments("eager"), _two_segments("native"), _two_segments("ours")
     assert (nat[0] - ref[0]).abs().max() > 1e-3
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-15)
     # Paper §3.1: journaling only the segment's own rows is insufficient once a later
     # segment overwrites rows the first one read.
@@ -204,7 +204,7 @@ def test_nested_checkpoints_with_state():
     assert not torch.equal(nat[2], ref[2]) and not torch.equal(nat[3], ref[3])
     assert not torch.allclose(nat[0][0], ref[0][0])
     for k in range(2):
-        for a, b in zip(ours[k], ref[k]):
+        for a, b in zip(ours[k], ref[k], strict=True):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-15)
     assert torch.equal(ours[2], ref[2]) and torch.equal(ours[3], ref[3])
 
@@ -328,7 +328,7 @@ def test_no_declared_state_is_a_drop_in_for_native():
     net.zero_grad()
     x.grad = None
     checkpoint(net, x).sum().backward()
-    for a, b in zip([p.grad for p in net.parameters()] + [x.grad], expected):
+    for a, b in zip([p.grad for p in net.parameters()] + [x.grad], expected, strict=True):
         assert torch.equal(a, b)
 
 
@@ -405,7 +405,7 @@ def test_cuda_hidden_buffer_and_rng(preserve):
         return g1, x.grad.clone(), mem.clone(), torch.cuda.get_rng_state()
 
     ref, ours = program("eager"), program("ours")
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         assert torch.equal(a, b)
 
 

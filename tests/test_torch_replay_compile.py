@@ -55,7 +55,7 @@ def _train(how: str, backend: str | None, steps: int = 3):
     run = torch.compile(net, backend=backend) if backend else net
     torch.manual_seed(1)
     grads, graphs = [], []
-    for step in range(steps):
+    for _ in range(steps):
         x = torch.randn(5, 6, dtype=F64)
         net.zero_grad()
         run(x).backward()
@@ -75,8 +75,8 @@ def _fresh_dynamo():
 def test_aot_eager_matches_eager_exactly_and_compiles_a_bounded_number_of_graphs():
     ref_grads, ref_mem, _ = _train("eager", None)
     grads, mem, graphs = _train("ours", "aot_eager")
-    for got, want in zip(grads, ref_grads):
-        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     assert torch.equal(mem, ref_mem)  # the segment's buffer write happened once per step
     assert graphs[0] >= 1 and graphs[-1] == graphs[0]  # no recompiles after the first step
 
@@ -88,8 +88,8 @@ def test_inductor_matches_eager_within_float64_reordering():
     # itself runs eagerly, so the buffer bytes are exact.
     ref_grads, ref_mem, _ = _train("eager", None)
     grads, mem, graphs = _train("ours", "inductor")
-    for got, want in zip(grads, ref_grads):
-        for a, b in zip(got, want):
+    for got, want in zip(grads, ref_grads, strict=True):
+        for a, b in zip(got, want, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(mem, ref_mem, rtol=1e-12, atol=1e-12)
     assert graphs[-1] == graphs[0]

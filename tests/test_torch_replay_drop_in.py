@@ -95,7 +95,7 @@ def test_selective_policy_function_decides_per_op():
     out = checkpoint(fn, x, y, context_fn=functools.partial(create_selective_checkpoint_contexts, policy))
     with _CountOps() as ops:
         got = torch.autograd.grad(out.sum(), (x, y))
-    assert all(torch.equal(a, b) for a, b in zip(got, ref))
+    assert all(torch.equal(a, b) for a, b in zip(got, ref, strict=True))
     assert ops.counts.get(torch.ops.aten.sigmoid.default, 0) == 0  # cached, not recomputed
     assert ops.counts[torch.ops.aten.mm.default] == 2 + 4  # replayed forward mms + backward mms
 
@@ -266,7 +266,7 @@ def test_nested_checkpoint_inside_replay_keeps_declared_state_with_inner_grad():
         return torch.autograd.grad(out, (x, w)), m.mem.clone()
 
     ref, ours = program("eager"), program("ours")
-    assert all(torch.equal(a, b) for a, b in zip(ours[0], ref[0]))
+    assert all(torch.equal(a, b) for a, b in zip(ours[0], ref[0], strict=True))
     assert torch.equal(ours[1], ref[1])
 
 
@@ -407,7 +407,7 @@ def test_transaction_passes_every_keyword_to_the_function_and_declares_its_own()
     with torch.no_grad():
         mem.mul_(5)  # changed before backward: the declared snapshot keeps the replay right
     got = torch.autograd.grad(out.sum(), (x, h))
-    assert all(torch.equal(a, b) for a, b in zip(got, ref))
+    assert all(torch.equal(a, b) for a, b in zip(got, ref, strict=True))
     assert transaction(cell, state=[mem])(x, state=(h,)).shape == (4,)  # outside checkpoint: just fn
 
 

@@ -36,8 +36,8 @@ def test_transactional_checkpoint_is_byte_identical_to_plain(example, runs):
     assert example.same_bytes(ours["running_mean"], ref["running_mean"])
     assert example.same_bytes(ours["running_var"], ref["running_var"])
     assert len(ours["grads"]) == len(ref["grads"]) == 8
-    assert all(example.same_bytes(a, b) for a, b in zip(ours["grads"], ref["grads"]))
-    assert all(example.same_bytes(a, b) for a, b in zip(ours["weights"], ref["weights"]))
+    assert all(example.same_bytes(a, b) for a, b in zip(ours["grads"], ref["grads"], strict=True))
+    assert all(example.same_bytes(a, b) for a, b in zip(ours["weights"], ref["weights"], strict=True))
 
 
 def test_undeclared_batchnorm_is_refused(example):

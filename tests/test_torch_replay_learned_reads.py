@@ -188,7 +188,7 @@ def _run(mode: str, program: list[tuple[int, int, int]], reads: tuple[bool, bool
 def test_learned_profiles_raise_exactly_when_recording_every_call_does(program, reads):
     every, first = _run("every_call", program, reads), _run("first_call", program, reads)
     assert len(every) == len(first)
-    for e, f in zip(every, first):
+    for e, f in zip(every, first, strict=True):
         if isinstance(e, str):
             assert e == f
         else:

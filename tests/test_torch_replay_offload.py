@@ -31,7 +31,7 @@ def _steps(model, how, device, steps=3):
         def seg(x):
             h = model[:4](x) + queue.clone()[:16]
             with torch.no_grad():
-                queue[16 * step : 16 * step + 16] = h.detach()
+                queue[16 * step : 16 * step + 16] = h.detach()  # noqa: B023 (replayed within this step)
             return model[4](h)
 
         optimizer.zero_grad()

@@ -86,7 +86,7 @@ def test_state_other_segments_write_is_not_reported_for_segments_that_do_not_rea
         h.square().sum().backward()
         return [x.grad] + [p.grad for p in net.parameters()] + [b.clone() for b in net.buffers()]
 
-    for a, b in zip(run("ours"), run("eager")):
+    for a, b in zip(run("ours"), run("eager"), strict=True):
         assert torch.equal(a, b)
 
 
@@ -113,7 +113,7 @@ def _noisy(how, declare=True):
 
 def test_declared_generator_replays_its_draws_and_advances_once():
     ref, ours = _noisy("eager"), _noisy("ours")
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         assert torch.equal(a, b)
 
 
@@ -152,7 +152,7 @@ def _nonleaf(how, preserve="whole"):
 @pytest.mark.parametrize("preserve", ["whole", "region"])
 def test_declared_non_leaf_written_in_place_keeps_eager_history(preserve):
     ref, ours = _nonleaf("eager"), _nonleaf("ours", preserve)
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         assert torch.equal(a, b)
 
 
@@ -202,7 +202,7 @@ def test_declared_module_pointer_and_rebound_buffer_are_written_once(cls):
 
     ref, ours = run("eager"), run("ours")
     assert len(ref) == len(ours)
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         assert torch.equal(torch.as_tensor(a), torch.as_tensor(b))
 
 
@@ -236,7 +236,7 @@ def test_param_data_write_raises_unless_the_parameter_is_declared():
         y.sum().backward()
         return x.grad, lin.weight.grad, lin.bias.grad, lin.weight.detach().clone()
 
-    for a, b in zip(run("ours"), run("eager")):
+    for a, b in zip(run("ours"), run("eager"), strict=True):
         assert torch.equal(a, b)
 
 
@@ -260,7 +260,7 @@ def test_batch_norm_on_plain_attribute_buffers():
         y.sum().backward()
         return x.grad, m.rm.clone(), m.rv.clone()
 
-    for a, b in zip(run("ours"), run("eager")):
+    for a, b in zip(run("ours"), run("eager"), strict=True):
         assert torch.equal(a, b)
     with pytest.raises(UndeclaredStateError, match=r"rm \(CustomNorm, plain attribute\).*running statistic"):
         checkpoint(CustomNorm(), torch.ones(4, 3, dtype=D, requires_grad=True))
@@ -315,7 +315,7 @@ def test_declared_wrapper_subclass_is_preserved_through_its_inner_tensor(preserv
         return x.grad, buf.inner.clone()
 
     ref, ours = run("eager"), run("ours")
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         assert torch.equal(a, b)
 
 
@@ -420,7 +420,7 @@ def test_a_write_without_a_version_bump_inside_a_segment_is_not_shared_over():
         out.sum().backward()
         return x.grad, buf.clone()
 
-    for a, b in zip(run("ours"), run("eager")):
+    for a, b in zip(run("ours"), run("eager"), strict=True):
         assert torch.equal(a, b)
 
 
@@ -453,7 +453,7 @@ def test_declared_cuda_generator_replays_its_draws():
         out.square().sum().backward()
         return x.grad, g.get_state()
 
-    for a, b in zip(run("ours"), run("eager")):
+    for a, b in zip(run("ours"), run("eager"), strict=True):
         assert torch.equal(a, b)
 
 

@@ -84,7 +84,11 @@ def run(spec: Any, writer: Any) -> None:
     checks = []
     for method in params["methods"]:
         got = [float(x) for x in implementations[method]()]
-        error = max((abs(g - e) for g, e in zip(got, exact)), default=0.0) if len(got) == length else float("inf")
+        error = (
+            max((abs(g - e) for g, e in zip(got, exact, strict=True)), default=0.0)
+            if len(got) == length
+            else float("inf")
+        )
         checks.append(
             {
                 "backend": "python",

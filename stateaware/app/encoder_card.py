@@ -18,6 +18,7 @@ so a region would be the whole buffer. Costs (paper eq. 3):
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from typing import Any
@@ -80,11 +81,11 @@ def profile_card(
     h = x_q.detach()
     for seg in m.segments:
         exclude = params | {h.untyped_storage().data_ptr()}
-        r = _saved_bytes(lambda: seg(h), exclude)
-        ms = _median_ms(lambda: seg(h), repeats, device)
+        r = _saved_bytes(functools.partial(seg, h), exclude)
+        ms = _median_ms(functools.partial(seg, h), repeats, device)
         buffers = list(seg.buffers())
         state = sum(b.numel() * b.element_size() for b in buffers)
-        copy_ms = _median_ms(lambda: [b.clone() for b in buffers], repeats, device)
+        copy_ms = _median_ms(lambda: [b.clone() for b in buffers], repeats, device)  # noqa: B023 (timed at once)
         segments.append(
             {
                 "eager": {"retained_bytes": r, "temp_bytes": 0, "ms": ms},

@@ -124,7 +124,7 @@ def queue_rows(offset: int, batch: int, queue_size: int, device: str | torch.dev
 @torch.no_grad()
 def momentum_update(m: Moco) -> None:
     """``key = momentum * key + (1 - momentum) * query`` for every parameter."""
-    for pk, pq in zip(m.key.parameters(), m.query.parameters()):
+    for pk, pq in zip(m.key.parameters(), m.query.parameters(), strict=True):
         pk.mul_(m.momentum).add_(pq.detach(), alpha=1.0 - m.momentum)
 
 
@@ -235,7 +235,7 @@ def train_step(
     batch = x_q.shape[0]
     rows = queue_rows(step * batch if offset is None else offset, batch, m.queue_size, m.queue.device)
     h = x_q
-    for seg, option in zip(m.segments, policy[:-1]):
+    for seg, option in zip(m.segments, policy[:-1], strict=True):
         h = _segment(seg, h, option)
     last = policy[-1]
     if method == "functional":

@@ -200,18 +200,20 @@ def train_encoder(
         gen = _epoch_gen(seed, epoch, 1)
         first = len(observer.rows) if observer is not None else 0
 
+        # one_step and one_epoch run within this iteration (below), so the `gen` they read is
+        # this epoch's: B023's late binding cannot happen here.
         def one_step(idx: torch.Tensor) -> float:
             nonlocal step, enqueued
             x = images[idx]
-            x_q = augment(x, proto.image, gen).to(device)
-            x_k = augment(x, proto.image, gen).to(device)
+            x_q = augment(x, proto.image, gen).to(device)  # noqa: B023 (see above)
+            x_k = augment(x, proto.image, gen).to(device)  # noqa: B023
             loss = moco.train_step(m, opt, x_q, x_k, step, method, policy, offset=enqueued)
             step, enqueued = step + 1, enqueued + len(idx)
             return loss
 
         def one_epoch() -> list[float]:
             m.query.train(), m.key.train()
-            batches = _batches(len(images), proto.batch, gen)
+            batches = _batches(len(images), proto.batch, gen)  # noqa: B023
             if observer is not None and proto.peaks == "step":
                 return [observer.window(lambda idx=idx: one_step(idx)) for idx in batches]
             return [one_step(idx) for idx in batches]

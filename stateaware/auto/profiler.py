@@ -25,6 +25,7 @@ model and not counted.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -180,7 +181,7 @@ def _options(entries: list[StateEntry]) -> list[str]:
 
 def _check_explicit(model: torch.nn.Module, names: list[str], found: list[list[StateEntry]], state: Any) -> None:
     covered = explicit_names(model, state)
-    for segment, entries in zip(names, found):
+    for segment, entries in zip(names, found, strict=True):
         for entry in entries:
             if entry.name not in covered:
                 what = "Python attribute" if entry.kind == "python" else f"{entry.kind} ({entry.bytes} bytes)"
@@ -233,7 +234,7 @@ def profile(
         segments_doc = []
         _grads_allocated(model)
         warmed = False
-        for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs):
+        for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs, strict=True):
             module = model.get_submodule(name)
             forward = original_forward(module)
             pairs = [(relative(name, e.name), e) for e in entries]
@@ -243,7 +244,7 @@ def profile(
             if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
                 for option in _options(entries):
                     _measure(
-                        lambda option=option: run_segment(module, forward, option, pairs, x_args, x_kwargs),
+                        functools.partial(run_segment, module, forward, option, pairs, x_args, x_kwargs),
                         local.restore,
                         repeats=1,
                         device=device,
@@ -251,7 +252,7 @@ def profile(
                 warmed = True
             for option in _options(entries):
                 measured[option] = _measure(
-                    lambda option=option: run_segment(module, forward, option, pairs, x_args, x_kwargs),
+                    functools.partial(run_segment, module, forward, option, pairs, x_args, x_kwargs),
                     local.restore,
                     repeats=repeats,
                     device=device,
@@ -259,7 +260,10 @@ def profile(
             if entries:
                 try:
                     base = _measure(
-                        lambda: _oblivious(forward, x_args, x_kwargs), local.restore, repeats=repeats, device=device
+                        functools.partial(_oblivious, forward, x_args, x_kwargs),
+                        local.restore,
+                        repeats=repeats,
+                        device=device,
                     )
                 except Exception:  # a replay blind to state may fail outright; then no share is known
                     base = None

@@ -71,7 +71,7 @@ def apply(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
     if len(plan.policy) != len(names):
         raise ValueError(f"the plan has {len(plan.policy)} options for {len(names)} segments")
     modules = dict(model.named_modules())
-    for name, option, entries in zip(names, plan.policy, states):
+    for name, option, entries in zip(names, plan.policy, states, strict=True):
         if name not in modules:
             raise ValueError(f"segment {name!r} of the plan is not a submodule of {type(model).__name__}")
         if option not in SEGMENT_OPTIONS:

@@ -30,6 +30,7 @@ NOTE [ The profiler's USDT lines on stderr ]
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import tempfile
@@ -94,7 +95,7 @@ def timed_steps(step: Callable[[int], None], *, warmup: int, steps: int, device:
     """
     out = []
     for call in range(warmup + steps):
-        wall_ms, cpu_ms = time_step(lambda: step(call), lambda: synchronize(device))
+        wall_ms, cpu_ms = time_step(functools.partial(step, call), lambda: synchronize(device))
         out.append(StepTime(call < warmup, call if call < warmup else call - warmup, wall_ms, cpu_ms))
     return out
 

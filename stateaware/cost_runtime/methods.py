@@ -58,9 +58,10 @@ def forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run every segment under ``policy``; return ``(loss, last output)``.
 
-    ``policy`` is ``FUNCTIONAL`` or one option per segment. With ``FUNCTIONAL``, ``workload.state`` is rebound to the
-    final version at the end, so every method leaves the same state bytes behind; ``checkpointed=False`` runs the functional
-    program without any checkpoint (the semantic reference).
+    ``policy`` is ``FUNCTIONAL`` or one option per segment. With ``FUNCTIONAL``, ``workload.state``
+    is rebound to the final version at the end, so every method leaves the same state bytes
+    behind; ``checkpointed=False`` runs the functional program without any checkpoint (the
+    semantic reference).
     """
     shape = workload.shape
     x = workload.x0
@@ -84,7 +85,7 @@ def forward(
     if len(policy) != shape.live_segments:
         raise ValueError(f"policy has {len(policy)} entries for {shape.live_segments} segments")
     state = workload.state
-    for i, ((u, v), option) in enumerate(zip(workload.weights, policy)):
+    for i, ((u, v), option) in enumerate(zip(workload.weights, policy, strict=True)):
         args = (shape, state, u, v, x, rows.reads[i], rows.writes[i])
         if option == "eager":
             x = segment_forward(*args)

@@ -9,6 +9,7 @@ measures its peak in one extra, untimed step.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def _control_run(workload: Workload, rows):
 def _compare(got: Mapping[str, list[torch.Tensor]], want: Mapping[str, list[torch.Tensor]], tol: float):
     worst_phase, worst = None, 0.0
     for phase in ("forward", "state", "backward1", "backward2"):
-        for a, b in zip(got[phase], want[phase]):
+        for a, b in zip(got[phase], want[phase], strict=True):
             if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
                 # NaN compares false with everything: a non-finite value is never a match
                 return "diverge", phase, math.inf
@@ -142,7 +143,7 @@ def semantic_checks(
     for precision, dtype in PRECISIONS.items():
         tol = TOLERANCE[precision]
         ref = build(shape, seed=seed, dtype=dtype, device=device)
-        want = _observe(ref, lambda: forward(ref, rows, "functional", checkpointed=False))
+        want = _observe(ref, functools.partial(forward, ref, rows, "functional", checkpointed=False))
         runs = dict(policies)
         if control:
             runs[CONTROL] = CONTROL

@@ -205,7 +205,7 @@ def step_rows(shape: Shape, *, seed: int, step: int, device: str | torch.device 
     Computed on the CPU, then copied to ``device`` once per step, so the segments' index
     operations never wait on the host.
     """
-    n, k, segments = shape.n_rows, shape.rows_written, shape.live_segments
+    n, segments = shape.n_rows, shape.live_segments
     writes: list[torch.Tensor | None]
     if shape.dense:
         writes = [None] * segments

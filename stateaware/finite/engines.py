@@ -98,7 +98,7 @@ def reads_equal(a: Reads, b: Reads) -> bool:
     """Bitwise equality of two operations' reads (values, integer reads and draws)."""
     return (
         len(a.slot_values) == len(b.slot_values)
-        and all(_same(x, y) for x, y in zip(a.slot_values, b.slot_values))
+        and all(_same(x, y) for x, y in zip(a.slot_values, b.slot_values, strict=True))
         and _same(a.u, b.u)
         and _same(a.w, b.w)
         and _same(a.draws.noise, b.draws.noise)
@@ -287,14 +287,14 @@ def verify_engine(engine: str, trace: Trace, repeat: bool = True) -> EngineCheck
     truth = [reads_of(e) for e in trace.events]
     reads = recover(retained, program, live)
     gradient = reverse_trace(program, reads)
-    reads_ok = all(reads_equal(a, b) for a, b in zip(reads, truth))
+    reads_ok = all(reads_equal(a, b) for a, b in zip(reads, truth, strict=True))
     restored = bool(np.array_equal(live.buf, trace.final_bytes))
     aliases_ok = all(a.view(live.buf).tobytes() == a.view(trace.final_bytes).tobytes() for a in program.aliases)
     repeat_ok = True
     if repeat:
         again = recover(retained, program, live)
         repeat_ok = (
-            all(reads_equal(a, b) for a, b in zip(again, reads))
+            all(reads_equal(a, b) for a, b in zip(again, reads, strict=True))
             and reverse_trace(program, again).tobytes() == gradient.tobytes()
             and bool(np.array_equal(live.buf, trace.final_bytes))
         )

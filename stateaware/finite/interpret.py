@@ -136,7 +136,7 @@ class Trace:
 def _dot(weights: np.ndarray, values: np.ndarray):
     # A fixed left-to-right sum, so every path that forms the output rounds identically.
     total = values.dtype.type(0)
-    for wgt, val in zip(weights, values):
+    for wgt, val in zip(weights, values, strict=True):
         total = total + wgt * val
     return total
 

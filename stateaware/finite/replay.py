@@ -58,7 +58,7 @@ def _generator(state: bytes) -> np.random.Generator:
 def byte_journal(program: Program, events: list[Event]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(byte offsets, old bytes, new bytes) of every write, in execution order."""
     journal = []
-    for op, e in zip(program.ops, events):
+    for op, e in zip(program.ops, events, strict=True):
         if op.kind != "int_write":  # float cells: 8 bytes each
             offsets = (8 * e.dst[:, None] + np.arange(8)[None, :]).ravel()
             journal.append(

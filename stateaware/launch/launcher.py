@@ -155,7 +155,7 @@ def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
             continue
         rows = pq.read_table(part, columns=["process_index", "attempt", "status"])
         for index, attempt, status in zip(
-            *(rows.column(c).to_pylist() for c in ("process_index", "attempt", "status"))
+            *(rows.column(c).to_pylist() for c in ("process_index", "attempt", "status")), strict=True
         ):
             if index not in latest or attempt >= latest[index][0]:
                 latest[index] = (attempt, status)
@@ -216,7 +216,8 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
         raise ConfigError(str(exc)) from exc
     if len(per_process) != processes:
         raise ConfigError(
-            f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets for processes={processes}"
+            f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets "
+            f"for processes={processes}"
         )
     out = Path(cfg.out).resolve()
     from stateaware.config import launcher_cpus
@@ -277,11 +278,12 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
     """Run every pending process of ``plan``; return how each ended. Never raises for a process.
 
     Unless ``launcher.snapshot=false`` (or ``launcher=inline``), processes import the code
-    from a snapshot taken now (:mod:`stateaware.launch.snapshot`; a user's own kind module
-    included), so edits made while processes wait do not change what they run. Raises
-    ``SnapshotError`` before launching anything if the code changes while the snapshot is taken. A full disk stops the queue:
-    ``summary.disk_full`` says where, ``summary.not_started`` lists what did not start.
-    The caller holds the run's lock (:mod:`stateaware.launch.runlock`).
+    from a snapshot taken now (:mod:`stateaware.launch.snapshot`; a user's own kind
+    module included), so edits made while processes wait do not change what they run.
+    Raises ``SnapshotError`` before launching anything if the code changes while the
+    snapshot is taken. A full disk stops the queue: ``summary.disk_full`` says where,
+    ``summary.not_started`` lists what did not start. The caller holds the run's lock
+    (:mod:`stateaware.launch.runlock`).
     """
     from stateaware.cohorts import user_code
 
@@ -412,7 +414,8 @@ def describe(summary: Summary, plan: RunPlan) -> str:
     if summary.unsuccessful and not summary.disk_full:
         lines.append(
             "  re-run the same command to retry only these; details: "
-            f'python -m stateaware.analysis sql --results {plan.out} "SELECT process_index, status, exception_type, traceback '
+            f"python -m stateaware.analysis sql --results {plan.out} "
+            '"SELECT process_index, status, exception_type, traceback '
             f"FROM processes WHERE run_id = '{plan.run_id}' AND status <> 'completed'\""
         )
     return "\n".join(lines)

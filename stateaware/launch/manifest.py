@@ -127,7 +127,8 @@ def write_manifest(
             moved = quarantine(out, path)
             if say is not None:
                 say(
-                    f"quarantined damaged manifest {path}: {type(exc).__name__}: {exc}; moved to {moved}; writing it afresh"
+                    f"quarantined damaged manifest {path}: {type(exc).__name__}: {exc}; "
+                    f"moved to {moved}; writing it afresh"
                 )
     write_bytes_atomic(json.dumps(manifest, indent=2, sort_keys=True, default=str).encode(), path)
 

@@ -179,7 +179,7 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
 def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec]) -> list[Any]:
     """Submit ``pending`` as one job array; record and return the submitit jobs."""
     jobs = executor.map_array(RequeueableProcess(), pending)
-    _record_submissions(out, run_id, {spec.process_index: job.job_id for spec, job in zip(pending, jobs)})
+    _record_submissions(out, run_id, {spec.process_index: job.job_id for spec, job in zip(pending, jobs, strict=True)})
     return jobs
 
 
@@ -237,7 +237,7 @@ def run_array(
 
     queued = in_flight(out, run_id, [s.process_index for s in pending])
     fresh = [s for s in pending if s.process_index not in queued]
-    jobs = dict(zip(submit_array(executor, out, run_id, fresh), fresh)) if fresh else {}
+    jobs = dict(zip(submit_array(executor, out, run_id, fresh), fresh, strict=True)) if fresh else {}
     by_index = {s.process_index: s for s in pending}
     for index, job_id in queued.items():
         jobs[submitit.SlurmJob(folder=executor.folder, job_id=job_id)] = by_index[index]

@@ -66,10 +66,8 @@ def take_snapshot(
             return dest
         if say is not None:
             changed = _differences(dest, source_files(user_code))
-            say(
-                f"snapshot {dest} no longer matches source hash {source_hash[:12]} "
-                f"({', '.join(changed[:5]) + (', ...' if len(changed) > 5 else '') or 'contents differ'}); rebuilding it"
-            )
+            listed = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "") or "contents differ"
+            say(f"snapshot {dest} no longer matches source hash {source_hash[:12]} ({listed}); rebuilding it")
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
         _copy(tmp, source_hash, user_code)

@@ -118,7 +118,9 @@ class Bounds:
         self._rs = _event_sum(ordered_at[valid], steps[valid], self.grid.shape[0])
         self._missing = len(options) - np.cumsum(np.bincount(ordered_at[:, 0], minlength=self.grid.shape[0] + 1))[:-1]
         # Per segment, the (grid position, change in least r) events advance() subtracts.
-        self._events = [(at_i[ok].tolist(), step_i[ok].tolist()) for at_i, step_i, ok in zip(ordered_at, steps, valid)]
+        self._events = [
+            (at_i[ok].tolist(), step_i[ok].tolist()) for at_i, step_i, ok in zip(ordered_at, steps, valid, strict=True)
+        ]
         self._step = 0
         self.multipliers = _multipliers(options, self.room)
         self._descending = np.argsort(-self.multipliers, kind="stable")
@@ -135,7 +137,7 @@ class Bounds:
         # undefined (counts as missing) below its first event, the running least r above.
         starts, deltas = self._events[self._step]
         self._missing[: starts[0]] -= 1
-        for start, delta in zip(starts, deltas):
+        for start, delta in zip(starts, deltas, strict=True):
             self._rs[start:] -= delta
         self._step += 1
 

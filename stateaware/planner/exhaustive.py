@@ -76,7 +76,7 @@ def enumerate_policies(persistent_bytes: int, table: Sequence[Mapping[str, Optio
     temp = np.zeros(count, dtype=np.int64)
     ms = np.zeros(count, dtype=np.float64)
     digits = np.empty((count, len(table)), dtype=np.int8)
-    for i, (segment, options) in enumerate(zip(table, names)):
+    for i, (segment, options) in enumerate(zip(table, names, strict=True)):
         index, digit = np.divmod(index, len(options))
         retained += np.array([segment[o].retained_bytes for o in options], dtype=np.int64)[digit]
         np.maximum(temp, np.array([segment[o].temp_bytes for o in options], dtype=np.int64)[digit], out=temp)

@@ -93,7 +93,7 @@ class Frontier:
     def policy(self, index: int) -> tuple[str, ...]:
         """The per-segment options of the kept policy at ``index``."""
         out = []
-        for parents, choices in zip(reversed(self._parents), reversed(self._choices)):
+        for parents, choices in zip(reversed(self._parents), reversed(self._choices), strict=True):
             out.append(OPTIONS[int(choices[index])])
             index = int(parents[index])
         return tuple(reversed(out))
@@ -147,7 +147,7 @@ def _nondominated(r: np.ndarray, q: np.ndarray, c: np.ndarray) -> np.ndarray:
     bounds = np.concatenate([[0], starts, [r.shape[0]]])
     stair_r = np.empty(0, dtype=np.int64)
     stair_c = np.empty(0, dtype=np.float64)
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         level_r, level_c = r[lo:hi], c[lo:hi]
         ok = keep[lo:hi]
         if lo:  # the global running minimum above was this level's own only for the first

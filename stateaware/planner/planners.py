@@ -130,7 +130,7 @@ def evaluate_policy(card: ProfileCard, policy: Sequence[str]) -> tuple[int, floa
     if len(policy) != card.n_segments:
         raise ValueError(f"policy has {len(policy)} entries but the card has {card.n_segments} segments")
     retained, temp, ms = 0, 0, 0.0
-    for index, (segment, option) in enumerate(zip(card.segments, policy)):
+    for index, (segment, option) in enumerate(zip(card.segments, policy, strict=True)):
         if option not in segment:
             raise ValueError(f"segment {index} has no option {option!r}; it has: {', '.join(segment) or 'none'}")
         cost = segment[option]

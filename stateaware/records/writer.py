@@ -8,9 +8,10 @@ A part is written under a temporary name (``.<name>.tmp-<host>-<pid>``, which no
 ``*.parquet`` glob matches) and renamed into place, so a process killed mid-write leaves no
 readable partial file, and a failed write (a full disk) removes its temporary file. The
 host and pid in the name say who owns a temporary file: :func:`stale_temporary` tells
-debris of a dead writer from the file of a live one, which must never be removed. Part names are chosen by the cohort and must be deterministic (``"main"``,
-``"method=joint"``): writing the same part again replaces it, which is what makes a
-resumed or requeued process unable to duplicate rows.
+debris of a dead writer from the file of a live one, which must never be removed. Part
+names are chosen by the cohort and must be deterministic (``"main"``, ``"method=joint"``):
+writing the same part again replaces it, which is what makes a resumed or requeued
+process unable to duplicate rows.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,7 +43,7 @@ __all__ = [
     "as_disk_full",
 ]
 
-Rows = Union[Sequence[Mapping[str, Any]], Mapping[str, Sequence[Any]], pa.Table]
+Rows: TypeAlias = Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]] | pa.Table
 
 _IDENTITY_NAMES = [f.name for f in IDENTITY]
 

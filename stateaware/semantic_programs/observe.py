@@ -63,7 +63,7 @@ def judge(obs: Observation, ref: Observation, precision: str) -> Verdict:
         errors["forward"] = _err(obs.out, ref.out)
     for k, name in enumerate(("backward1", "backward2")):
         if k < len(obs.grads) and k < len(ref.grads):
-            errors[name] = max(_err(a, b) for a, b in zip(obs.grads[k], ref.grads[k]))
+            errors[name] = max(_err(a, b) for a, b in zip(obs.grads[k], ref.grads[k], strict=True))
     rng_differs = False
     if obs.failed_phase is None:
         state = []

@@ -84,7 +84,8 @@ def _roots(fn: Any, args: tuple, kwargs: dict) -> Iterator[tuple[str, Any]]:
         code = getattr(func, "__code__", None)
         if code is None:
             continue
-        for var, cell in zip(code.co_freevars, getattr(func, "__closure__", None) or ()):
+        # Not strict: a callable that is not a plain function may lack the __closure__ its code implies.
+        for var, cell in zip(code.co_freevars, getattr(func, "__closure__", None) or (), strict=False):
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell (variable not yet bound)

@@ -228,7 +228,7 @@ class Touched(Reads, TorchFunctionMode):
         if not training:
             return
         names = _STAT_NAMES[func]
-        for at, name in zip((mean_at, var_at), names):
+        for at, name in zip((mean_at, var_at), names, strict=True):
             t = args[at] if len(args) > at else kwargs.get(name)
             if isinstance(t, torch.Tensor) and id(t) not in self.made:
                 self.stat_writes[id(t)] = t

@@ -55,12 +55,12 @@ class ModuleState:
 
     def enter(self) -> None:
         self.outside = [_capture(m) for m in self.modules]
-        for m, state in zip(self.modules, self.forward):
+        for m, state in zip(self.modules, self.forward, strict=True):
             _reinstate(m, state)
 
     def exit(self) -> None:
         if self.outside is not None:
-            for m, state in zip(self.modules, self.outside):
+            for m, state in zip(self.modules, self.outside, strict=True):
                 _reinstate(m, state)
             self.outside = None
 

@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import torch
 
@@ -118,8 +118,8 @@ class ReplayError(compat.CheckpointError):
     message leads with torch's sentence."""
 
 
-StateItem = Union[torch.Tensor, torch.nn.Module, Region, torch.Generator]
-PreserveSpec = Union[str, Mapping[Any, str]]
+StateItem: TypeAlias = torch.Tensor | torch.nn.Module | Region | torch.Generator
+PreserveSpec: TypeAlias = str | Mapping[Any, str]
 
 _UNSET: Any = object()  # `state`/`preserve` not passed (see _keywords)
 
@@ -511,7 +511,7 @@ class _Frame:
     def inputs(self) -> list[Any]:
         args = list(self.args)
         saved = self.input_saver.grad_fn.saved_tensors  # unpacks; may replay an enclosing frame
-        for slot, t in zip(self.tensor_slots, saved):
+        for slot, t in zip(self.tensor_slots, saved, strict=True):
             args[slot] = t
         return args
 
@@ -828,13 +828,13 @@ def _rng_restored(rng):
     outside_cpu = torch.get_rng_state()
     outside = [module.get_rng_state(d) for d in devices] if devices else []
     torch.set_rng_state(cpu)
-    for d, state in zip(devices, states):
+    for d, state in zip(devices, states, strict=True):
         module.set_rng_state(state, d)
     try:
         yield
     finally:
         torch.set_rng_state(outside_cpu)
-        for d, state in zip(devices, outside):
+        for d, state in zip(devices, outside, strict=True):
             module.set_rng_state(state, d)
 
 

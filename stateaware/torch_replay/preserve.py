@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported by the modules that run the engines
+    import contextlib
+
     import torch
 
 __all__ = ["Region", "PRESERVE_MODES"]

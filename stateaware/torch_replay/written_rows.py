@@ -71,7 +71,7 @@ def _extent_rows(base: torch.Tensor, view: torch.Tensor) -> torch.Tensor | None:
     if not base.is_contiguous():  # rows are not contiguous runs of the storage
         return torch.arange(n, device=base.device)
     offset = view.storage_offset() - base.storage_offset()
-    last = offset + sum((size - 1) * abs(stride) for size, stride in zip(view.shape, view.stride()))
+    last = offset + sum((size - 1) * abs(stride) for size, stride in zip(view.shape, view.stride(), strict=True))
     row = base.stride(0) if base.dim() else 1
     first, stop = max(offset // row, 0), min(last // row + 1, n)
     return torch.arange(first, stop, device=base.device)
@@ -189,7 +189,7 @@ class _WrittenRows:
             return
         with torch.no_grad():
             raw = self.live.data
-            for (rows, _), current in zip(self.records, self._current):
+            for (rows, _), current in zip(self.records, self._current, strict=True):
                 raw.index_copy_(0, rows, current)
         self._current = None
 

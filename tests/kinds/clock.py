@@ -1,6 +1,7 @@
 """Test cohort kind: sleeps, then records when and where it ran (JSON in ``detail``) and a few timing rows.
 
-params: pad_kib (int: that many KiB of random hex text in the records row, to fill a disk), sleep_s (float), sleep_index (int or -1: only that process sleeps), sleep_once_dir
+params: pad_kib (int: that many KiB of random hex text in the records row, to fill a disk),
+sleep_s (float), sleep_index (int or -1: only that process sleeps), sleep_once_dir
 (sleep only the first time, remembered by a marker file there), rows (int),
 fail_index (int or -1), die_index (int or -1) with
 marker_dir: the process with index die_index SIGKILLs itself the first time it runs
