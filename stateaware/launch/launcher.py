@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -200,8 +200,9 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
     from stateaware.cohorts import load_kind, report_sections
     from stateaware.config import ConfigError
 
-    cohort = OmegaConf.to_container(cfg.cohort, resolve=True)
-    hardware = OmegaConf.to_container(cfg.hardware, resolve=True)
+    # Config groups are mappings (validated before planning), so their containers are dicts.
+    cohort = cast(dict[str, Any], OmegaConf.to_container(cfg.cohort, resolve=True))
+    hardware = cast(dict[str, Any], OmegaConf.to_container(cfg.hardware, resolve=True))
     processes = int(cfg.processes)
     run_id = cfg.run_id or _default_run_id(cohort, processes, hardware, source_hash)
     kind = load_kind(cohort["kind"])

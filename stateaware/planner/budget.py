@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import TYPE_CHECKING, cast
 
 from stateaware.units import UNITS as BUDGET_UNITS
 from stateaware.units import format_bytes, parse_bytes
+
+if TYPE_CHECKING:  # at run time the card's module is imported where it is used
+    from .profile_card import ProfileCard
 
 __all__ = ["BUDGET_UNITS", "parse_budget", "format_bytes", "relative_position", "budget_on_card"]
 
@@ -38,7 +42,7 @@ def relative_position(text: object) -> Fraction | None:
     return None if match is None else Fraction(match["number"]) / 100
 
 
-def budget_on_card(text: str | int, card: object) -> int:
+def budget_on_card(text: str | int, card: ProfileCard) -> int:
     """Budget bytes for ``text`` on ``card``: a byte size as ``parse_budget`` reads it, or
     ``P%`` placed between the card's anchors (NOTE [ Relative budgets ]).
 
@@ -52,7 +56,7 @@ def budget_on_card(text: str | int, card: object) -> int:
     return least + int(position * (eager - least))  # int() of a non-negative Fraction floors
 
 
-def anchors(card: object) -> tuple[int, int]:
+def anchors(card: ProfileCard) -> tuple[int, int]:
     """``(least, eager)``: the least peak any policy reaches on ``card`` and the predicted
     all-eager peak — the 0% and 100% of a relative budget."""
     from .frontier import min_peak_bytes
@@ -65,4 +69,5 @@ def anchors(card: object) -> tuple[int, int]:
         )
     least = min_peak_bytes(card.persistent_bytes, [dict(s) for s in card.segments])
     eager, _ = evaluate_policy(card, ("eager",) * card.n_segments)
-    return int(least), int(eager)
+    # Not None: every segment has at least its eager option (checked above).
+    return int(cast(int, least)), int(eager)

@@ -62,9 +62,9 @@ def enumerate_policies(persistent_bytes: int, table: Sequence[Mapping[str, Optio
     ``ValueError`` if a segment has no option or there are more than ``MAX_POLICIES``.
     """
     names = [[name for name in OPTIONS if name in segment] for segment in table]
-    for index, options in enumerate(names):
+    for position, options in enumerate(names):
         if not options:
-            raise ValueError(f"segment {index} has no option to enumerate")
+            raise ValueError(f"segment {position} has no option to enumerate")
     count = int(np.prod([len(options) for options in names], dtype=object))
     if count > MAX_POLICIES:
         raise ValueError(

@@ -88,7 +88,8 @@ class Frontier:
 
     @property
     def peak_bytes(self) -> np.ndarray:
-        return self.persistent_bytes + self.retained + self.max_temp
+        peaks: np.ndarray = self.persistent_bytes + self.retained + self.max_temp
+        return peaks
 
     def policy(self, index: int) -> tuple[str, ...]:
         """The per-segment options of the kept policy at ``index``."""

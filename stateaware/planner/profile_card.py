@@ -157,10 +157,10 @@ def _int_field(value: Any, where: str) -> int:
 def _ms_field(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise CardError(f"{where} must be a non-negative number of milliseconds, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise CardError(f"{where} must be finite and non-negative, got {value!r}")
-    return value
+    ms = float(value)
+    if not math.isfinite(ms) or ms < 0:
+        raise CardError(f"{where} must be finite and non-negative, got {ms!r}")
+    return ms
 
 
 def _option_from_dict(raw: Any, where: str) -> OptionCost:

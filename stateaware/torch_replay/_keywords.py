@@ -22,7 +22,8 @@ from typing import Any
 
 __all__ = ["Transaction", "transaction", "check_collision"]
 
-_accepts_cache: weakref.WeakKeyDictionary[Any, tuple[type, Any]] = weakref.WeakKeyDictionary()
+_Accepts = tuple[dict[str, int], frozenset[str], bool]  # positional index by name, keyword-only names, **kwargs
+_accepts_cache: weakref.WeakKeyDictionary[Any, tuple[type, _Accepts]] = weakref.WeakKeyDictionary()
 
 
 class Transaction:
@@ -105,7 +106,7 @@ def _accepts(fn: Any) -> tuple[dict[str, int], frozenset[str], bool]:
     try:
         params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):  # no signature to read (C builtins)
-        result: tuple[dict[str, int], frozenset[str], bool] = ({}, frozenset(), False)
+        result: _Accepts = ({}, frozenset(), False)
     else:
         positional = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
         keyword_only = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)
