@@ -1,28 +1,34 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
-#   make run    install into .venv, run the main job (confirm44) on this machine's default
-#               profile, then write the report (results/report/report.md)
-#   make test   install into .venv, then run the test suite
+#   make run         install into .venv, run the main job (confirm44) on this machine's default
+#                    profile, then write the report (results/report/report.md)
+#   make test        install into .venv, then run the whole test suite (what CI runs): the tests,
+#                    lint (ruff), types (mypy), the docs site (mkdocs --strict) and its code blocks
+#   make test-quick  the same without the tests marked slow or slurm: the tier for a quick check
+# `make install` installs every extra (`.[all]`) and fills the local wheel cache from which a
+# test installs the [analysis] extra alone into a fresh venv (online once, then offline).
 # The venv sees system site-packages, so an already installed torch/jax is reused rather
 # than downloaded again; whatever is missing is installed from pyproject.toml. That cannot
 # hide a missing dependency: `make test` first runs tests/test_dependencies.py, which fails
 # when the code or the tests import a module no declared dependency provides, or when a
 # declared one is absent or outside its range — so a machine with an empty base Python
-# behaves like this one. (The tests themselves never rely on the base interpreter: the one
-# nested venv a Slurm test builds sees exactly this .venv's packages.)
+# behaves like this one. (The tests themselves never rely on the base interpreter: the
+# nested venvs some tests build see exactly this .venv's packages, or only the wheel cache.)
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 COHORT ?= confirm44
 PYTEST_ARGS ?=
+QUICK := not slow and not slurm
 
-.PHONY: install run test clean
+.PHONY: install run test test-quick lint docs clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py
+$(VENV)/.installed: pyproject.toml setup.py tests/wheel_cache.py
 	$(PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[all]'
+	$(PY) tests/wheel_cache.py
 	touch $@
 
 run: install
@@ -33,5 +39,18 @@ test: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_dependencies.py
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+test-quick: install
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_dependencies.py
+	$(PY) -m pytest -q -m "$(QUICK)" $(PYTEST_ARGS)
+
+# The checks test_lint.py and test_docs.py run, on their own (pre-commit runs the same).
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+docs: install
+	$(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

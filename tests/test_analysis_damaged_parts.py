@@ -112,6 +112,7 @@ def _counts(results: Path) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("table", TABLES)
 def test_a_view_never_includes_a_bad_part_and_verification_names_it(results, table, kind, tmp_path):

@@ -248,6 +248,7 @@ def _intended(golden: list[list]) -> list[list]:
     return out
 
 
+@pytest.mark.slow
 def test_every_existing_cohorts_report_keeps_its_sections_and_tables(small_report):
     want = _intended(json.loads(GOLDEN.read_text()))
     got = digest(small_report)

@@ -134,6 +134,7 @@ def test_expand_is_seed_major_and_checks_the_process_count(tmp_path, monkeypatch
         cifar.expand(cohort, {"name": "a100"}, 14)
 
 
+@pytest.mark.slow
 def test_seven_methods_give_byte_identical_score_files_within_a_seed(cohort_run):
     out, _ = cohort_run
     rows = _q(

@@ -289,6 +289,7 @@ def test_the_table_is_large_and_every_case_is_distinct():
     assert len({c.argv for c in CASES}) == len(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_malformed_input_ends_in_one_line_naming_it(outcomes, case):
     outcome = outcomes[case.name]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def _run(*args, cwd):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
@@ -89,6 +91,7 @@ def test_help_lists_the_groups_and_no_cohort_names_the_choices(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_timing_cohort_prints_its_per_method_summary(tmp_path):
     done = _run(
         "-m",

@@ -250,6 +250,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- every block ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the blocks run cohorts and the auto example: minutes, not the quick tier
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_block(block: Block, sandbox: Path):
     if block.language == "python":

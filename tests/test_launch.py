@@ -58,6 +58,7 @@ def test_a_failed_process_does_not_stop_the_others(compose, tmp_path, sql, capsy
     assert "process 1 failed (attempt 1): deliberate failure in process 1" in out
 
 
+@pytest.mark.slow
 def test_resume_after_a_killed_process_reruns_only_it_and_duplicates_nothing(compose, tmp_path, sql):
     out, markers = tmp_path / "out", tmp_path / "markers"
     markers.mkdir()

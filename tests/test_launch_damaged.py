@@ -55,6 +55,7 @@ DAMAGES = {"truncated": _truncate, "zero-byte": _zero, "random-bytes": _random, 
 PARTS = {"processes": "p000001-a001.parquet", "timings": "p000001-m.parquet", "records": "p000001-main.parquet"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", sorted(PARTS))
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_resume_quarantines_a_damaged_part_and_reruns_its_process(compose, tmp_path, sql, capsys, damage, table):

@@ -11,6 +11,8 @@ import sys
 import time
 from datetime import UTC
 
+import pytest
+
 from tests.conftest import REPO
 
 
@@ -37,6 +39,7 @@ def _lock(out):
     return out / "runs" / "cohort=demo" / "run_id=shared" / ".launcher.lock"
 
 
+@pytest.mark.slow
 def test_a_second_launch_of_a_live_run_exits_2_naming_the_holder(tmp_path, sql):
     out = tmp_path / "out"
     first = _launch(out, sleep_s=3.0)

@@ -55,6 +55,7 @@ def _check_planner_against_enumeration(card, planner, rng):
         assert set(result.policy) <= set(options)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["tradeoff", "uniform"])
 def test_joint_equals_enumeration_three_options_up_to_ten_segments(kind):
     rng = np.random.default_rng(20261129 + len(kind))

@@ -65,6 +65,7 @@ writer.write("timings", {"step": range(n), "step_ms": [0.5] * n}, part="big")
 """
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_write_leaves_no_readable_part(tmp_path, sql):
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(tmp_path)])
     folder = tmp_path / "timings" / "cohort=c" / "run_id=r1"

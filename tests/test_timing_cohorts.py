@@ -137,6 +137,7 @@ def check_common(con, methods: int, timed: int, steps: int, processes: int):
     )
 
 
+@pytest.mark.slow
 def test_fair44_runs_seven_methods_on_the_frozen_card(tmp_path, cards):
     folder, frozen = cards
     hardware = tiny_hardware(folder, frozen)
