@@ -47,7 +47,7 @@ __all__ = ["READ_RECORDING", "set_read_recording", "observe", "learn"]
 READ_RECORDING = ("first_call", "every_call")
 _mode = ["first_call"]
 _MAX_PROFILES = 512  # call shapes kept (the oldest learned dropped first): a bound, never a cache of the world
-_profiles: dict[tuple, _Profile] = {}  # insertion-ordered
+_profiles: dict[tuple[Any, ...], _Profile] = {}  # insertion-ordered
 # Arguments keyed by value, not type: an index (``model.layer(i, h)``) or a flag picks
 # which tensors a call reads. A value that changes on every call (a step counter) makes
 # every call a new shape: recorded, as with "every_call".
@@ -67,7 +67,7 @@ def set_read_recording(mode: str) -> None:
 class _Profile:
     __slots__ = ("arg_reads", "ambient")
 
-    def __init__(self, arg_reads: tuple, ambient: tuple[weakref.ref, ...]):
+    def __init__(self, arg_reads: tuple[tuple[Any, ...], ...], ambient: tuple[weakref.ref[torch.Tensor], ...]):
         self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name)
         self.ambient = ambient
 
@@ -80,7 +80,9 @@ class Witness(Reads):
         self.tensors = {id(t): (t, t._version) for t in tensors}
 
 
-def observe(fn: Callable, args: tuple, kwargs: dict) -> tuple[Reads, tuple | None]:
+def observe(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Reads, tuple[Any, ...] | None]:
     """What to run ``fn``'s forward under: a :class:`Witness` when this call shape was
     learned (and every learned tensor is alive), else a recording :class:`Touched`; with
     the key to :func:`learn` under (``None``: nothing to learn, e.g. a witness)."""
@@ -98,11 +100,11 @@ def observe(fn: Callable, args: tuple, kwargs: dict) -> tuple[Reads, tuple | Non
     return Touched(), key
 
 
-def learn(key: tuple | None, reads: Reads, args: tuple, kwargs: dict) -> None:
+def learn(key: tuple[Any, ...] | None, reads: Reads, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Keep what a recorded, accepted forward read under ``key`` (not when it wrote silently)."""
     if key is None or reads.silent:
         return
-    where: dict[int, tuple] = {}
+    where: dict[int, tuple[Any, ...]] = {}
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
             where.setdefault(id(a), ("arg", i))
@@ -124,7 +126,7 @@ def learn(key: tuple | None, reads: Reads, args: tuple, kwargs: dict) -> None:
         _profiles.pop(next(iter(_profiles)), None)
 
 
-def _resolve(profile: _Profile, args: tuple, kwargs: dict) -> list[torch.Tensor] | None:
+def _resolve(profile: _Profile, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor] | None:
     out = []
     for ref in profile.ambient:
         t = ref()
@@ -149,12 +151,13 @@ def _resolve(profile: _Profile, args: tuple, kwargs: dict) -> list[torch.Tensor]
     return out
 
 
-def _key(fn: Any, args: tuple, kwargs: dict) -> tuple | None:
+def _key(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
     """The call shape (module doc), or ``None`` for a callable whose code is not one function's.
 
     What the function reaches (closure, defaults, named globals, nested callables) is
     ``_reach``'s walk, the one error messages name state by.
     """
+    bound: object
     if isinstance(fn, torch.nn.Module):
         code, bound = type(fn).forward.__code__, fn
     else:

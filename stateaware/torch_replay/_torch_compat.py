@@ -26,7 +26,7 @@ import contextlib
 import functools
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 import torch.utils.checkpoint as _tuc
@@ -76,6 +76,9 @@ _GROUP_OVERLAP = (
     "torch.utils.checkpoint.GraphExecGroup context. "
 )
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 _gid_fallback = itertools.count(-2, -1)  # an unpack outside any backward: a fresh id each time
 
 
@@ -85,7 +88,7 @@ class Contexts:
 
     __slots__ = ("forward", "replay", "on_error")
 
-    def __init__(self, forward: Any, replay: Any, on_error: Callable[[Exception], Any] | None):
+    def __init__(self, forward: Any, replay: Any, on_error: Callable[[CheckpointError], object] | None):
         self.forward, self.replay, self.on_error = forward, replay, on_error
 
 
@@ -140,7 +143,7 @@ def twice_message() -> str:
     return TORCH_TWICE.format(extra=extra)
 
 
-def saved_tensors_hooks(pack: Callable, unpack: Callable) -> Any:
+def saved_tensors_hooks(pack: Callable[[torch.Tensor], Any], unpack: Callable[[Any], torch.Tensor]) -> Any:
     """Our pack/unpack hooks, marked as a checkpoint's own: code that looks for the *user's*
     saved-tensor hooks (SAC routing cached tensors through ``save_on_cpu``, nested
     checkpoints) skips them, as it skips torch's checkpoint hooks."""
@@ -161,7 +164,7 @@ def device_context() -> Any:
     from torch.overrides import _get_current_function_mode_stack
     from torch.utils._device import DeviceContext
 
-    for mode in reversed(_get_current_function_mode_stack()):
+    for mode in reversed(_get_current_function_mode_stack()):  # type: ignore[no-untyped-call]  # unannotated in torch
         if isinstance(mode, DeviceContext):
             return DeviceContext(mode.device)
     return None
@@ -172,7 +175,7 @@ def metadata_of(x: torch.Tensor) -> dict[str, Any]:
     return {"shape": x.shape, "dtype": x.dtype, "device": x.device}
 
 
-def dynamo_disable(fn: Callable) -> Callable:
+def dynamo_disable(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``fn`` run eagerly under ``torch.compile``: a graph break before and after it.
 
     The replay is driven by saved-tensor hooks whose closures hold Python state (holders,
@@ -187,7 +190,7 @@ def dynamo_disable(fn: Callable) -> Callable:
     disabled = torch._disable_dynamo(fn, recursive=True)
 
     @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if torch.compiler.is_compiling():
             return disabled(*args, **kwargs)
         return fn(*args, **kwargs)

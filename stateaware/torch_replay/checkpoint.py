@@ -14,8 +14,8 @@ import functools
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeAlias
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 
@@ -34,6 +34,9 @@ from stateaware.torch_replay.preserve import (
     note_silent_write,
     recording,
 )
+
+if TYPE_CHECKING:
+    from stateaware.torch_replay.preserve import Engine
 
 __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHECKS"]
 
@@ -120,6 +123,12 @@ class ReplayError(compat.CheckpointError):
 
 StateItem: TypeAlias = torch.Tensor | torch.nn.Module | Region | torch.Generator
 PreserveSpec: TypeAlias = str | Mapping[Any, str]
+#: ``_declare``'s mode chooser: (declared item, its Region rows or None) -> preserve mode.
+_Choose: TypeAlias = Callable[[object, torch.Tensor | None], str]
+#: ``_stash_rng``'s result: CPU state, device type, device indices, their states.
+_RngState: TypeAlias = tuple[torch.Tensor, str, list[int], list[torch.Tensor]]
+#: ``_autocast_state``'s result: (device type, enabled, dtype) per type, and the cache flag.
+_AutocastState: TypeAlias = tuple[list[tuple[str, bool, torch.dtype]], bool]
 
 _UNSET: Any = object()  # `state`/`preserve` not passed (see _keywords)
 
@@ -148,12 +157,12 @@ class _SaveInputs(torch.autograd.Function):
     recomputes rather than retains them (Rule 7), and eager's version check applies."""
 
     @staticmethod
-    def forward(ctx, anchor, *tensors):  # type: ignore[override]
+    def forward(ctx: Any, anchor: torch.Tensor, *tensors: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(*tensors)
         return anchor.new_empty(0)
 
     @staticmethod
-    def backward(ctx, *grads):  # type: ignore[override]
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[None, ...]:
         return (None,) * (1 + len(ctx.saved_tensors))
 
 
@@ -291,7 +300,7 @@ def checkpoint(
         determinism_check: one of ``DETERMINISM_CHECKS``.
         early_stop: stop a replay as soon as every saved tensor is recomputed.
     """
-    options = dict(
+    options: dict[str, Any] = dict(
         use_reentrant=use_reentrant,
         preserve_rng_state=preserve_rng_state,
         context_fn=context_fn,
@@ -310,20 +319,20 @@ def checkpoint(
 
 @compat.dynamo_disable
 def _checkpoint(
-    function,
-    args,
-    kwargs,
-    state,
-    preserve,
+    function: Any,  # the segment, a Transaction, or checkpoint()'s None (calling it then raises)
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    state: Iterable[StateItem],
+    preserve: PreserveSpec,
     *,
-    use_reentrant,
-    preserve_rng_state,
-    context_fn,
-    determinism_check,
-    debug,
-    early_stop,
-    respect_saved_tensors_hooks,
-):
+    use_reentrant: bool | None,
+    preserve_rng_state: bool,
+    context_fn: Callable[[], tuple[Any, Any]],
+    determinism_check: str,
+    debug: bool,
+    early_stop: bool,
+    respect_saved_tensors_hooks: bool | None,
+) -> Any:
     if use_reentrant:
         raise ValueError(
             "stateaware.torch_replay.checkpoint supports use_reentrant=False only; the state "
@@ -366,15 +375,16 @@ def _checkpoint(
 class _Checkpointed:
     """``checkpoint(use_reentrant=False, ...)(fn)``: ``fn`` checkpointed on every call."""
 
-    def __init__(self, fn, ours, options):
+    def __init__(self, fn: Callable[..., Any], ours: dict[str, Any], options: dict[str, Any]) -> None:
         self.fn, self.ours, self.options = fn, ours, options
         functools.update_wrapper(self, fn, updated=())
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         state, preserve = self.ours.get("state", _UNSET), self.ours.get("preserve", _UNSET)
         return _checkpoint(self.fn, args, kwargs, state, preserve, **self.options)
 
-    def __get__(self, instance, owner=None):  # as a method decorator: bind, keep the options
+    def __get__(self, instance: object, owner: type | None = None) -> _Checkpointed:
+        # as a method decorator: bind, keep the options
         get = getattr(self.fn, "__get__", None)
         if instance is None or get is None:
             return self
@@ -384,21 +394,23 @@ class _Checkpointed:
 # --------------------------------------------------------------------------- declaration
 
 
-def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
+def _declare(
+    state: Iterable[StateItem], preserve: PreserveSpec
+) -> tuple[list[_Declared], list[torch.nn.Module], list[tuple[str, torch.Generator]]]:
     if isinstance(preserve, str):
         if preserve not in PRESERVE_MODES:
             raise ValueError(
                 f"preserve={preserve!r}; valid values are: {', '.join(PRESERVE_MODES)} "
                 "or a mapping {tensor_or_region: mode} (default 'whole')"
             )
-        choose = lambda item, rows: "whole" if (preserve == "region" and rows is None) else preserve  # noqa: E731
+        choose: _Choose = lambda item, rows: "whole" if (preserve == "region" and rows is None) else preserve  # noqa: E731
     elif isinstance(preserve, Mapping):
         bad = sorted({str(v) for v in preserve.values() if v not in PRESERVE_MODES})
         if bad:
             raise ValueError(f"preserve mapping has mode(s) {bad}; valid modes are: {', '.join(PRESERVE_MODES)}")
         by_id = {id(k): v for k, v in preserve.items()}
 
-        def choose(item, rows):
+        def choose(item: object, rows: torch.Tensor | None) -> str:
             mode = by_id.get(id(item), by_id.get(id(getattr(item, "tensor", None)), "whole"))
             if mode == "region" and rows is None:
                 raise ValueError(
@@ -413,6 +425,7 @@ def _declare(state: Iterable[StateItem], preserve: PreserveSpec):
     modules: list[torch.nn.Module] = []
     generators: dict[int, tuple[str, torch.Generator]] = {}
     for i, item in enumerate(state):
+        entries: list[tuple[str, torch.Tensor, torch.Tensor | None, object]]
         if isinstance(item, Region):
             entries = [(f"Region(state[{i}])", item.tensor, item.rows, item)]
         elif isinstance(item, torch.Tensor):
@@ -480,7 +493,17 @@ class _Frame:
         "partial_replays",
     )
 
-    def __init__(self, fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop):
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        declared: list[_Declared],
+        engines: list[Engine],
+        rng: _RngState | None,
+        autocast: _AutocastState,
+        check_metadata: bool,
+        early_stop: bool,
+    ) -> None:
         self.fn, self.kwargs = fn, kwargs
         self.declared, self.engines = declared, engines
         self.rng, self.autocast = rng, autocast
@@ -489,10 +512,12 @@ class _Frame:
         self.args: list[Any] = []
         self.tensor_slots: list[int] = []
         self.input_saver: torch.Tensor | None = None
-        self.holders: list[weakref.ref] = []
-        self.metadata: list[tuple] = []
-        self.watch: list[tuple[weakref.ref, int, int | None]] = []  # (tensor, version, argument index)
-        self.recomputed: defaultdict[int, weakref.WeakKeyDictionary] = defaultdict(weakref.WeakKeyDictionary)
+        self.holders: list[weakref.ref[_Holder]] = []
+        self.metadata: list[dict[str, Any]] = []
+        self.watch: list[tuple[weakref.ref[torch.Tensor], int, int | None]] = []  # (tensor, version, argument index)
+        self.recomputed: defaultdict[int, weakref.WeakKeyDictionary[_Handle, torch.Tensor]] = defaultdict(
+            weakref.WeakKeyDictionary
+        )
         self.replayed: set[int] = set()
         self.counts: defaultdict[int, int] = defaultdict(int)
         self.replay_saved: list[tuple[torch.Tensor, int, int]] = []
@@ -504,13 +529,15 @@ class _Frame:
         self.forward_completed = False
         self.partial_replays: set[Any] = set()
 
-    def save_inputs(self, args: tuple, declared_ids: set[int]) -> None:
+    def save_inputs(self, args: tuple[Any, ...], declared_ids: set[int]) -> None:
         self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
         self.input_saver = _SaveInputs.apply(_anchor(), *tensors)
 
     def inputs(self) -> list[Any]:
         args = list(self.args)
-        saved = self.input_saver.grad_fn.saved_tensors  # unpacks; may replay an enclosing frame
+        # unpacks; may replay an enclosing frame. input_saver is set by save_inputs, and its
+        # grad_fn is the _SaveInputs node, whose saved_tensors torch's Node type does not declare
+        saved = self.input_saver.grad_fn.saved_tensors  # type: ignore[union-attr]
         for slot, t in zip(self.tensor_slots, saved, strict=True):
             args[slot] = t
         return args
@@ -528,9 +555,11 @@ def _anchor() -> torch.Tensor:
     return anchor
 
 
-def _split_inputs(args: tuple, declared_ids: set[int]):
+def _split_inputs(args: tuple[Any, ...], declared_ids: set[int]) -> tuple[list[Any], list[int], list[torch.Tensor]]:
     # Declared tensors stay plain references: the segment writes them, which would trip
     # autograd's version check on a saved input, and Rule 1 preserves them anyway.
+    slots: list[int]
+    tensors: list[torch.Tensor]
     kept, slots, tensors = list(args), [], []
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and id(a) not in declared_ids:
@@ -540,12 +569,23 @@ def _split_inputs(args: tuple, declared_ids: set[int]):
     return kept, slots, tensors
 
 
-def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state, check_metadata, early_stop, ctx=None):
+def _forward(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    declared: list[_Declared],
+    modules: list[torch.nn.Module],
+    generators: list[tuple[str, torch.Generator]],
+    preserve_rng_state: bool,
+    check_metadata: bool,
+    early_stop: bool,
+    ctx: compat.Contexts | None = None,
+) -> Any:
     declared_ids = {id(d.tensor) for d in declared}
     device_type, devices = _devices(fn, args, kwargs, declared)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
     autocast = _autocast_state(device_type)
-    engines = []
+    engines: list[Engine] = []
     for d in declared:  # Rule 1
         engines.append(make_engine(d.mode, d.tensor, d.name, d.rows))
 
@@ -569,7 +609,12 @@ def _forward(fn, args, kwargs, declared, modules, generators, preserve_rng_state
 
 
 def _check_forward(
-    frame: _Frame, touched: Reads, args: tuple, declared_ids: set[int], modules, generator_ids: set[int]
+    frame: _Frame,
+    touched: Reads,
+    args: tuple[Any, ...],
+    declared_ids: set[int],
+    modules: list[torch.nn.Module],
+    generator_ids: set[int],
 ) -> None:
     """Rule 6a, then the watch list for Rule 6b."""
 
@@ -581,7 +626,7 @@ def _check_forward(
         note_silent_write(t)  # NOTE [ Shared snapshots ]
     for _, _, owner in touched.data_aliases:
         note_silent_write(owner)
-    problems = [(t, how) for t, how in written if not is_declared(t)]
+    problems: list[tuple[object, str]] = [(t, how) for t, how in written if not is_declared(t)]
     problems += [
         (g, "its state moved (it was drawn from)") for g in touched.moved_generators() if id(g) not in generator_ids
     ]
@@ -598,7 +643,7 @@ def _check_forward(
     ]
 
 
-def _forward_pack(frame: _Frame):
+def _forward_pack(frame: _Frame) -> Callable[[torch.Tensor], _Holder]:
     def pack(x: torch.Tensor) -> _Holder:
         holder = _Holder()
         frame.holders.append(weakref.ref(holder))
@@ -609,7 +654,7 @@ def _forward_pack(frame: _Frame):
     return pack
 
 
-def _forward_unpack(frame: _Frame):
+def _forward_unpack(frame: _Frame) -> Callable[[_Holder], torch.Tensor]:
     def unpack(holder: _Holder) -> torch.Tensor:
         gid = compat.graph_group_id()
         if gid not in frame.replayed:
@@ -631,7 +676,7 @@ def _forward_unpack(frame: _Frame):
         try:
             return unpack(holder)
         except compat.CheckpointError as e:  # debug mode: torch's operator logs around the error
-            frame.torch_contexts.on_error(e)
+            frame.torch_contexts.on_error(e)  # type: ignore[union-attr, misc]  # both set: only returned then
             raise
 
     if frame.torch_contexts is not None and frame.torch_contexts.on_error is not None:
@@ -643,7 +688,7 @@ def _forward_unpack(frame: _Frame):
 
 
 def _replay(frame: _Frame, gid: int) -> None:
-    changed = []
+    changed: list[tuple[torch.Tensor, int, int | None]] = []
     for ref, version, at in frame.watch:  # Rule 6b
         t = ref()
         if t is not None and t._version != version:
@@ -657,7 +702,7 @@ def _replay(frame: _Frame, gid: int) -> None:
     stopped = False
     replay_context = frame.torch_contexts.replay if frame.torch_contexts is not None else None
     with _rng_restored(frame.rng):
-        entered = []
+        entered: list[Any] = []  # engines and module/generator states
         try:
             with torch.no_grad():
                 for engine in (*frame.contexts, *frame.engines):
@@ -686,7 +731,7 @@ def _replay(frame: _Frame, gid: int) -> None:
     _check_counts(frame, gid, stopped)
 
 
-def _replay_pack(frame: _Frame, gid: int):
+def _replay_pack(frame: _Frame, gid: int) -> Callable[[torch.Tensor], torch.Tensor]:
     def pack(x: torch.Tensor) -> torch.Tensor:
         index = frame.counts[gid]
         frame.counts[gid] = index + 1
@@ -777,14 +822,18 @@ def _check_counts(frame: _Frame, gid: Any, stopped: bool) -> None:
 _accelerator: list[str | None] = []  # the machine's accelerator type, looked up once
 
 
-def _devices(fn, args, kwargs, declared) -> tuple[str, list[int]]:
+def _devices(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], declared: list[_Declared]
+) -> tuple[str, list[int]]:
     if not _accelerator:
         found_type = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
         _accelerator.append(found_type.type if found_type is not None else None)
     kind = _accelerator[0]
-    if kind is None or (kind == "cuda" and not torch.cuda.is_initialized()):
+    # torch.cuda.is_initialized is unannotated in torch (no-untyped-call below, twice)
+    if kind is None or (kind == "cuda" and not torch.cuda.is_initialized()):  # type: ignore[no-untyped-call]
         # No tensor can live on an accelerator that was never initialised: CPU only.
         return "cpu", []
+    indices: set[int]
     device_type, indices = "cpu", set()
     found = [a.device for a in args if isinstance(a, torch.Tensor)]
     found += [v.device for v in kwargs.values() if isinstance(v, torch.Tensor)]
@@ -799,7 +848,7 @@ def _devices(fn, args, kwargs, declared) -> tuple[str, list[int]]:
             device_type = device.type
             if device.index is not None:
                 indices.add(device.index)
-    if device_type == "cpu" and torch.cuda.is_available() and torch.cuda.is_initialized():
+    if device_type == "cpu" and torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         device_type = "cuda"  # a segment may create CUDA tensors from CPU inputs
     if device_type != "cpu":
         module = torch.get_device_module(device_type)
@@ -808,8 +857,8 @@ def _devices(fn, args, kwargs, declared) -> tuple[str, list[int]]:
     return device_type, sorted(indices)
 
 
-def _stash_rng(device_type: str, devices: list[int]):
-    states = []
+def _stash_rng(device_type: str, devices: list[int]) -> _RngState:
+    states: list[torch.Tensor] = []
     if devices:
         module = torch.get_device_module(device_type)
         states = [module.get_rng_state(d) for d in devices]
@@ -817,14 +866,15 @@ def _stash_rng(device_type: str, devices: list[int]):
 
 
 @contextlib.contextmanager
-def _rng_restored(rng):
+def _rng_restored(rng: _RngState | None) -> Iterator[None]:
     """The stashed RNG states inside, the outside states back afterwards (Rule 8); what
     ``torch.random.fork_rng`` does, without its per-call argument handling."""
     if rng is None:
         yield
         return
     cpu, device_type, devices, states = rng
-    module = torch.get_device_module(device_type) if devices else None
+    # a device module (torch.cuda, ...): its RNG functions are not on ModuleType
+    module: Any = torch.get_device_module(device_type) if devices else None
     outside_cpu = torch.get_rng_state()
     outside = [module.get_rng_state(d) for d in devices] if devices else []
     torch.set_rng_state(cpu)
@@ -841,7 +891,7 @@ def _rng_restored(rng):
 _autocast_types: dict[str, tuple[str, ...]] = {}
 
 
-def _autocast_state(device_type: str):
+def _autocast_state(device_type: str) -> _AutocastState:
     types = _autocast_types.get(device_type)
     if types is None:
         types = _autocast_types[device_type] = tuple(
@@ -852,7 +902,7 @@ def _autocast_state(device_type: str):
     ], torch.is_autocast_cache_enabled()
 
 
-def _autocast_restored(state):
+def _autocast_restored(state: _AutocastState) -> contextlib.AbstractContextManager[object]:
     settings, cache = state
     if cache == torch.is_autocast_cache_enabled() and all(
         (enabled, dtype) == (torch.is_autocast_enabled(t), torch.get_autocast_dtype(t))
@@ -868,7 +918,7 @@ def _autocast_restored(state):
 # --------------------------------------------------------------------------- helpers
 
 
-def _no_dispatch_modes():
+def _no_dispatch_modes() -> contextlib.AbstractContextManager[object]:
     """Bookkeeping ops of ours run below any dispatch mode the segment runs under (SAC)."""
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -882,9 +932,9 @@ def _storage_ptr(t: torch.Tensor) -> int:
         return -1
 
 
-def _namer(fn, args, kwargs):
+def _namer(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[Any], str]:
     """Names for the objects in an error message; the walk runs only when raising."""
-    table = None
+    table: dict[int, str] | None = None
     positions = {id(a): f"argument {i}" for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
 
     def name(obj: Any) -> str:
@@ -907,7 +957,9 @@ def _what(name: str, obj: Any) -> str:
     return describe(name, obj) if isinstance(obj, torch.Tensor) else name
 
 
-def _undeclared_message(fn, args, kwargs, problems) -> str:
+def _undeclared_message(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], problems: list[tuple[object, str]]
+) -> str:
     name = _namer(fn, args, kwargs)
     lines = [f"  {_what(name(obj), obj)}: {how}" for obj, how in problems]
     return (
@@ -918,7 +970,7 @@ def _undeclared_message(fn, args, kwargs, problems) -> str:
     )
 
 
-def _changed_message(frame: _Frame, changed) -> str:
+def _changed_message(frame: _Frame, changed: list[tuple[torch.Tensor, int, int | None]]) -> str:
     name = _namer(frame.fn, (), frame.kwargs)
     lines = [
         f"  {_what(f'argument {at}' if at is not None else name(t), t)}: version {v} -> {t._version}"

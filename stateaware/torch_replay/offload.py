@@ -17,6 +17,8 @@ neither read nor written by the replay. Only where the snapshot lives differs:
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from stateaware.torch_replay.preserve import _is_wrapper, _Whole
@@ -43,7 +45,7 @@ def _side_stream(device: torch.device) -> torch.cuda.Stream:
     # One side stream per device, reused: creating a stream per segment costs more than the copy.
     stream = _side_streams.get(device)
     if stream is None:
-        stream = _side_streams[device] = torch.cuda.Stream(device)
+        stream = _side_streams[device] = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]  # unannotated in torch
     return stream
 
 
@@ -71,6 +73,7 @@ class _Offload(_Whole):
         replay = torch.empty_strided(
             self.live.shape, self.live.stride(), dtype=self.live.dtype, device=self.live.device
         )
-        replay.copy_(self.snapshot, non_blocking=True)  # pinned source: asynchronous on the compute stream
+        # pinned source: asynchronous on the compute stream; snapshot is always set by __init__
+        replay.copy_(cast(torch.Tensor, self.snapshot), non_blocking=True)
         self._outside = self.live.data
         self.live.data = replay

@@ -22,12 +22,27 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 if TYPE_CHECKING:  # torch is imported by the modules that run the engines
     import contextlib
+    from collections.abc import Callable, Iterable, MutableMapping
 
     import torch
+
+    class Engine(Protocol):
+        """What ``make_engine`` returns (``_Whole``, ``_Journal``, the ``rows`` and ``offload`` engines)."""
+
+        kind: str
+        live: torch.Tensor
+        name: str
+        retained_bytes: int
+
+        def lives(self) -> list[torch.Tensor]: ...
+        def enter(self) -> None: ...
+        def exit(self) -> None: ...
+        def owns_storage(self, ptr: int) -> bool: ...
+
 
 __all__ = ["Region", "PRESERVE_MODES"]
 
@@ -113,10 +128,11 @@ class Region:
 # tensor makes the later one reuse the earlier copy; writes inside checkpointed
 # segments are recorded (``_reads``) and counted in the key.
 
-_shared: dict[tuple, weakref.ref] = {}
+_shared: dict[tuple[object, ...], weakref.ref[torch.Tensor]] = {}
 
 
-_silent_writes = None  # WeakIdKeyDictionary tensor -> count, made on first use (torch import)
+#: WeakIdKeyDictionary tensor -> count, made on first use (torch import)
+_silent_writes: MutableMapping[torch.Tensor, int] | None = None
 
 
 def note_silent_write(t: torch.Tensor) -> None:
@@ -130,7 +146,7 @@ def note_silent_write(t: torch.Tensor) -> None:
     _silent_writes[t] = _silent_writes.get(t, 0) + 1
 
 
-def _key(live: torch.Tensor, *extra) -> tuple | None:
+def _key(live: torch.Tensor, *extra: object) -> tuple[object, ...] | None:
     try:
         silent = _silent_writes.get(live, 0) if _silent_writes is not None else 0
         return (
@@ -148,7 +164,7 @@ def _key(live: torch.Tensor, *extra) -> tuple | None:
         return None
 
 
-def _shared_copy(key: tuple | None, make):
+def _shared_copy(key: tuple[object, ...] | None, make: Callable[[], torch.Tensor]) -> torch.Tensor:
     if key is None:
         return make()
     ref = _shared.get(key)
@@ -156,7 +172,7 @@ def _shared_copy(key: tuple | None, make):
     if copy is None:
         copy = make()
 
-        def forget(dead: weakref.ref, key: tuple = key) -> None:
+        def forget(dead: weakref.ref[torch.Tensor], key: tuple[object, ...] = key) -> None:
             if _shared.get(key) is dead:  # not a newer entry made under the same key
                 del _shared[key]
 
@@ -186,10 +202,10 @@ class _Whole:
         if _is_wrapper(live):
             # A wrapper's bytes are its inner tensors' (``__tensor_flatten__``); its own
             # `.data` has none, so each inner tensor is preserved and redirected instead.
-            attrs, _ = live.__tensor_flatten__()
+            attrs, _ = live.__tensor_flatten__()  # type: ignore[attr-defined]  # wrapper subclasses only
             self.inner = [_Whole(getattr(live, a), f"{name}.{a}") for a in attrs]
-            self.snapshot = None
-            self.retained_bytes = sum(e.retained_bytes for e in self.inner)
+            self.snapshot: torch.Tensor | None = None
+            self.retained_bytes: int = sum(e.retained_bytes for e in self.inner)
             return
         # A non-leaf that requires grad: the segment's in-place writes record autograd
         # history on the tensor object, so a replay must run on a stand-in object.
@@ -201,7 +217,8 @@ class _Whole:
                 # and forth without changing the layout the segment sees.
                 copy = live.detach().clone(memory_format=torch.preserve_format)
             if live.layout == torch.strided:
-                copy._stateaware_keeps = live.untyped_storage()  # NOTE [ Shared snapshots ]
+                # NOTE [ Shared snapshots ]; an ad-hoc attribute torch's stubs do not declare
+                copy._stateaware_keeps = live.untyped_storage()  # type: ignore[attr-defined]
             return copy
 
         self.snapshot = _shared_copy(_key(live), make)
@@ -266,7 +283,8 @@ class _Journal:
             with torch.no_grad():
                 old = live.detach().index_select(0, self.rows)
             if live.layout == torch.strided:
-                old._stateaware_keeps = (live.untyped_storage(), self.rows)  # NOTE [ Shared snapshots ]
+                # NOTE [ Shared snapshots ]; an ad-hoc attribute torch's stubs do not declare
+                old._stateaware_keeps = (live.untyped_storage(), self.rows)  # type: ignore[attr-defined]
             return old
 
         self.old = _shared_copy(_key(live, id(self.rows), self.rows._version), make)
@@ -285,8 +303,8 @@ class _Journal:
         raw.index_copy_(0, self.rows, self.old)
 
     def exit(self) -> None:
-        if self._current is not None:
-            self._raw.index_copy_(0, self.rows, self._current)
+        if self._current is not None:  # set together with _raw by enter()
+            cast("torch.Tensor", self._raw).index_copy_(0, self.rows, self._current)
             self._current = self._raw = None
 
     def owns_storage(self, ptr: int) -> bool:
@@ -295,19 +313,19 @@ class _Journal:
         return self.live.untyped_storage().data_ptr() == ptr
 
 
-def make_engine(mode: str, live: torch.Tensor, name: str, rows: torch.Tensor | None) -> object:
+def make_engine(mode: str, live: torch.Tensor, name: str, rows: torch.Tensor | None) -> Engine:
     """The engine preserving ``live`` under ``mode`` (one of ``PRESERVE_MODES``), created
     before the segment's forward runs (Rule 1)."""
     if mode == "region":
-        return _Journal(live, name, rows)
+        return _Journal(live, name, cast("torch.Tensor", rows))  # callers pass rows with "region"
     if mode == "whole":
         return _Whole(live, name)
     import importlib
 
-    return importlib.import_module(_ENGINE_MODULES[mode]).engine(live, name)
+    return cast("Engine", importlib.import_module(_ENGINE_MODULES[mode]).engine(live, name))  # rows/offload modules
 
 
-def recording(engines: list) -> contextlib.AbstractContextManager:
+def recording(engines: Iterable[object]) -> contextlib.AbstractContextManager[contextlib.ExitStack[bool | None]]:
     """Entered around the original forward: engines that learn what to keep from the
     forward's writes (``rows``) observe it; the others need nothing."""
     import contextlib

@@ -29,10 +29,14 @@ are invisible to it; use ``whole`` there.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 __all__ = ["engine", "rows_written", "dim0_index", "row_origin"]
 
@@ -77,7 +81,7 @@ def _extent_rows(base: torch.Tensor, view: torch.Tensor) -> torch.Tensor | None:
     return torch.arange(first, stop, device=base.device)
 
 
-def row_origin(base: torch.Tensor, view: torch.Tensor) -> int | None:
+def row_origin(base: torch.Tensor, view: torch.Tensor) -> int | torch.SymInt | None:
     """Row ``r0`` of ``base`` at which ``view``'s row 0 lies, if ``view`` is a run of whole
     rows of ``base`` (``base[r0:r0+k]``); else None."""
     if (
@@ -91,7 +95,9 @@ def row_origin(base: torch.Tensor, view: torch.Tensor) -> int | None:
     return offset // base.stride(0) if base.stride(0) and offset % base.stride(0) == 0 else None
 
 
-def dim0_index(func, target: torch.Tensor, base: torch.Tensor, args: tuple) -> torch.Tensor | None:
+def dim0_index(
+    func: OpOverload[..., Any], target: torch.Tensor, base: torch.Tensor, args: tuple[Any, ...]
+) -> torch.Tensor | None:
     """The rows of ``base`` an index op writes along dim 0 of ``target`` (a run of ``base``'s
     rows), as an int64 device tensor; None when ``func`` is not such an op."""
     name = func.overloadpacket.__name__
@@ -110,7 +116,9 @@ def dim0_index(func, target: torch.Tensor, base: torch.Tensor, args: tuple) -> t
     return index.reshape(-1).to(device=base.device, dtype=torch.int64) + origin
 
 
-def rows_written(func, target: torch.Tensor, base: torch.Tensor, args: tuple) -> torch.Tensor | None:
+def rows_written(
+    func: OpOverload[..., Any], target: torch.Tensor, base: torch.Tensor, args: tuple[Any, ...]
+) -> torch.Tensor | None:
     """The dim-0 rows of ``base`` that ``func(*args)`` can write through ``target`` (an
     alias of ``base``'s storage): an int64 tensor on ``base``'s device, or None when it
     writes nothing. Exact for dim-0 index ops on row runs, a covering run otherwise."""
@@ -118,14 +126,20 @@ def rows_written(func, target: torch.Tensor, base: torch.Tensor, args: tuple) ->
     return rows if rows is not None else _extent_rows(base, target)
 
 
-class _WriteWatch(TorchDispatchMode):
+class _WriteWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is unannotated
     """Calls ``on_write(rows)`` before each op that writes ``base``'s storage."""
 
-    def __init__(self, base: torch.Tensor, on_write) -> None:
-        super().__init__()
+    def __init__(self, base: torch.Tensor, on_write: Callable[[torch.Tensor], None]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # unannotated in torch
         self.base, self.ptr, self.on_write = base, _storage_ptr(base), on_write
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: OpOverload[..., Any],
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         for index, argument in enumerate(func._schema.arguments):
             if argument.alias_info is None or not argument.alias_info.is_write:
