@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.wheel_cache import CACHE_ENV, FILL_COMMAND, analysis_requirements, cache_dir, missing
+from tests.wheel_cache import CACHE_ENV, FILL_COMMAND, analysis_requirements, cache_dir, missing, project_wheel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,17 +49,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"the wheel cache ({CACHE_ENV}={cache}) cannot serve [analysis]: {problem}; fill it: {FILL_COMMAND}"
         )
     folder = tmp_path_factory.mktemp("analysis_extra")
-    # The wheel from a copy of the sources alone, as tests/test_packaging.py builds it: an
-    # in-tree build would reuse ./build. No build isolation: no setuptools to fetch.
-    source = folder / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    for name in ("stateaware", "cohorts", "analysis", "conf"):
-        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    pip_wheel = (sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", folder, source)
-    _checked(_run(*pip_wheel, cwd=folder))
-    (wheel,) = folder.glob("stateaware-*.whl")
+    wheel = project_wheel(folder)
     env = folder / "venv"
     # Without pip: this environment's pip installs into it (--python), which saves the
     # ensurepip bootstrap; --no-compile leaves the byte-code to the imports that happen.

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.wheel_cache import project_wheel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,36 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("wheel")
-    # Built from a copy of the sources alone: an in-tree build would reuse ./build, whose
-    # leftovers can carry files the package data no longer declares.
-    source = folder / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    for name in ("stateaware", "cohorts", "analysis", "conf"):
-        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    # No build isolation: the build uses this environment's setuptools instead of
-    # fetching one, so the test needs no network.
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(folder),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    (built,) = folder.glob("stateaware-*.whl")
-    return built
+    return project_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def test_wheel_carries_every_frozen_card_and_sql_file(wheel: Path) -> None:

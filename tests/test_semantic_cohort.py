@@ -148,10 +148,12 @@ def _located(value):
     """JAX's leaked-tracer messages name the file the code ran from (a checkout, or the run's
     snapshot) and module (``semantic`` before it was renamed ``semantic_programs``): where
     the code was, not what it recorded — so the path up to the module is replaced by a
-    placeholder on both sides."""
+    placeholder on both sides, and so are the line and column numbers after it (a
+    reformatted or edited file moves them; the frames named stay compared)."""
     if not isinstance(value, str):
         return value
-    return re.sub(r"<package>/semantic(_programs)?/", "<programs>/", re.sub(r"\S*/stateaware/", "<package>/", value))
+    value = re.sub(r"<package>/semantic(_programs)?/", "<programs>/", re.sub(r"\S*/stateaware/", "<package>/", value))
+    return re.sub(r"(<programs>/\w+\.py)(:\d+)+", r"\1:<line>", value)
 
 
 def _same_records(got: list[dict], want: list[dict]) -> None:

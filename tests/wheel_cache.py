@@ -17,6 +17,7 @@ the cache follows the extra as it changes.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,7 @@ import time
 import tomllib
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "cache_dir", "analysis_requirements", "missing", "fill", "FILL_COMMAND"]
+__all__ = ["CACHE_ENV", "cache_dir", "analysis_requirements", "missing", "fill", "FILL_COMMAND", "project_wheel"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -80,6 +81,25 @@ def fill(cache: Path, python: str = sys.executable) -> bool:
     if problem is not None:
         raise RuntimeError(f"the wheel cache {cache} still cannot serve the analysis extra: {problem}")
     return True
+
+
+def project_wheel(folder: Path) -> Path:
+    """Build this checkout's wheel into ``folder`` (no dependencies, no network) and return its path.
+
+    Built from a copy of the sources alone: an in-tree build would reuse ``./build``, whose
+    leftovers can carry files the package data no longer declares. No build isolation: the
+    build uses the running environment's setuptools instead of fetching one.
+    """
+    source = folder / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    for name in ("stateaware", "cohorts", "analysis", "conf"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(folder)]
+    subprocess.run([*command, str(source)], check=True, capture_output=True, text=True)
+    (built,) = folder.glob("stateaware-*.whl")
+    return built
 
 
 def main() -> int:
