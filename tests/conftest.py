@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: What a user's shell would not have: the checkout on the import path (the autouse fixture
+#: below puts it there for the test kinds), the tests' venv, a results folder chosen for a test.
+_NOT_A_USERS = ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONHOME", "VIRTUAL_ENV", "HYDRA_FULL_ERROR", "STATEAWARE_RESULTS")
+
+
+def user_env() -> dict[str, str]:
+    """The environment of a user's shell for commands a test runs as a reader would: the tests'
+    venv ``bin`` first on ``PATH`` (as after activating it), nothing pointing into this checkout,
+    no byte-code written."""
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_A_USERS}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
 
 
 @pytest.fixture(autouse=True)

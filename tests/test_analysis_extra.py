@@ -12,13 +12,13 @@ and numpy, which an analysis-only install leaves out by design.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import user_env
 from tests.wheel_cache import CACHE_ENV, FILL_COMMAND, analysis_requirements, cache_dir, missing, project_wheel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,16 +71,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work / "results"
 
 
-def _clean_env() -> dict[str, str]:
-    # Nothing may leak the checkout or the tests' venv into the fresh one (conftest puts the
-    # checkout on PYTHONPATH for the test kinds).
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env.pop("STATEAWARE_RESULTS", None)
-    return env
-
-
 def _analysis(python: str | Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return _run(python, "-m", "stateaware.analysis", *args, cwd=cwd, env=_clean_env())
+    return _run(python, "-m", "stateaware.analysis", *args, cwd=cwd, env=user_env())
 
 
 def test_the_venv_has_the_analysis_and_neither_torch_nor_jax(venv: Path, tmp_path: Path) -> None:
@@ -89,11 +81,11 @@ def test_the_venv_has_the_analysis_and_neither_torch_nor_jax(venv: Path, tmp_pat
         f"absent = {ABSENT!r}\n"
         "print(json.dumps({'found': [m for m in absent if importlib.util.find_spec(m)], 'at': stateaware.__file__}))\n"
     )
-    found = json.loads(_checked(_run(venv / "bin" / "python", "-c", probe, cwd=tmp_path, env=_clean_env())).stdout)
+    found = json.loads(_checked(_run(venv / "bin" / "python", "-c", probe, cwd=tmp_path, env=user_env())).stdout)
     assert found["found"] == []
     assert Path(found["at"]).is_relative_to(venv)  # the installed wheel, not the checkout
     for module in ("torch", "jax"):
-        done = _run(venv / "bin" / "python", "-c", f"import {module}", cwd=tmp_path, env=_clean_env())
+        done = _run(venv / "bin" / "python", "-c", f"import {module}", cwd=tmp_path, env=user_env())
         assert done.returncode == 1 and f"ModuleNotFoundError: No module named '{module}'" in done.stderr
 
 

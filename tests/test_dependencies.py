@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from stateaware.source import source_files
-from tests.test_import_graph import ORCHESTRATION, _resolve, modules
+from tests.test_import_graph import GPU_STACK, ORCHESTRATION, import_edges, modules
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,9 +44,6 @@ ORCHESTRATION_LAYER = (
     "stateaware.cost_runtime.freeze",
     "stateaware.cohorts",
 )
-
-#: What the analysis never needs (DESIGN.md, "Who may import whom").
-GPU_STACK = ("torch", "torchvision", "jax", "jaxlib")
 
 #: Extras a user may leave out whose absence the code tolerates by design: ``gpu`` is read
 #: when present (pynvml), and ``make install`` does not install it.
@@ -150,18 +147,7 @@ Edge = tuple[str, str | None]
 
 
 def _edges(module: str, path: Path, nodes, known: set[str], guarded: set[ast.AST]) -> set[Edge]:
-    out: set[Edge] = set()
-    for node in nodes:
-        if node in guarded:
-            continue
-        if isinstance(node, ast.Import):
-            out |= {(alias.name, None) for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            target = _resolve(module, path, node)
-            for alias in node.names:
-                sub = f"{target}.{alias.name}"
-                out.add((sub, None) if sub in known else (target, alias.name))
-    return out
+    return import_edges(module, path, (node for node in nodes if node not in guarded), known)
 
 
 def _outside_functions(node: ast.AST):

@@ -26,7 +26,6 @@ and ``examples/`` (commands write cards and results there, never into the checko
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -36,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import user_env
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -213,15 +214,6 @@ def test_console_commands_continue_over_open_quotes_and_backslashes():
 # -- the sandbox ---------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    """A user's shell: the venv's bin first on PATH, no path into this checkout, no pager."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH", "HYDRA_FULL_ERROR")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.pop("STATEAWARE_RESULTS", None)
-    return env
-
-
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder like a checkout's root, with ``results/`` holding small real runs."""
@@ -230,19 +222,15 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("conf", "examples"):
         shutil.copytree(REPO / name, root / name, ignore=ignore)
     cohort = root / "examples" / "custom_cohort"
-    short = ["processes=2", "hardware=cpu", "cohort.params.length=2000", "cohort.params.warmup=2"]
+    prefix_sums = ["-m", "stateaware", "--config-dir", "conf", "cohort=prefix_sums", "processes=2", "hardware=cpu"]
+    short = ["cohort.params.length=2000", "cohort.params.warmup=2", "cohort.params.steps=5", f"out={root / 'results'}"]
     runs = [
         (root, ["-m", "stateaware", "cohort=demo"]),
-        *[
-            (cohort, ["-m", "stateaware", "--config-dir", "conf", "cohort=prefix_sums", *short, f"run_id={run}"])
-            for run in ("prefix_sums-a", "prefix_sums-b")
-        ],
+        *[(cohort, [*prefix_sums, *short, f"run_id={run}"]) for run in ("prefix_sums-a", "prefix_sums-b")],
         (root, ["-m", "stateaware.analysis", "report"]),
     ]
     for cwd, args in runs:
-        if cwd == cohort:
-            args = [*args, "cohort.params.steps=5", f"out={root / 'results'}"]
-        done = subprocess.run([sys.executable, *args], cwd=cwd, env=_env(), capture_output=True, text=True)
+        done = subprocess.run([sys.executable, *args], cwd=cwd, env=user_env(), capture_output=True, text=True)
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
     return root
 
@@ -262,7 +250,7 @@ def test_block(block: Block, sandbox: Path):
             done = subprocess.run(
                 [sys.executable, "-m", "stateaware.analysis", "sql", statement],
                 cwd=sandbox,
-                env=_env(),
+                env=user_env(),
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT_S,
@@ -274,13 +262,13 @@ def _run_python(block: Block, sandbox: Path) -> None:
     script = sandbox / f"block-{block.page.replace('/', '-')}-{block.line}.py"
     script.write_text(block.text)
     done = subprocess.run(
-        [sys.executable, script.name], cwd=sandbox, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S
+        [sys.executable, script.name], cwd=sandbox, env=user_env(), capture_output=True, text=True, timeout=TIMEOUT_S
     )
     assert done.returncode == 0, (block.id, done.stderr[-3000:])
-    following = BLOCKS[BLOCKS.index(block) + 1] if BLOCKS.index(block) + 1 < len(BLOCKS) else None
-    if following is not None and following.mark == "output":
+    at = BLOCKS.index(block) + 1  # an <!-- output --> block right after it is what it prints
+    if at < len(BLOCKS) and BLOCKS[at].mark == "output":
         printed = done.stdout.splitlines()
-        for line in following.text.splitlines():
+        for line in BLOCKS[at].text.splitlines():
             assert line in printed, (block.id, line, printed)
 
 
@@ -290,7 +278,7 @@ def _run_console(block: Block, sandbox: Path) -> None:
     after = 'status=$?; echo; echo "<<<docs-test: exit $status>>>"\n'
     script = "exec 2>&1\n" + "".join(f"{command}\n{after}" for command, _, _ in found)
     done = subprocess.run(
-        ["bash", "-c", script], cwd=sandbox, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S
+        ["bash", "-c", script], cwd=sandbox, env=user_env(), capture_output=True, text=True, timeout=TIMEOUT_S
     )
     parts = re.split(r"^<<<docs-test: exit (\d+)>>>$", done.stdout, flags=re.M)
     assert len(parts) == 2 * len(found) + 1, (block.id, done.stdout[-3000:])
@@ -303,7 +291,7 @@ def _run_console(block: Block, sandbox: Path) -> None:
 
 
 def test_the_site_builds_strictly(tmp_path):
-    env = {**_env(), "NO_MKDOCS_2_WARNING": "1"}
+    env = {**user_env(), "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=REPO,

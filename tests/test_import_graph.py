@@ -11,6 +11,7 @@ parent packages' ``__init__`` (every submodule would otherwise "import" its pack
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -54,18 +55,26 @@ def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
-def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
-    """Every module ``module`` imports, anywhere in its file: ours by full name, others as written."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+def import_edges(module: str, path: Path, nodes: Iterable[ast.AST], known: set[str]) -> set[tuple[str, str | None]]:
+    """The imports among ``nodes`` (of ``module``'s file ``path``) as (module imported, name taken
+    from it or ``None``): ``from pkg import name`` is ``pkg.name`` when that is one of ours
+    (``known``), else ``pkg`` with ``name``."""
+    out: set[tuple[str, str | None]] = set()
+    for node in nodes:
         if isinstance(node, ast.Import):
-            out |= {alias.name for alias in node.names}
+            out |= {(alias.name, None) for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             target = _resolve(module, path, node)
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
-                out.add(sub if sub in known else target)
+                out.add((sub, None) if sub in known else (target, alias.name))
     return out
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """Every module ``module`` imports, anywhere in its file: ours by full name, others as written."""
+    nodes = ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    return {target for target, _ in import_edges(module, path, nodes, known)}
 
 
 def graph() -> dict[str, set[str]]:

@@ -141,27 +141,3 @@ def test_the_frontier_size_printed_is_the_one_plotted(tmp_path, capsys, monkeypa
     word = "point" if plotted[0] == 1 else "points"
     assert f"frontier  {plotted[0]} {word} on the peak/time trade-off (as plotted)" in out
     assert f"({plotted[0]} points)" in out
-
-
-def test_readme_planner_examples(capsys):
-    """Every `$ python -m stateaware.plan ...` in docs/planner.md prints the lines shown."""
-    import shlex
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "planner.md").read_text()
-    section = page[page.index("## Planning activations and state together") :]
-    block = section[section.index("```console") :]
-    block = block[: block.index("```", 3)]
-    commands: list[tuple[list[str], list[str]]] = []
-    for line in block.splitlines()[1:]:
-        if line.startswith("$ python -m stateaware.plan "):
-            commands.append((shlex.split(line)[4:], []))
-        elif line.strip():
-            commands[-1][1].append(line)
-    assert len(commands) == 4
-    root = Path(__file__).resolve().parents[1]
-    for args, expected in commands:
-        args[0] = str(root / args[0])
-        assert main(args) == 0
-        out = capsys.readouterr().out.splitlines()
-        for line in expected:
-            assert line in out, (args, line)
