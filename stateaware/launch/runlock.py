@@ -14,40 +14,63 @@ both launch one run. With ``launcher=slurm wait=false`` the submitting launcher 
 its jobs run, so the lock covers the submission only; the jobs in flight are known from
 ``submissions.json`` and Slurm's own accounting, and a later launch waits for them rather
 than submitting them again (see :func:`stateaware.launch.slurm.run_array`).
+
+The launcher's own paths — this lock file and the folders above it, and the code snapshots
+(:mod:`stateaware.launch.snapshot`) — are checked before they are used: each lies inside
+``out`` (:func:`stateaware.names.check_inside`), and one that is not what the launcher makes
+there (a file where a folder belongs, a folder or a symbolic link where the lock file
+belongs, an entry it may not read or write) raises :class:`TamperedPath`, whose one-line
+message names the path and what to do. Nothing there is deleted: the launcher never
+removes what it did not make.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import socket
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["RunLocked", "lock_path", "run_lock"]
+from stateaware.names import check_inside
+
+__all__ = ["RunLocked", "TamperedPath", "lock_path", "run_lock", "launcher_folder", "describe_entry"]
 
 
 class RunLocked(RuntimeError):
     """Another live launcher holds the run; the message names it and what to do."""
 
 
+class TamperedPath(ValueError):
+    """A path the launcher keeps for itself is not what it makes there; the one-line message
+    names the path and what to do (the command exits 2)."""
+
+
 def lock_path(out: Path | str, cohort: str, run_id: str) -> Path:
+    """Where the lock file of run ``run_id`` of ``cohort`` lies (as given under ``out``, not resolved)."""
     return Path(out) / "runs" / f"cohort={cohort}" / f"run_id={run_id}" / ".launcher.lock"
 
 
 @contextlib.contextmanager
-def run_lock(out: Path | str, cohort: str, run_id: str, *, on_takeover=None) -> Iterator[Path]:
+def run_lock(
+    out: Path | str, cohort: str, run_id: str, *, on_takeover: Callable[[str], None] | None = None
+) -> Iterator[Path]:
     """Hold the run's lock inside the block; raise :class:`RunLocked` if a live launcher has it.
 
     ``on_takeover(line)`` is called with a one-line note when the lock file names an
-    earlier holder that is gone (its lock was released when it died).
+    earlier holder that is gone (its lock was released when it died). Raises
+    :class:`TamperedPath` when the lock file or a folder above it is not what the launcher
+    makes there, :class:`~stateaware.names.PathOutsideError` when it resolves outside ``out``.
     """
     path = lock_path(out, cohort, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    launcher_folder(out, path.parent, "the run's lock")
+    check_inside(out, path)
+    fd = _open_lock(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -74,6 +97,73 @@ def run_lock(out: Path | str, cohort: str, run_id: str, *, on_takeover=None) -> 
             _write(fd, {})  # released: the file says no one holds it
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _open_lock(path: Path) -> int:
+    """A descriptor of the lock file at ``path``, created if absent; :class:`TamperedPath` when
+    ``path`` is a folder, a link or anything but a regular file, or may not be opened."""
+    redo = "move it away and re-run the command (the launcher makes a fresh lock file there)"
+    try:
+        # O_NOFOLLOW: a link planted as the lock file must not make the launcher write its target.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.EISDIR, errno.ELOOP):
+            raise TamperedPath(f"{path} is {describe_entry(path)}, not the run's lock file; {redo}") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise TamperedPath(
+                f"cannot open the run's lock file {path} (permission denied); give it back read and write "
+                f"permission (chmod u+rw {path}) or {redo}"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device opens too, but is no lock file
+        os.close(fd)
+        raise TamperedPath(f"{path} is {describe_entry(path)}, not the run's lock file; {redo}")
+    return fd
+
+
+def launcher_folder(out: Path | str, folder: Path | str, purpose: str) -> Path:
+    """``folder`` (a path under ``out``) as a real folder, made with the folders above it when absent.
+
+    For the launcher's own folders (the run's lock folder, ``OUT/.snapshots``); ``purpose``
+    says what it keeps there, for the message (``the code snapshots``). Raises
+    :class:`~stateaware.names.PathOutsideError` when ``folder`` resolves outside ``out``, and
+    :class:`TamperedPath` when ``folder`` is a symbolic link (the launcher never makes one),
+    when it or a folder above it is a file, or when it may not be created. Never deletes.
+    """
+    folder = Path(folder)
+    check_inside(out, folder)
+    if folder.is_symlink():
+        raise TamperedPath(
+            f"{folder} is {describe_entry(folder)}; the launcher makes a folder there and never a link: "
+            "remove the link and re-run the command"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        # The folders below the one in the way do not exist yet: the lowest existing entry is it.
+        blocker = next((p for p in (folder, *folder.parents) if os.path.lexists(p) and not p.is_dir()), folder)
+        raise TamperedPath(
+            f"{blocker} is {describe_entry(blocker)}, not a folder; the launcher keeps {purpose} in {folder}: "
+            "move it away and re-run the command"
+        ) from None
+    except PermissionError as exc:
+        raise TamperedPath(
+            f"cannot create {folder}: permission denied at {exc.filename}; give yourself write permission "
+            "there or pass out=DIR elsewhere"
+        ) from None
+    return folder
+
+
+def describe_entry(path: Path | str) -> str:
+    """What ``path`` is, for a message: ``a file``, ``a folder``, ``a symbolic link to X``, ..., ``missing``."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "missing"
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link to {os.readlink(path)}"
+    kinds = {stat.S_ISREG: "a file", stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    return next((name for test, name in kinds.items() if test(mode)), "a device file")
 
 
 def _read(fd: int) -> dict:
