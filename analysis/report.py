@@ -343,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         return INVALID
     except OSError as exc:
         if disk_full(exc):  # every file is written whole or not at all
-            print(f"error: {as_disk_full(exc)}", file=sys.stderr)
+            where = args.out if args.out is not None else results / "report"  # when the error names no file
+            print(f"error: {as_disk_full(exc, under=where)}", file=sys.stderr)
         else:  # --out not creatable or not writable: name the path
             print(
                 f"error: {exc.filename or args.out}: {exc.strerror or one_line(exc)}; pass --out DIR with a "

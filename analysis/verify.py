@@ -26,10 +26,16 @@ Checks, per run (rule numbers are cited in the code):
    expected methods come from the stored config, never from the timings that exist — a
    method whose check failed (``error``, ``reject``, ``diverge``) was not timed, and the
    message says why.
-8. No damaged part: a part file the views left out (truncated, zero bytes, not Parquet, or
-   another schema — the connection's ``damaged_parts`` table, see
+8. No damaged part: a part file the views left out (truncated, zero bytes, not Parquet,
+   a page that fails its checksum or does not decode, identity columns that disagree with
+   the part's place, or another schema — the connection's ``damaged_parts`` table, see
    :mod:`stateaware.analysis.views`) in the run's partition, or outside any run, is named
-   with what is wrong with it.
+   with what is wrong with it. Entries that are not tables at all (``ignored``) are not
+   the run's and do not count.
+9. Every table holds, per completed process, the rows that process's completed attempt
+   recorded writing (``processes.parts_json``, schema version 6): a part emptied, replaced
+   by another run's or process's, lost, or added afterwards is named with the process, the
+   table and both counts. Processes recorded before version 6 have no record to compare.
 
 ``allow_partial=True`` tolerates rule 2 only (missing or unfinished processes): the other
 rules are then checked over the completed processes, and the result says
@@ -39,6 +45,7 @@ duplicates, damaged parts — always stop the analysis.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -79,6 +86,10 @@ _ROW_KEYS: dict[str, tuple[str, ...]] = {
     "epochs": ("process_index", "method", "seed", "phase", "epoch"),
     "peaks": ("process_index", "method", "seed", "event", "event_index"),
 }
+
+#: Tables whose rows a worker records writing (rule 9): all but the status rows themselves
+#: and the launcher's ``runs`` manifest.
+_RECORDED_TABLES = ("records", "timings", "policies", "profiles", "epochs", "peaks", "artifacts")
 
 #: Tables whose rows carry the run's source hash (rule 3), checked when the view exists.
 _HASHED_TABLES = (
@@ -288,6 +299,7 @@ def _verify_run(
     for table, key in _ROW_KEYS.items():
         if table in views and table != "timings":
             problems.extend(_check_duplicates(con, table, views[table], key, run_id, scope))  # rule 6
+    problems.extend(_check_recorded_rows(con, views, run_id, completed, summary))  # rule 9
     # Status rows: `attempts` holds every attempt (the lead's views); a `processes` view of
     # raw parts stands in when there is none. One (process, attempt) twice is a duplicate.
     status_view = "attempts" if "attempts" in views else "processes"
@@ -314,7 +326,7 @@ def _timings_summary(con: Any, columns: set[str], run_id: str, scope: str) -> _S
     distinct = f"count(DISTINCT hash({', '.join(key)}))" if key else "count(*)"
     rows = con.execute(
         f"SELECT process_index, method, count(*), {distinct}, min(source_hash), max(source_hash) "
-        f"FROM timings WHERE run_id = ? {scope} GROUP BY ALL",
+        f'FROM "timings" WHERE run_id = ? {scope} GROUP BY ALL',
         [run_id],
     ).fetchall()
     return {(int(p), m): (int(n), int(k), lo, hi) for p, m, n, k, lo, hi in rows}
@@ -335,7 +347,7 @@ def _check_source_hash(
             rows = sorted(by_hash.items(), key=lambda kv: str(kv[0]))
         else:
             rows = con.execute(
-                f"SELECT source_hash, list(DISTINCT process_index ORDER BY process_index) FROM {table} "
+                f"SELECT source_hash, list(DISTINCT process_index ORDER BY process_index) FROM {_q(table)} "
                 f"WHERE run_id = ? {scope} GROUP BY source_hash ORDER BY source_hash",
                 [run_id],
             ).fetchall()
@@ -497,12 +509,12 @@ def _check_duplicates(
     # Duplicated rows are grouped back to (process, method): one duplicated part repeats
     # every step of a method, and one message per part reads better than one per step.
     group = [c for c in ("process_index", "method") if c in key]
-    key_sql = ", ".join(key)
-    group_sql = ", ".join(group)
+    key_sql = ", ".join(_q(c) for c in key)
+    group_sql = ", ".join(_q(c) for c in group)
     rows = con.execute(
         f"""
         SELECT {group_sql}, count(*) AS keys, max(n) AS times FROM (
-            SELECT {key_sql}, count(*) AS n FROM {table} WHERE run_id = ? {scope}
+            SELECT {key_sql}, count(*) AS n FROM {_q(table)} WHERE run_id = ? {scope}
             GROUP BY ALL HAVING count(*) > 1
         ) GROUP BY ALL ORDER BY ALL
         """,
@@ -539,14 +551,14 @@ def _part_files(
     source = _source_with_filename(con, table)
     if source is None:
         return {}
-    key_sql = ", ".join(key)
+    key_sql = ", ".join(_q(c) for c in key)
     # IS NOT DISTINCT FROM: a null key column (precision of a CPU-only cohort) still matches.
-    on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM d.{c}" for c in key)
+    on = " AND ".join(f"s.{_q(c)} IS NOT DISTINCT FROM d.{_q(c)}" for c in key)
     rows = con.execute(
         f"""
         WITH s AS (SELECT * FROM {source} WHERE run_id = ? {scope}),
              d AS (SELECT {key_sql} FROM s GROUP BY ALL HAVING count(*) > 1)
-        SELECT {", ".join(f"s.{c}" for c in group)}, list(DISTINCT s.filename ORDER BY s.filename)
+        SELECT {", ".join(f"s.{_q(c)}" for c in group)}, list(DISTINCT s.filename ORDER BY s.filename)
         FROM s SEMI JOIN d ON {on} GROUP BY ALL
         """,
         [run_id],
@@ -558,13 +570,16 @@ def _damaged(con: Any, run_id: str | None) -> list[str]:
     """Rule 8: one problem per damaged part of ``run_id`` (or of any run), when the connection lists them."""
     import duckdb
 
+    where = "WHERE (run_id = ? OR run_id IS NULL) " if run_id is not None else ""
+    query = "SELECT folder, path, run_id, problem FROM damaged_parts {}ORDER BY path"
     try:
-        rows = con.execute(
-            "SELECT folder, path, run_id, problem FROM damaged_parts "
-            + ("WHERE run_id = ? OR run_id IS NULL " if run_id is not None else "")
-            + "ORDER BY path",
-            [run_id] if run_id is not None else [],
-        ).fetchall()
+        try:  # entries that are not tables (``ignored``) belong to no run
+            rows = con.execute(
+                query.format(where + ("AND " if where else "WHERE ") + "NOT coalesce(ignored, false) "),
+                [run_id] if run_id is not None else [],
+            ).fetchall()
+        except duckdb.BinderException:  # a list without the column: every row is a part
+            rows = con.execute(query.format(where), [run_id] if run_id is not None else []).fetchall()
     except duckdb.CatalogException:  # a connection built without the views module has no such table
         return []
     problems = [
@@ -577,15 +592,86 @@ def _damaged(con: Any, run_id: str | None) -> list[str]:
     return problems
 
 
+def _recorded(con: Any, run_id: str, completed: Sequence[int]) -> dict[int, tuple[Any, dict[str, int]]]:
+    """``{process: (attempt, {table: rows})}`` from the ``parts_json`` of each completed process's
+    latest attempt; processes without one (recorded before schema version 6) are left out."""
+    rows = con.execute(
+        """
+        SELECT process_index, attempt, parts_json FROM processes WHERE run_id = ?
+        QUALIFY row_number() OVER (
+            PARTITION BY process_index ORDER BY attempt DESC NULLS LAST, finished_at DESC NULLS LAST
+        ) = 1
+        """,
+        [run_id],
+    ).fetchall()
+    done = set(completed)
+    recorded: dict[int, tuple[Any, dict[str, int]]] = {}
+    for process, attempt, parts_json in rows:
+        if int(process) not in done or parts_json is None:
+            continue
+        tables: dict[str, int] = defaultdict(int)
+        try:
+            for part in json.loads(parts_json):
+                tables[str(part["table"])] += int(part["rows"])
+        except (ValueError, TypeError, KeyError):
+            tables = defaultdict(int, {"(an unreadable parts_json)": -1})  # never matches: named below
+        recorded[int(process)] = (attempt, dict(tables))
+    return recorded
+
+
+def _rows_per_process(con: Any, views: Mapping[str, set[str]], table: str, run_id: str, summary: _Summary) -> dict:
+    """``{process: rows}`` of ``table`` in ``run_id`` (the timing summary's counts for ``timings``)."""
+    if table == "timings" and summary:
+        counts: dict[int, int] = defaultdict(int)
+        for (process, _method), (n, *_rest) in summary.items():
+            counts[process] += n
+        return dict(counts)
+    if table not in views or "process_index" not in views[table]:
+        return {}
+    rows = con.execute(f"SELECT process_index, count(*) FROM {_q(table)} WHERE run_id = ? GROUP BY 1", [run_id])
+    return {int(p): int(n) for p, n in rows.fetchall() if p is not None}
+
+
+def _check_recorded_rows(
+    con: Any, views: Mapping[str, set[str]], run_id: str, completed: Sequence[int], summary: _Summary
+) -> list[str]:
+    """Rule 9: per completed process and table, the rows found are the rows its attempt recorded writing."""
+    if "parts_json" not in views.get("processes", set()):
+        return []
+    recorded = _recorded(con, run_id, completed)
+    if not recorded:
+        return []
+    tables = sorted({t for _attempt, counts in recorded.values() for t in counts} | set(_RECORDED_TABLES))
+    found = {t: _rows_per_process(con, views, t, run_id, summary) for t in tables}
+    wrong = [
+        (process, table, found[table].get(process, 0), counts.get(table, 0), attempt)
+        for process, (attempt, counts) in sorted(recorded.items())
+        for table in tables
+        if found[table].get(process, 0) != counts.get(table, 0)
+    ]
+    if not wrong:
+        return []
+    listed = "; ".join(
+        f"process {p} {t}: {n} row(s) found, {want} recorded by attempt {a}"
+        for p, t, n, want, a in wrong[:_LIST_AT_MOST]
+    )
+    more = f"; and {len(wrong) - _LIST_AT_MOST} more" if len(wrong) > _LIST_AT_MOST else ""
+    return [
+        f"run {run_id!r}: {len(wrong)} process x table cell(s) hold other rows than the process recorded writing "
+        f"(processes.parts_json): {listed}{more} — a part emptied, replaced, lost or added since; re-run the "
+        "same command to run those processes again"
+    ]
+
+
 def _source_with_filename(con: Any, table: str) -> str | None:
     columns = _views(con).get(table, set())
     if "filename" in columns:
-        return table
+        return _q(table)
     from stateaware.analysis.views import PARTS_PREFIX
 
     parts = PARTS_PREFIX + ("processes" if table == "attempts" else table)
     if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [parts]).fetchone()[0]:
-        return parts  # the read-only views keep each row's file here
+        return _q(parts)  # the read-only views keep each row's file here
     sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]).fetchone()
     call = _read_parquet_call(sql[0]) if sql and sql[0] else None
     # Rows are filtered by run id in every query here, so any filter the view adds
@@ -618,6 +704,11 @@ def _short_path(path: str, table: str) -> str:
     marker = "/processes/" if table == "attempts" else f"/{table}/"
     cut = path.rfind(marker)
     return path[cut + 1 :] if cut >= 0 else path
+
+
+def _q(name: str) -> str:
+    """``name`` as a quoted SQL identifier (a view or column name never parses as a keyword)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _views(con: Any) -> dict[str, set[str]]:

@@ -8,18 +8,33 @@ a query written today runs on any results directory. Two views are derived:
 - ``processes``: the latest attempt of each process (what "the status of process i" means).
 
 The analysis' own result tables (``stateaware.analysis.result_tables``: ``comparisons``)
-are views too, empty with their full schema until a report has written them; any other
-folder of Parquet parts under the directory becomes a view of its name.
+are views too, empty with their full schema until a report has written them. Nothing else
+becomes a view: a folder of the results directory that is not one of these tables (``select``,
+``Records``, ``damaged_parts``, ...) holding Parquet files is listed with one warning line and
+otherwise ignored (NOTE [ Only the known tables are read ]).
 
 NOTE [ Only parts that pass the check enter a view ]
 Each ``*.parquet`` file under a table folder is checked first
-(:func:`stateaware.records.check.part_problem`, footer only): a truncated, zero-byte or
-random-bytes file, or a Parquet file of another schema, never enters a view — it is
-listed in the ``damaged_parts`` table of the connection (``folder, path, run_id,
-problem``), verification fails naming it, and the ``sql``/``status`` commands print one
-warning line per file. Temporary files of interrupted writes (``.name.tmp-PID``) never
-match ``*.parquet``. The views are a snapshot of the parts present at :func:`connect`;
-parts that land later are seen by the next ``connect``.
+(:class:`stateaware.records.part_cache.PartChecks`: the footer each time, every page once
+per version of the file): a truncated, zero-byte or random-bytes file, a page whose
+checksum or decoding fails, a part whose identity columns disagree with its place (copied
+from another run or process), or a Parquet file of another schema never enters a view — it
+is listed in the ``damaged_parts`` table of the connection (``folder, path, run_id,
+problem, ignored``), verification fails naming it, and the ``sql``/``status`` commands print
+one warning line per file. So do an unreadable folder inside a table, a link to a folder
+there (never followed: no loop, nothing outside), and a file where a table's folder should
+be. Temporary files of interrupted writes (``.name.tmp-PID``) never match ``*.parquet``. The
+views are a snapshot of the parts present at :func:`connect`; parts that land later are
+seen by the next ``connect``.
+
+NOTE [ Only the known tables are read ]
+Views are made only for the record tables and the result tables, by name, every identifier
+quoted: no folder name ever reaches SQL. Any other entry of the results directory is
+ignored; one that is a folder holding ``*.parquet`` files is a row of ``damaged_parts``
+with ``ignored`` true (one warning line from ``sql``, ``status`` and ``views``, not a
+verification failure: it belongs to no table). Hidden entries (``.quarantine``,
+``.snapshots``) and folders without Parquet files (a report's figures) are passed over
+silently.
 
 NOTE [ Read-only by construction ]
 :func:`connect` reads the parts through Arrow datasets handed to DuckDB, so DuckDB itself
@@ -34,6 +49,7 @@ under the directory it names (a ``COPY … TO`` a part file would pass).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +58,8 @@ import duckdb
 import pyarrow as pa
 from stateaware.analysis.result_tables import RESULT_TABLES
 
-from stateaware.records.check import old_names, part_problem
+from stateaware.records.check import old_names
+from stateaware.records.part_cache import PartChecks
 from stateaware.records.schema import RENAMED, TABLES
 
 __all__ = [
@@ -57,7 +74,7 @@ __all__ = [
     "views_sql",
 ]
 
-#: Views every connection has, beyond any extra result folders.
+#: The views every connection has (and no other).
 VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")), *RESULT_TABLES)
 
 #: Every folder with a known schema: the record tables, then the analysis' result tables.
@@ -87,11 +104,16 @@ _LOCKDOWN = (
 
 @dataclass(frozen=True)
 class DamagedPart:
-    """A ``*.parquet`` file under a results folder that no view includes, and why."""
+    """A ``*.parquet`` file under a results folder that no view includes, and why.
+
+    ``ignored``: an entry of the results directory that is not a table at all (its files are
+    never read); verification does not fail for it, as it does for a damaged part.
+    """
 
     folder: str
     path: Path
     problem: str
+    ignored: bool = False
 
     @property
     def run_id(self) -> str | None:
@@ -106,39 +128,63 @@ class DamagedPart:
 
 
 def scan_parts(
-    results: Path | str, folder: str, schema: pa.Schema | None = None
+    results: Path | str, folder: str, schema: pa.Schema | None = None, *, checks: PartChecks | None = None
 ) -> tuple[list[Path], list[DamagedPart]]:
-    """The part files of ``results/folder`` that fit ``schema``, and those that do not.
+    """The part files of ``results/folder`` that pass the part check, and those that do not.
 
-    ``schema`` defaults to the record table's of that name; for another folder (an
-    analysis result such as ``comparisons``) the first readable part's schema is the
-    folder's, and a part that does not fit it is damaged. A file whose real path leaves
-    ``results`` (a symbolic link out) is damaged too: nothing outside is ever read.
+    ``schema`` defaults to the known table's of that name (a record table, or an analysis
+    result such as ``comparisons``, whose parts may lack columns added since they were
+    written); ``KeyError`` for another folder without one. A file whose real path leaves
+    ``results`` (a symbolic link out) is damaged too: nothing outside is ever read. Links to
+    folders are not followed, and a folder that cannot be listed is named, not skipped.
+    ``checks``: the cache to check through (one per scan of many folders; by default one
+    for this call, saved at its end).
     """
+    if schema is None and folder not in _KNOWN:
+        raise KeyError(f"no table {folder!r}; tables: {', '.join(_KNOWN)}")
+    schema = schema if schema is not None else _KNOWN[folder]
+    if checks is None:
+        with PartChecks(results) as own:
+            return scan_parts(results, folder, schema, checks=own)
     results = Path(results)
     root = results.resolve()
-    base = results / folder
-    if not base.is_dir():
-        return [], []
-    schema = schema if schema is not None else _KNOWN.get(folder)
+    files, damaged = _part_files(results, folder)
     good: list[Path] = []
-    damaged: list[DamagedPart] = []
-    for path in sorted(base.rglob("*.parquet")):
+    for path in files:
         if not path.resolve().is_relative_to(root):
             damaged.append(DamagedPart(folder, path, "a link to a file outside the results directory"))
             continue
-        if schema is None:
-            schema = _first_schema(path)
-        problem = part_problem(path, schema) if schema is not None else None
-        if problem and problem.startswith("missing column") and folder in RESULT_TABLES:
-            problem = None  # written by an older analysis: its columns since then read as null
-        if problem is None and schema is None:
-            problem = "not a Parquet file (no footer): truncated, damaged or foreign"
+        problem = checks.problem(path, schema, missing_ok=folder in RESULT_TABLES)
         if problem is None:
             good.append(path)
         else:
             damaged.append(DamagedPart(folder, path, problem))
-    return good, damaged
+    return good, sorted(damaged, key=lambda d: d.path)
+
+
+def _part_files(results: Path, folder: str) -> tuple[list[Path], list[DamagedPart]]:
+    """The ``*.parquet`` files under ``results/folder`` (sorted), and what kept any from being listed."""
+    base = results / folder
+    if base.is_symlink() and not base.exists():
+        return [], [DamagedPart(folder, base, "a link that leads nowhere (a loop or a missing target): no parts read")]
+    if not base.exists():
+        return [], []
+    if not base.is_dir():
+        return [], [DamagedPart(folder, base, "not a folder, where the table's folder should be: no parts read")]
+    files: list[Path] = []
+    damaged: list[DamagedPart] = []
+
+    def unreadable(exc: OSError) -> None:
+        problem = f"unreadable folder ({exc.strerror or exc}): its parts cannot be checked"
+        damaged.append(DamagedPart(folder, Path(exc.filename or base), problem))
+
+    for top, dirs, names in os.walk(base, onerror=unreadable):  # links to folders are not followed
+        for name in sorted(dirs):
+            if os.path.islink(os.path.join(top, name)):
+                link = Path(top, name)
+                damaged.append(DamagedPart(folder, link, "a link to a folder: not followed, its parts not read"))
+        files += [Path(top, n) for n in names if n.endswith(".parquet")]
+    return sorted(files), damaged
 
 
 def _first_schema(path: Path) -> pa.Schema | None:
@@ -151,14 +197,37 @@ def _first_schema(path: Path) -> pa.Schema | None:
         return None
 
 
-def _folders(results: Path) -> list[tuple[str, pa.Schema | None]]:
-    """``(folder, schema)`` of every folder a view is made of: the tables, then extra results."""
-    folders: list[tuple[str, pa.Schema | None]] = list(_KNOWN.items())
-    if results.is_dir():
-        for folder in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if folder.name not in _KNOWN and folder.name.isidentifier():
-                folders.append((folder.name, None))
-    return folders
+def _ignored(results: Path) -> list[DamagedPart]:
+    """The entries of ``results`` that are not tables yet hold Parquet files: one warning each."""
+    try:
+        entries = sorted(results.iterdir()) if results.is_dir() else []
+    except OSError:
+        return []  # the directory itself unreadable: every table then reads empty
+    ignored = []
+    for entry in entries:
+        if entry.name in _KNOWN or entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir():
+            continue
+        held = _holds_parquet(entry)
+        if held:
+            ignored.append(DamagedPart(entry.name, entry, _not_a_table(entry.name, held), ignored=True))
+    return ignored
+
+
+def _holds_parquet(folder: Path) -> str:
+    """``"parts"`` when ``folder`` holds a ``*.parquet`` file (links not followed), ``"unreadable"``
+    when part of it cannot be listed, else ``""``."""
+    errors: list[OSError] = []
+    for _top, _dirs, names in os.walk(folder, onerror=errors.append):
+        if any(n.endswith(".parquet") for n in names):
+            return "parts"
+    return "unreadable" if errors else ""
+
+
+def _not_a_table(name: str, held: str) -> str:
+    near = [t for t in _KNOWN if t.lower() == name.lower()]
+    hint = f" (names are case-sensitive: the table is {near[0]!r})" if near else ""
+    what = "holds Parquet files" if held == "parts" else "cannot be read in full"
+    return f"a folder that is not a table{hint} {what}; ignored (only the tables `views` lists are read)"
 
 
 def _by_old_names(files: Sequence[Path], schema: pa.Schema | None) -> dict[tuple[tuple[str, str], ...], list[Path]]:
@@ -189,7 +258,8 @@ def _quoted(name: str) -> str:
 def _renaming_columns(schema: pa.Schema, renamed: dict[str, str]) -> str:
     new_to_old = {new: old for old, new in renamed.items()}
     return ", ".join(
-        f"{_quoted(new_to_old[f.name])} AS {f.name}" if f.name in new_to_old else _quoted(f.name) for f in schema
+        f"{_quoted(new_to_old[f.name])} AS {_quoted(f.name)}" if f.name in new_to_old else _quoted(f.name)
+        for f in schema
     )
 
 
@@ -198,7 +268,8 @@ def _group_name(folder: str, index: int, groups: int) -> str:
 
 
 def _view_name(folder: str) -> str:
-    return "attempts" if folder == "processes" else folder
+    """The view of ``folder``'s parts, quoted (every folder here is a known table)."""
+    return _quoted("attempts" if folder == "processes" else folder)
 
 
 def _scope(run_ids: Sequence[str] | None) -> str:
@@ -209,7 +280,7 @@ def _scope(run_ids: Sequence[str] | None) -> str:
 
 
 _LATEST_ATTEMPT = (
-    "CREATE VIEW processes AS SELECT * FROM attempts "
+    'CREATE VIEW "processes" AS SELECT * FROM "attempts" '
     "QUALIFY row_number() OVER (PARTITION BY run_id, cohort, process_index "
     "ORDER BY attempt DESC, finished_at DESC) = 1;"
 )
@@ -228,27 +299,27 @@ def view_sql(files: Sequence[Path]) -> str:
 class Snapshot:
     """The checked part files of one results directory at one moment (see :func:`snapshot`)."""
 
-    #: ``(folder, schema, good parts grouped by old column names, damaged parts)`` per view's folder.
+    #: ``(folder, schema, good parts grouped by old column names, damaged parts)`` per known table.
     folders: tuple[tuple[str, pa.Schema, dict[tuple[tuple[str, str], ...], list[Path]], list[DamagedPart]], ...]
+    #: Entries of the results directory that are not tables (NOTE [ Only the known tables are read ]).
+    ignored: tuple[DamagedPart, ...] = ()
 
 
 def snapshot(results: Path | str) -> Snapshot:
-    """Check every part file under ``results`` once (footers only), for several :func:`connect` calls.
+    """Check every part file under ``results`` once, for several :func:`connect` calls.
 
     A report opens one connection per section (each holding only that section's runs);
-    scanning once and connecting from the scan reads every footer once instead of once per
-    connection. Parts written after the scan are not in it: scan again to see them.
+    scanning once and connecting from the scan checks every part once instead of once per
+    connection (and every page once per version of a file, through the part-check cache).
+    Parts written after the scan are not in it: scan again to see them.
     """
     results = Path(results)
     folders = []
-    for folder, schema in _folders(results):
-        good, bad = scan_parts(results, folder, schema)
-        if not good and folder not in _KNOWN:
-            folders.append((folder, schema, {}, bad))
-            continue
-        schema = schema if schema is not None else _first_schema(good[0])
-        folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
-    return Snapshot(tuple(folders))
+    with PartChecks(results) as checks:
+        for folder, schema in _KNOWN.items():
+            good, bad = scan_parts(results, folder, schema, checks=checks)
+            folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
+    return Snapshot(tuple(folders), tuple(_ignored(results)))
 
 
 _DUCKDB_TYPES = {
@@ -264,7 +335,7 @@ _DUCKDB_TYPES = {
 
 
 def _empty_sql(schema: pa.Schema) -> str:
-    columns = ", ".join(f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {f.name}" for f in schema)
+    columns = ", ".join(f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {_quoted(f.name)}" for f in schema)
     return f"SELECT {columns} WHERE false"
 
 
@@ -289,13 +360,13 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *, part
             else:  # parts written before a rename: read their old column under its new name
                 union = " UNION ALL BY NAME ".join(
                     f"SELECT * EXCLUDE ({', '.join(_quoted(o) for o, _ in renamed)}), "
-                    f"{', '.join(f'{_quoted(o)} AS {n}' for o, n in renamed)} FROM ({view_sql(paths)})"
+                    f"{', '.join(f'{_quoted(o)} AS {_quoted(n)}' for o, n in renamed)} FROM ({view_sql(paths)})"
                     if renamed
                     else view_sql(paths)
                     for renamed, paths in groups.items()
                 )
                 statements.append(f"CREATE VIEW {_view_name(folder)} AS SELECT * FROM ({union}){scope};")
-        elif folder in _KNOWN:
+        else:
             statements.append(f"CREATE VIEW {_view_name(folder)} AS {_empty_sql(_KNOWN[folder])};")
         if folder == "processes":
             statements.append(_LATEST_ATTEMPT)
@@ -305,12 +376,14 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *, part
 def damaged_parts(
     results: Path | str, run_ids: Sequence[str] | None = None, *, parts: Snapshot | None = None
 ) -> list[DamagedPart]:
-    """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run).
+    """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run),
+    then every ignored entry that is not a table (``ignored`` true).
 
     ``parts``: as for :func:`connect`.
     """
     parts = parts if parts is not None else snapshot(results)
     found = [d for _folder, _schema, _groups, damaged in parts.folders for d in damaged]
+    found += parts.ignored
     return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
 
 
@@ -319,12 +392,13 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
-    Only parts that pass :func:`stateaware.records.check.part_problem` enter a view; the
-    others are rows of the connection's ``damaged_parts`` table (NOTE [ Only parts that
-    pass the check enter a view ]). With ``read_only=True`` (the default) the connection
-    can neither write nor read any file, nor install or load an extension, whatever the
-    statement (NOTE [ Read-only by construction ]); ``read_only=False`` leaves DuckDB's
-    defaults, for a caller who wants to ``COPY`` a result out. The views are a snapshot
+    Only parts that pass the part check enter a view; the others are rows of the
+    connection's ``damaged_parts`` table (NOTE [ Only parts that pass the check enter a
+    view ]), and so are the entries that are not tables, with ``ignored`` true. With
+    ``read_only=True`` (the default) the connection can neither write nor read any file,
+    nor install or load an extension, whatever the statement (NOTE [ Read-only by
+    construction ]); ``read_only=False`` leaves DuckDB's defaults, for a caller who wants
+    to ``COPY`` a result out. The views are a snapshot
     of the parts present now, or of those in ``parts`` (a :func:`snapshot` of ``results``).
     """
     import pyarrow.dataset as ds
@@ -336,8 +410,6 @@ def connect(
     damaged: list[DamagedPart] = []
     for folder, schema, groups, bad in parts.folders:
         damaged += bad
-        if not groups:
-            continue
         for i, (renamed, paths) in enumerate(groups.items()):
             files = [p.resolve().as_posix() for p in paths]
             # Each file's path becomes its rows' `filename`, the way hive keys become columns.
@@ -351,25 +423,30 @@ def connect(
             con.register(_group_name(folder, i, len(groups)), dataset)
         if len(groups) > 1:  # parts written before a rename: read their old column under its new name
             con.execute(
-                f"CREATE VIEW {PARTS_PREFIX}{folder} AS "
+                f"CREATE VIEW {_quoted(PARTS_PREFIX + folder)} AS "
                 + " UNION ALL ".join(
-                    f"SELECT {_renaming_columns(schema, dict(renamed))}, filename FROM {_group_name(folder, i, 2)}"
+                    f"SELECT {_renaming_columns(schema, dict(renamed))}, filename "
+                    f"FROM {_quoted(_group_name(folder, i, 2))}"
                     for i, renamed in enumerate(groups)
                 )
             )
         con.execute(
-            f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) FROM {PARTS_PREFIX}{folder}{scope}"
+            f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) FROM {_quoted(PARTS_PREFIX + folder)}"
+            f"{scope}"
         )
         if folder == "processes":
             con.execute(_LATEST_ATTEMPT)
-    con.execute("CREATE TEMP TABLE damaged_parts (folder VARCHAR, path VARCHAR, run_id VARCHAR, problem VARCHAR)")
+    con.execute(
+        "CREATE TEMP TABLE damaged_parts (folder VARCHAR, path VARCHAR, run_id VARCHAR, problem VARCHAR, "
+        "ignored BOOLEAN)"
+    )
     rows = [
-        (d.folder, d.path.as_posix(), d.run_id, d.problem)
-        for d in damaged
+        (d.folder, d.path.as_posix(), d.run_id, d.problem, d.ignored)
+        for d in [*damaged, *parts.ignored]
         if run_ids is None or d.run_id is None or d.run_id in run_ids
     ]
     if rows:
-        con.executemany("INSERT INTO damaged_parts VALUES (?, ?, ?, ?)", rows)
+        con.executemany("INSERT INTO damaged_parts VALUES (?, ?, ?, ?, ?)", rows)
     if read_only:
         for name, value in _LOCKDOWN:
             con.execute(f"SET {name} = {value}")

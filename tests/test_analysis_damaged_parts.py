@@ -27,6 +27,12 @@ from stateaware.records.writer import Identity, RecordWriter
 RUN = "r1"
 
 
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    """The part-check cache of these tests' own (never the user's)."""
+    monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pristine") / "results"
@@ -46,6 +52,7 @@ def pristine(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "STATEAWARE_CACHE": str(out.parent / "cache")},
     )
     assert done.returncode == 0, done.stderr
     return out
@@ -198,3 +205,40 @@ def test_a_link_out_of_the_results_directory_is_never_followed(results, tmp_path
     assert con.execute("SELECT problem FROM damaged_parts").fetchall() == [
         ("a link to a file outside the results directory",)
     ]
+
+
+def _page_of(path: Path, column: int) -> tuple[int, int]:
+    """``(data page offset, chunk end)`` of one column chunk, from the footer."""
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(column)
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    return chunk.data_page_offset, start + chunk.total_compressed_size
+
+
+#: Damage inside a data page of a real part, its footer left valid: which bytes, and what is said.
+PAGE_DAMAGE = {
+    "payload flipped": (lambda first, end: range(end - 3, end - 1), "a page fails its checksum"),
+    "page header zeroed": (lambda first, end: range(first, first + 6), "data does not decode"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(PAGE_DAMAGE))
+def test_a_page_damaged_inside_a_valid_footer_is_named_by_every_reader(results, capsys, damage):
+    where, said = PAGE_DAMAGE[damage]
+    part = results / "timings" / "cohort=demo" / f"run_id={RUN}" / "p000001-matmul.parquet"
+    column = pq.read_schema(part).get_field_index("step_ms")
+    data = bytearray(part.read_bytes())
+    for i in where(*_page_of(part, column)):
+        data[i] ^= 0xFF if damage == "payload flipped" else data[i]
+    part.write_bytes(bytes(data))
+    assert pq.ParquetFile(part).metadata.num_rows == 3  # the footer still reads
+
+    assert main(["sql", "--results", str(results), "--format", "csv", "SELECT count(*) FROM timings"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "count_star()\n3\n"
+    assert captured.err.startswith(f"warning: skipped {part.as_posix()}: {said}") and captured.err.count("\n") == 1
+    assert main(["status", "--results", str(results)]) == 0
+    assert capsys.readouterr().err == captured.err
+    assert main(["report", "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert f"damaged part timings/cohort=demo/run_id={RUN}/p000001-matmul.parquet: {said}" in err
+    assert "Traceback" not in err and "thrift" not in err.split("\n", 1)[0]

@@ -250,8 +250,8 @@ def test_a_finite_suite_that_did_not_run_is_named_not_shown_as_zero(compose, tmp
 
 
 def test_a_report_checks_each_part_once_before_and_once_after_its_comparisons(compose, tmp_path, monkeypatch):
-    """Footers are read per scan, not per connection: two rounds of sections still scan twice."""
-    import stateaware.analysis.views as views
+    """Parts are checked per scan, not per connection: two rounds of sections still scan twice."""
+    from stateaware.records.part_cache import PartChecks
 
     for run_id in ("first", "second"):
         assert (
@@ -272,8 +272,10 @@ def test_a_report_checks_each_part_once_before_and_once_after_its_comparisons(co
         )
     before = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
     checked = []
-    real = views.part_problem
-    monkeypatch.setattr(views, "part_problem", lambda path, schema: checked.append(path) or real(path, schema))
+    real = PartChecks.problem
+    monkeypatch.setattr(
+        PartChecks, "problem", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
+    )
     build_report(tmp_path, run_ids=["first", "second"], draws=200)
     after = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
     assert sorted(checked) == sorted(before + after)

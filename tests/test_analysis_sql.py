@@ -57,14 +57,15 @@ def test_records_written_before_check_was_renamed_read_as_check_name(tmp_path, s
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from stateaware.records.schema import SCHEMA_VERSION
+    from stateaware.records.schema import RENAMED
 
     writer = RecordWriter(tmp_path, Identity("new", "co", 0, "h" * 64, "cpu", 1.0))
     writer.write("records", [{"method": "a", "check_name": "bytes", "outcome": "match"}], part="now")
     old = pq.read_table(next((tmp_path / "records").rglob("*.parquet")))
     old = old.rename_columns(["check" if n == "check_name" else n for n in old.column_names])
     old = old.set_column(old.column_names.index("run_id"), "run_id", pa.array(["old"], pa.string()))
-    old = old.replace_schema_metadata({b"stateaware.schema_version": str(SCHEMA_VERSION - 1).encode()})
+    before_rename = RENAMED["check"][1] - 1  # the last version that called it `check`
+    old = old.replace_schema_metadata({b"stateaware.schema_version": str(before_rename).encode()})
     folder = tmp_path / "records" / "cohort=co" / "run_id=old"
     folder.mkdir(parents=True)
     pq.write_table(old, folder / "old.parquet")
@@ -171,17 +172,20 @@ def test_the_views_as_plain_sql_work_in_a_bare_duckdb(tmp_path):
 
 
 def test_views_sql_checks_each_part_once_for_the_warnings_and_the_statements(tmp_path, monkeypatch, capsys):
-    import stateaware.analysis.views as views
     from stateaware.analysis.__main__ import main
+
+    from stateaware.records.part_cache import PartChecks
 
     for index in range(2):
         _write(tmp_path, index)
     (tmp_path / "timings" / "broken.parquet").write_bytes(b"not parquet")
     checked = []
-    real = views.part_problem
-    monkeypatch.setattr(views, "part_problem", lambda path, schema: checked.append(path) or real(path, schema))
+    real = PartChecks.problem
+    monkeypatch.setattr(
+        PartChecks, "problem", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
+    )
     assert main(["views", "--sql", "--results", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert sorted(checked) == sorted(tmp_path.rglob("*.parquet")) and len(checked) == 5
     assert err.count("warning: skipped") == 1 and "broken.parquet" in err
-    assert out.count("CREATE VIEW timings AS") == 1 and "broken.parquet" not in out
+    assert out.count('CREATE VIEW "timings" AS') == 1 and "broken.parquet" not in out

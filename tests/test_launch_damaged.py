@@ -13,6 +13,12 @@ import pytest
 from stateaware.cli import run
 
 
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    """The part-check cache of these tests' own (never the user's)."""
+    monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
+
+
 def _clock(compose, out, *extra):
     return compose(
         "cohort=demo",
@@ -146,3 +152,40 @@ def test_a_damaged_manifest_is_quarantined_and_written_afresh(compose, tmp_path,
     assert manifest.read_text().startswith("{") and '"launches": 1' in manifest.read_text()
     assert len(list((out / ".quarantine").rglob("manifest.json.*"))) == 1
     assert manifest_path(out, "demo", manifest.parent.name.removeprefix("run_id=")) == manifest
+
+
+def _comparison_part(out, run_id):
+    """A valid ``comparisons`` part of the run, as a report writes it."""
+    from stateaware.analysis.result_tables import RESULT_TABLES
+
+    from stateaware.records.writer import write_atomic
+
+    schema = RESULT_TABLES["comparisons"]
+    row = {f.name: (1 if pa.types.is_integer(f.type) else 0.5 if pa.types.is_floating(f.type) else "x") for f in schema}
+    row.update(run_id=run_id, cohort="demo", partial=False)
+    path = out / "comparisons" / "cohort=demo" / f"run_id={run_id}" / "comparisons.parquet"
+    return write_atomic(pa.Table.from_pylist([row] * 50, schema=schema), path)
+
+
+def _flip_a_page(path):
+    meta = pq.ParquetFile(path).metadata.row_group(0).column(7)  # `estimate`: a data page of doubles
+    start = meta.dictionary_page_offset if meta.has_dictionary_page else meta.data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start + meta.total_compressed_size - 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [_zero, _flip_a_page], ids=["zero-byte", "a flipped page"])
+def test_a_damaged_part_of_a_result_table_is_quarantined_and_no_process_reruns(compose, tmp_path, sql, capsys, damage):
+    out = tmp_path / "out"
+    assert run(_clock(compose, out), progress=False) == 0
+    run_id = next((out / "timings" / "cohort=demo").iterdir()).name.removeprefix("run_id=")
+    part = _comparison_part(out, run_id)
+    damage(part)
+    capsys.readouterr()
+    assert run(_clock(compose, out), progress=False) == 0
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("quarantined")]
+    assert line.startswith(f"quarantined damaged part {part}: ") and "will run again" not in line
+    assert not part.exists() and len(list((out / ".quarantine" / "comparisons").rglob("comparisons.parquet.*"))) == 1
+    assert sql(out, "SELECT count(*) FROM attempts") == [(3,)]  # nothing ran again

@@ -10,7 +10,9 @@ The lifecycle of one attempt is a small state machine whose every terminal state
                                                                   type, message, traceback)
 
 The context readings at both ends of the kind (load, CPUs, other processes' CPU share, GPU
-clocks; :mod:`stateaware.launch.context`) land in the same row.
+clocks; :mod:`stateaware.launch.context`) land in the same row, and so does what the attempt
+wrote (``parts_json``: each part's table, name and rows), which verification and the next
+launch compare with the parts they find.
 
 Each status row claims its attempt number: the part ``a<attempt>`` is created, never
 replaced, so two writers that counted the same attempts (a launcher recording ``lost``
@@ -27,6 +29,7 @@ read from the row.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import traceback
@@ -173,7 +176,7 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
     except Exception as exc:  # noqa: BLE001 - every failure (a refused pinning too) becomes a recorded outcome
         status, error = "failed", exc
         if disk_full(exc) and not isinstance(exc, DiskFullError):  # a kind's own file write ran out of space
-            error = as_disk_full(exc)
+            error = as_disk_full(exc, under=spec.out)  # the file when the error names it, else the results folder
             error.__cause__ = exc
     row = status_row(spec, status, attempt, started, exc=error)
     if before is not None and after is not None:
@@ -182,6 +185,7 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
 
 
 def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult:
+    row["parts_json"] = json.dumps(writer.parts_written(), separators=(",", ":"))
     full = row["exception_message"] if row["exception_type"] == DiskFullError.__name__ else ""
     try:
         attempt = record_status(spec, row, writer)
@@ -220,6 +224,8 @@ def _remove_stale_temporaries(spec: ProcessSpec) -> None:
     writer — another launch's worker of the same process — is left alone.
     """
     prefix = f".p{spec.process_index:06d}-"
+    if not Path(spec.out).is_dir():  # nothing written yet: nothing left behind either
+        return
     for table_dir in Path(spec.out).iterdir():
         run_dir = table_dir / f"cohort={spec.cohort}" / f"run_id={spec.run_id}"
         if run_dir.is_dir():

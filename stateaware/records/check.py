@@ -1,12 +1,13 @@
-"""Is this part file one of ours? One footer read says, for every reader of a results directory.
+"""Is this part file one of ours, whole? The one check every reader of a results directory shares.
 
 A results directory is shared ground: a part can be truncated by a full disk, zeroed by a
-crashed copy, or be somebody else's Parquet dropped into a table folder. Every reader — the
-DuckDB views, verification, the report, the launcher's resume scan — asks
-:func:`part_problem` before trusting a file, so they all agree on what "damaged" means.
+crashed copy, have bytes flipped inside a page, be copied in from another run, or be
+somebody else's Parquet dropped into a table folder. Every reader — the DuckDB views,
+verification, the report, the launcher's resume scan — asks the same check before trusting
+a file (through :mod:`stateaware.records.part_cache`, which runs the expensive half once per
+part), so they all agree on what "damaged" means. Two halves:
 
-Only the footer is read (a few KiB, whatever the part's size), so checking every part of a
-large run costs milliseconds. What it catches:
+:func:`part_problem`, the footer (a few KiB, whatever the part's size):
 
 - not Parquet: zero bytes, random bytes, a truncated file (its footer is at the end, so a
   cut anywhere loses it), a footer whose column chunks point past the end of the file;
@@ -15,21 +16,32 @@ large run costs milliseconds. What it catches:
   says so) may lack the columns added since, and carry a column under the name it had then
   (``schema.RENAMED``); identity columns are never optional.
 
-What the footer alone does not catch: a page corrupted in the middle of an intact file;
-``decode=True`` reads the data too (once per launch, for resume, is affordable; on every
-``sql`` is not), otherwise DuckDB names the file in its error when a query reaches it.
+:func:`content_problem`, every page (``decode=True`` of :func:`part_problem`):
+
+- a damaged page inside an intact footer: our writer stores a CRC-32 per page
+  (``writer.PAGE_CHECKSUMS``) and every page is verified against it and decoded; a part
+  written before checksums existed is decoded in full, which finds what breaks decoding
+  but not a flipped byte that still decodes;
+- a part that is not where its rows say they belong: its identity columns (``run_id``,
+  ``cohort``, ``process_index``, ``source_hash``, ...) hold one value each, equal to the
+  hive folders above it (``cohort=``, ``run_id=``) and to its name (``p<index>-``) — a part
+  copied from another run or process is caught here.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from stateaware.records.schema import IDENTITY, RENAMED, SCHEMA_VERSION, schema_for
+from stateaware.records.writer import PAGE_CHECKSUMS
 
-__all__ = ["old_names", "part_problem"]
+__all__ = ["Content", "content_problem", "old_names", "part_problem"]
 
 _IDENTITY_NAMES = frozenset(f.name for f in IDENTITY)
 
@@ -37,16 +49,22 @@ _IDENTITY_NAMES = frozenset(f.name for f in IDENTITY)
 #: have hundreds, and one line must stay readable.
 _NAMES_AT_MOST = 4
 
+#: A part's file name: ``p<process index>-<part>.parquet`` (writer.part_path).
+_PROCESS_IN_NAME = re.compile(r"p(\d+)-")
 
-def part_problem(path: Path | str, schema: pa.Schema | str, *, decode: bool = False) -> str | None:
+
+def part_problem(
+    path: Path | str, schema: pa.Schema | str, *, decode: bool = False, missing_ok: bool = False
+) -> str | None:
     """What is wrong with the part file at ``path`` for a table of ``schema``; ``None`` if nothing.
 
     ``schema`` is an Arrow schema or the name of a record table. The answer is one short
     phrase ("zero bytes", "not a Parquet file (...)", "column 'process_index' is string,
     expected int32", ...) for a message that names the file. Nullability is not compared
-    (Parquet readers differ on it); types are, exactly. ``decode=True`` also reads every
-    page. Never raises for a bad file; ``KeyError`` (listing the tables) for an unknown
-    table name.
+    (Parquet readers differ on it); types are, exactly. ``missing_ok``: columns of
+    ``schema`` the part lacks are accepted (an analysis result table written by an older
+    analysis). ``decode=True`` also runs :func:`content_problem` (every page, uncached).
+    Never raises for a bad file; ``KeyError`` (listing the tables) for an unknown table name.
     """
     schema = schema_for(schema) if isinstance(schema, str) else schema
     path = Path(path)
@@ -59,21 +77,83 @@ def part_problem(path: Path | str, schema: pa.Schema | str, *, decode: bool = Fa
         with pq.ParquetFile(path) as part:  # reads the footer only
             meta, found = part.metadata, part.schema_arrow
     except (OSError, pa.ArrowException, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = _first_line(exc)
         if "magic bytes" in first:  # pyarrow's words for "no footer where a footer must be"
             return "not a Parquet file (no footer): truncated, damaged or foreign"
         return f"unreadable Parquet footer ({_shorten(first)}): damaged or foreign"
     end = _data_end(meta)
     if end > size:
         return f"truncated: its footer points to byte {end:,} of a {size:,}-byte file"
-    problem = _schema_problem(found, schema)
+    problem = _schema_problem(found, schema, missing_ok)
     if problem is None and decode:
-        try:
-            pq.read_table(path)
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return f"data does not decode ({_shorten(first)})"
+        return content_problem(path).problem
     return problem
+
+
+class Content(NamedTuple):
+    """What reading every page of a part found: the problem (``None``: none) and whether
+    its pages carry checksums (``False``: only decoding could vouch for them)."""
+
+    problem: str | None
+    checksums: bool
+
+
+def content_problem(path: Path | str) -> Content:
+    """Read every page of the part at ``path``: checksums verified, values decoded, identity checked.
+
+    The part's footer is taken as already checked (:func:`part_problem`); this is the
+    expensive half — the whole file is read, one row group at a time — so
+    :mod:`stateaware.records.part_cache` runs it once per part. Never raises for a bad file.
+    """
+    path = Path(path)
+    checksums = False
+    try:
+        with pq.ParquetFile(path, page_checksum_verification=True) as part:
+            found = part.schema_arrow
+            checksums = (found.metadata or {}).get(PAGE_CHECKSUMS[0]) == PAGE_CHECKSUMS[1]
+            expected = _expected_identity(path, found.names)
+            seen: dict[str, set[object]] = {name: set() for name in _IDENTITY_NAMES & set(found.names)}
+            for group in range(part.metadata.num_row_groups):
+                rows = part.read_row_group(group)  # every page: checksum (when stored) and decoding
+                for name, values in seen.items():
+                    values.update(pc.unique(rows.column(name)).to_pylist())
+    except Exception as exc:  # noqa: BLE001 - whatever a damaged page makes pyarrow raise is the file's problem
+        first = _shorten(_first_line(exc))
+        if "CRC checksum" in first:  # pyarrow's words for a page whose bytes changed after it was written
+            return Content(f"a page fails its checksum ({first}): damaged after it was written", checksums)
+        return Content(f"data does not decode ({first}): damaged", checksums)
+    return Content(_identity_problem(seen, expected), checksums)
+
+
+def _expected_identity(path: Path, columns: list[str]) -> dict[str, object]:
+    """What the part's place says its identity columns hold: hive folders, and ``p<index>-``."""
+    expected: dict[str, object] = {}
+    for folder in path.parents:
+        key, sep, value = folder.name.partition("=")
+        if not sep or not key.isidentifier():
+            break  # above the partitions: the table folder
+        if key in columns:
+            expected[key] = value
+    match = _PROCESS_IN_NAME.match(path.name)
+    if match and "process_index" in columns:
+        expected["process_index"] = int(match.group(1))
+    return expected
+
+
+def _identity_problem(seen: dict[str, set[object]], expected: dict[str, object]) -> str | None:
+    for name, values in seen.items():
+        if len(values) > 1:
+            shown = ", ".join(sorted(repr(v) for v in values)[:_NAMES_AT_MOST])
+            return f"its {name} column holds {len(values)} values ({shown}); a part is one process's"
+    for name, want in expected.items():
+        values = seen.get(name, set())
+        got = next(iter(values)) if values else None
+        if values and str(got) != str(want):
+            where = (
+                f"its name says p{int(str(want)):06d}" if name == "process_index" else f"it lies under {name}={want}"
+            )
+            return f"its {name} column says {got!r}, but {where} (copied from another run or process?)"
+    return None
 
 
 def _data_end(meta: pq.FileMetaData) -> int:
@@ -88,7 +168,7 @@ def _data_end(meta: pq.FileMetaData) -> int:
     return end
 
 
-def _schema_problem(found: pa.Schema, schema: pa.Schema) -> str | None:
+def _schema_problem(found: pa.Schema, schema: pa.Schema, missing_ok: bool = False) -> str | None:
     expected = {f.name: f.type for f in schema}
     version = _older_version(found)
     names = {n: _current_name(n, version, expected) for n in found.names}
@@ -99,7 +179,7 @@ def _schema_problem(found: pa.Schema, schema: pa.Schema) -> str | None:
         if field.type != expected[names[field.name]]:
             return f"column {field.name!r} is {field.type}, expected {expected[names[field.name]]}"
     missing = [n for n in schema.names if n not in set(names.values())]
-    if missing and (version is None or _IDENTITY_NAMES.intersection(missing)):
+    if missing and ((version is None and not missing_ok) or _IDENTITY_NAMES.intersection(missing)):
         return f"missing column(s) {_names(missing)}"
     return None
 
@@ -136,6 +216,11 @@ def _older_version(found: pa.Schema) -> int | None:
 def _names(names: list[str]) -> str:
     shown = ", ".join(repr(n) for n in names[:_NAMES_AT_MOST])
     return shown + (f" and {len(names) - _NAMES_AT_MOST} more" if len(names) > _NAMES_AT_MOST else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _shorten(text: str, limit: int = 100) -> str:

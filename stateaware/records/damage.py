@@ -1,11 +1,12 @@
 """Damaged or foreign part files: tell them from good ones, and move them aside.
 
 A part can be damaged after it was written (a truncated copy, a zero-byte file from a full
-disk elsewhere, bytes overwritten) or not be ours at all (a Parquet file of another schema
-dropped into a table folder). :func:`part_problem` says what is wrong with one part, or
-nothing; :func:`quarantine` moves a part to ``OUT/.quarantine/<same relative path>.<UTC
-time>`` — out of every view's ``OUT/<table>/**/*.parquet`` glob, and never over an
-earlier quarantined file — so a resumed run can write the part again.
+disk elsewhere, bytes overwritten inside a page) or not be ours at all (a Parquet file of
+another schema dropped into a table folder, a part copied from another run).
+:func:`part_problem` says what is wrong with one part, or nothing; :func:`quarantine` moves
+a part to ``OUT/.quarantine/<same relative path>.<UTC time>`` — out of every view's
+``OUT/<table>/**/*.parquet`` glob, and never over an earlier quarantined file — so a resumed
+run can write the part again.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stateaware.records import check
+from stateaware.names import check_inside
+from stateaware.records.part_cache import checked_problem
 
 __all__ = ["QUARANTINE", "part_problem", "quarantine"]
 
@@ -22,29 +24,38 @@ __all__ = ["QUARANTINE", "part_problem", "quarantine"]
 QUARANTINE = ".quarantine"
 
 
-def part_problem(path: Path | str, table: str) -> str | None:
+def part_problem(path: Path | str, table: str, results: Path | str | None = None) -> str | None:
     """What is wrong with ``path`` as a part of ``table`` (one short phrase), or ``None``.
 
-    The one check every reader shares (:func:`stateaware.records.check.part_problem`:
-    Parquet, the table's columns and types, identity columns present, a part of an older
-    schema version may lack later columns), plus every page decoded — affordable once per
-    launch. Never raises for a bad file.
+    The one check every reader shares (:func:`stateaware.records.part_cache.checked_problem`:
+    Parquet, the table's columns and types, identity columns present and agreeing with the
+    part's place, a part of an older schema version may lack later columns, every page's
+    checksum and decoding — the pages read once per version of the file). ``results`` is
+    the results directory the part belongs to (whose cache answers; default: the folder
+    three levels above the part, ``OUT/<table>/cohort=/run_id=/``). Never raises for a bad file.
     """
-    return check.part_problem(path, table, decode=True)
+    path = Path(path)
+    if results is None:
+        results = path.parents[3] if len(path.parents) > 3 else path.parent
+    return checked_problem(results, path, table)
 
 
 def quarantine(out: Path | str, path: Path | str) -> Path:
     """Move ``path`` (inside ``out``) to ``out/.quarantine/<relative path>.<UTC time>``; the new path.
 
     The time suffix (with a counter if needed) means an earlier quarantined copy of the
-    same part is never overwritten.
+    same part is never overwritten. The destination must lie inside ``out`` once links are
+    followed (:class:`~stateaware.names.PathOutsideError` otherwise: a ``.quarantine`` link
+    planted in ``out`` never sends a part elsewhere).
     """
     out, path = Path(out), Path(path)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     base = out / QUARANTINE / path.relative_to(out)
+    check_inside(out, base)
     base.parent.mkdir(parents=True, exist_ok=True)
     dest, n = base.with_name(f"{base.name}.{stamp}"), 1
     while dest.exists():
         dest, n = base.with_name(f"{base.name}.{stamp}-{n}"), n + 1
+    check_inside(out, dest)
     os.replace(path, dest)
     return dest

@@ -44,8 +44,10 @@ __all__ = [
 #:    affinity, governor, other processes' CPU share, torch threads, GPU clocks and
 #:    temperature) — issue 17;
 #: 5: runs.kind and runs.report_sections (the report picks sections by them, issue 16);
-#:    records.check renamed records.check_name (``check`` is a DuckDB keyword: see RENAMED).
-SCHEMA_VERSION = 5
+#:    records.check renamed records.check_name (``check`` is a DuckDB keyword: see RENAMED);
+#: 6: processes.parts_json (what a process's attempt wrote, so verification and resume can
+#:    count its rows — issue 23).
+SCHEMA_VERSION = 6
 
 #: Columns renamed since an older schema version: old name -> (new name, version that renamed
 #: it). A part stamped with an older version may carry the old name; the part check accepts
@@ -130,6 +132,11 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("exception_message", pa.string()),
         ("traceback", pa.string()),
         ("spec_json", pa.string()),  # the process spec's seeds and parameters
+        # The parts this attempt wrote, as the worker saw them land: a JSON list of
+        # {"table", "part", "rows"} (stateaware.records.writer.RecordWriter.parts_written).
+        # Verification and resume compare each table's rows of the process with it; null on
+        # rows the launcher writes (lost, damaged) and before version 6.
+        ("parts_json", pa.string()),
         # The system context of the attempt (stateaware.launch.context; null where unreadable,
         # and on rows the launcher writes for a process that died).
         ("load_before", pa.float64()),  # 1-minute load average when the process started

@@ -12,28 +12,38 @@ debris of a dead writer from the file of a live one, which must never be removed
 names are chosen by the cohort and must be deterministic (``"main"``, ``"method=joint"``):
 writing the same part again replaces it, which is what makes a resumed or requeued
 process unable to duplicate rows.
+
+Every part is written with Parquet page checksums (CRC-32 of each page, ``write_page_checksum``)
+and says so in its file metadata (:data:`PAGE_CHECKSUMS`), so a reader can tell a page damaged
+after it was written from a good one (:mod:`stateaware.records.check`). Every path built from
+names is checked to lie inside ``out`` (:func:`stateaware.names.check_inside`) before anything
+is written to it.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import shutil
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stateaware.names import InvalidName, check_inside, check_name
 from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
 
 __all__ = [
     "Identity",
     "RecordWriter",
     "DiskFullError",
+    "Space",
+    "free_space",
+    "PAGE_CHECKSUMS",
+    "MAX_PART_NAME",
     "part_path",
     "write_atomic",
     "write_bytes_atomic",
@@ -46,6 +56,15 @@ __all__ = [
 Rows: TypeAlias = Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]] | pa.Table
 
 _IDENTITY_NAMES = [f.name for f in IDENTITY]
+
+#: File metadata key (and value) of a part written with page checksums: parts written before
+#: checksums existed lack it, and get a one-time full decode instead (records.check).
+PAGE_CHECKSUMS = (b"stateaware.page_checksums", b"crc32")
+
+#: The longest part name: ``.p000000-<part>.parquet.tmp-<host>-<pid>`` (a 64-character host,
+#: a 7-digit pid) must stay within the 255 bytes a file name may have.
+MAX_PART_NAME = 160
+_PART_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-=")
 
 
 @dataclass(frozen=True)
@@ -72,26 +91,75 @@ class Identity:
 
 
 def part_path(out: Path | str, table: str, cohort: str, run_id: str, process_index: int, part: str) -> Path:
-    """Where ``part`` of ``process_index`` of a run lands for ``table``."""
+    """Where ``part`` of ``process_index`` of a run lands for ``table`` (not resolved: as given under ``out``).
+
+    ``table``, ``cohort`` and ``run_id`` must follow the name rule (:func:`stateaware.names.check_name`)
+    and ``part`` the part-name rule (the name rule, ``=`` allowed, at most :data:`MAX_PART_NAME`
+    characters): :class:`~stateaware.names.InvalidName` otherwise. The path must lie inside ``out``
+    once symbolic links are followed: :class:`~stateaware.names.PathOutsideError` otherwise (a
+    link planted in a table folder never redirects a write).
+    """
+    check_name("table", table)
+    check_name("cohort", cohort)
+    check_name("run_id", run_id)
     _check_part_name(part)
-    return Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}" / f"p{process_index:06d}-{part}.parquet"
+    path = Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}" / f"p{process_index:06d}-{part}.parquet"
+    check_inside(out, path)
+    return path
+
+
+class Space(NamedTuple):
+    """What a filesystem has left: bytes an unprivileged writer may use, and whether it is out of inodes."""
+
+    free: int
+    no_inodes: bool
 
 
 class DiskFullError(OSError):
-    """A write failed for lack of space; nothing of it was left behind.
+    """A write failed for lack of space (or of inodes); nothing of it was left behind.
 
-    ``str()`` is the one line a command prints: the path, the bytes the write needed and
-    the bytes free on that filesystem, and what to do.
+    ``str()`` is the one line a command prints: the file being written (or, when only that is
+    known, the folder it was written under), the bytes it needed and what its filesystem has
+    left — "no free inodes" when inodes, not bytes, ran out — and what to do.
     """
 
-    def __init__(self, path: Path | str, needed: int | None, free: int | None):
-        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        self.path, self.needed, self.free = Path(path), needed, free
+    def __init__(
+        self, path: Path | str | None, needed: int | None, space: Space | None, *, under: Path | str | None = None
+    ):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path) if path is not None else None)
+        self.path = Path(path) if path is not None else None
+        self.under = Path(under) if under is not None else None
+        self.needed, self.space = needed, space
+
+    @property
+    def free(self) -> int | None:
+        """Bytes free on the filesystem of the file, when known."""
+        return self.space.free if self.space is not None else None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # OSError pickles its (errno, strerror, filename) args, which this __init__ does not take;
+        # a worker's error must reach the launcher (submitit pickles it) as the same message.
+        return (_disk_full_error, (self.path, self.needed, self.space, self.under))
 
     def __str__(self) -> str:
+        if self.path is not None:
+            what = str(self.path)
+        elif self.under is not None:
+            what = f"a file under {self.under}"
+        else:
+            what = "a file (the error did not say which)"
         needed = f"needed {_size(self.needed)}" if self.needed is not None else "needed more space"
-        free = f"{_size(self.free)} free there" if self.free is not None else "free space unknown"
-        return f"disk full writing {self.path}: {needed}, {free}; free some space and re-run the same command to resume"
+        if self.space is None:
+            left, action = "free space unknown", "free some space"
+        elif self.space.no_inodes:
+            left, action = f"no free inodes there ({_size(self.space.free)} free)", "remove some files"
+        else:
+            left, action = f"{_size(self.space.free)} free there", "free some space"
+        return f"disk full writing {what}: {needed}, {left}; {action} and re-run the same command to resume"
+
+
+def _disk_full_error(path: Path | None, needed: int | None, space: Space | None, under: Path | None) -> DiskFullError:
+    return DiskFullError(path, needed, space, under=under)
 
 
 def _size(n: int) -> str:
@@ -100,12 +168,20 @@ def _size(n: int) -> str:
     return format_bytes(n)
 
 
-def _free_bytes(path: Path) -> int | None:
+def free_space(path: Path | str) -> Space | None:
+    """What the filesystem holding ``path`` has left; ``None`` when no ancestor of it can be read.
+
+    ``path`` need not exist: its nearest existing ancestor is asked (a folder about to be
+    created lives on its parent's filesystem). A filesystem that reports no inode count at
+    all (``f_files == 0``: btrfs, many network filesystems) is never called out of inodes.
+    """
+    path = Path(os.path.abspath(path))
     for folder in (path, *path.parents):
         try:
-            return shutil.disk_usage(folder).free
+            stat = os.statvfs(folder)
         except OSError:
             continue
+        return Space(stat.f_bavail * stat.f_frsize, stat.f_files > 0 and (stat.f_favail == 0 or stat.f_ffree == 0))
     return None
 
 
@@ -114,12 +190,24 @@ def disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def as_disk_full(exc: OSError, path: Path | str | None = None, needed: int | None = None) -> DiskFullError:
-    """``exc`` (an out-of-space error) as a :class:`DiskFullError` naming ``path`` or the file it names."""
+def as_disk_full(
+    exc: OSError, path: Path | str | None = None, needed: int | None = None, *, under: Path | str | None = None
+) -> DiskFullError:
+    """``exc`` (an out-of-space error) as a :class:`DiskFullError` naming the file being written.
+
+    The file is ``path`` (what the caller was writing), else the file ``exc`` names; when
+    neither is known, ``under`` (the folder the write went to, e.g. the results directory)
+    is named instead. The free space is that of the named file's filesystem — never the
+    working directory's.
+    """
     if isinstance(exc, DiskFullError):
         return exc
-    where = Path(path if path is not None else (exc.filename or "?"))
-    return DiskFullError(where, needed, _free_bytes(where.parent))
+    named = path if path is not None else exc.filename
+    if isinstance(named, (str, bytes, os.PathLike)) and os.fsdecode(named):
+        return DiskFullError(os.fsdecode(named), needed, free_space(os.fsdecode(named)))
+    if under is not None:
+        return DiskFullError(None, needed, free_space(under), under=under)
+    return DiskFullError(None, needed, None)
 
 
 def _host() -> str:
@@ -168,16 +256,19 @@ def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False) -> Pat
     ``exclusive``: never replace an existing ``path`` — raise ``FileExistsError`` instead
     (a hard link, atomic like ``O_EXCL``), so two writers of one name cannot overwrite each
     other. Out of space, the temporary file is removed and :class:`DiskFullError` raised.
+    Pages carry CRC-32 checksums and the file metadata says so (:data:`PAGE_CHECKSUMS`).
     """
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), PAGE_CHECKSUMS[0]: PAGE_CHECKSUMS[1]})
+
+    def fill(sink: Any) -> None:
+        pq.write_table(table, sink, compression="zstd", write_page_checksum=True)
 
     def needed() -> int:  # only on the failure path: the exact size of the file
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
+        fill(sink)
         return sink.getvalue().size
 
-    return _write_via_temporary(
-        path, lambda handle: pq.write_table(table, handle, compression="zstd"), needed, exclusive=exclusive
-    )
+    return _write_via_temporary(path, fill, needed, exclusive=exclusive)
 
 
 def _link_exclusive(tmp: Path, path: Path) -> None:
@@ -232,6 +323,7 @@ class RecordWriter:
     def __init__(self, out: Path | str, identity: Identity, metadata: Mapping[str, str] | None = None):
         self.out = Path(out)
         self.identity = identity
+        self._written: dict[tuple[str, str], int] = {}  # (table, part) -> rows of its last write
         self._metadata = {
             "stateaware.schema_version": str(SCHEMA_VERSION),
             **{f"stateaware.{k}": str(v) for k, v in identity.columns().items()},
@@ -256,7 +348,22 @@ class RecordWriter:
         arrow = self.to_arrow(table, rows)
         meta = {**self._metadata, "stateaware.table": table}
         arrow = arrow.replace_schema_metadata({k.encode(): v.encode() for k, v in meta.items()})
-        return write_atomic(arrow, self.path(table, part), exclusive=exclusive)
+        path = write_atomic(arrow, self.path(table, part), exclusive=exclusive)
+        self._written[(table, part)] = arrow.num_rows
+        return path
+
+    def parts_written(self) -> list[dict[str, Any]]:
+        """Every part this writer wrote, ``{"table", "part", "rows"}``, sorted; a part written twice once.
+
+        What the worker records in its terminal ``processes`` row (``parts_json``), so that
+        verification and resume can tell a part that lost or gained rows afterwards from the
+        one that was written. Status parts (``processes``) are left out: they are the record.
+        """
+        return [
+            {"table": table, "part": part, "rows": rows}
+            for (table, part), rows in sorted(self._written.items())
+            if table != "processes"
+        ]
 
     def to_arrow(self, table: str, rows: Rows) -> pa.Table:
         """``rows`` as an Arrow table of ``table``'s schema, identity columns filled in."""
@@ -304,5 +411,16 @@ def _length(columns: Mapping[str, Sequence[Any]]) -> int:
 
 
 def _check_part_name(part: str) -> None:
-    if not part or "/" in part or part.startswith(".") or not part.isprintable():
-        raise ValueError(f"part name {part!r} must be a non-empty file-name fragment without '/'")
+    """The name rule of :func:`stateaware.names.check_name`, with ``=`` allowed (``method=joint``)."""
+    if not isinstance(part, str) or not part or len(part) > MAX_PART_NAME:
+        problem = "empty" if part == "" else (f"{len(part)} characters long" if isinstance(part, str) else "not text")
+    elif set(part) - _PART_CHARACTERS:
+        problem = "contains " + " ".join(repr(c) for c in sorted(set(part) - _PART_CHARACTERS))
+    elif not part[0].isalnum():
+        problem = f"starts with {part[0]!r}"
+    else:
+        return
+    raise InvalidName(
+        f"invalid part name {part!r}: {problem}; a part name is 1 to {MAX_PART_NAME} characters from "
+        "A-Z a-z 0-9 . _ - =, starting with a letter or digit (it becomes one file name)"
+    )
