@@ -2,17 +2,20 @@
 
 Commands::
 
-    sql [--results DIR] [--run-id ID ...] [--format table|csv|json] [QUERY | --file F | -]
+    sql [--results DIR] [--run-id ID ...] [--format table|csv|json] [--max-rows N]
+        [--timeout SECONDS] [--memory-limit SIZE] [QUERY | --file F | -]
         run a read-only query over the views (runs, processes, attempts, records,
         timings, policies, profiles, epochs, peaks, artifacts, ...); QUERY "-" or no
-        QUERY reads standard input; --run-id (repeatable) restricts every view to those runs
+        QUERY reads standard input; --run-id (repeatable) restricts every view to those runs;
+        only reads run (see `sql --help`); a query stopped by --timeout or --memory-limit
+        exits 1
     views [--results DIR] [--sql]
         list the views and their columns; --sql prints the CREATE VIEW statements,
         for the plain duckdb CLI: `duckdb -init views.sql`
     report [--results DIR] [--strict] ...
         write the Markdown report and figures (see `report --help`); --strict
         refuses (exit 1) a run with a stability flag
-    status [--results DIR] [--run-id ID]
+    status [--results DIR] [--run-id ID ...] [--format table|csv|json]
         per process: latest recorded status and attempt, Slurm job id and state
     check [--results DIR] [--run-id ID] [--max-cv X] ...
         the stability flags of timing runs: unstable methods (step-time CV, wall/CPU)
@@ -30,6 +33,7 @@ in one error line and exit status 2. This command never imports torch or jax.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -70,15 +74,33 @@ def _query_text(args: argparse.Namespace) -> str:
 
 def _sql(args: argparse.Namespace) -> int:
     import duckdb
-    from stateaware.analysis.sql import ReadOnlyError, format_result, query
+    from stateaware.analysis.report import select_runs
+    from stateaware.analysis.sql import LimitError, Limits, ReadOnlyError, run
+    from stateaware.analysis.views import connect, snapshot
 
     results = results_dir(args.results)
     text = _query_text(args)
     try:
-        answers = query(results, text, args.run_id, warn=lambda line: print(line, file=sys.stderr))
+        parts = snapshot(results)  # one check of every part, for the run ids and the views
+        if args.run_id:  # an unknown run is an error, as in report and check, not empty views
+            select_runs(connect(results, parts=parts), args.run_id)
+        run(
+            results,
+            text,
+            sys.stdout,
+            fmt=args.format,
+            run_ids=args.run_id,
+            max_rows=args.max_rows,
+            limits=Limits(timeout_s=args.timeout, memory_limit=args.memory_limit),
+            warn=lambda line: print(line, file=sys.stderr),
+            parts=parts,
+        )
     except ReadOnlyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INVALID
+    except LimitError as exc:  # the input was valid: exit 1, as for a check that fails
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except duckdb.PermissionException as exc:
         print(
             f"error: refused: {one_line(exc)}; results are read-only: a query reads the views only "
@@ -89,8 +111,43 @@ def _sql(args: argparse.Namespace) -> int:
     except (duckdb.Error, ValueError) as exc:  # syntax, unknown column: duckdb names the problem
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return INVALID
-    print("\n\n".join(format_result(names, rows, args.format) for names, rows in answers))
     return 0
+
+
+def _max_rows(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An ``argparse`` type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _memory_size(text: str) -> str:
+    """An ``argparse`` type: a size DuckDB reads as a ``memory_limit`` ("2GB", "512MiB", "50%")."""
+    import duckdb
+
+    try:  # DuckDB's own reading of the size, on a throwaway database
+        duckdb.connect(":memory:", config={"memory_limit": text}).close()
+        valid = not text.strip().startswith("-")  # DuckDB reads a negative size as "no limit"
+    except duckdb.Error:
+        valid = False
+    if not valid:
+        raise argparse.ArgumentTypeError(f"must be a size such as 2GB, 512MiB or 50% (of the memory), got {text!r}")
+    return text
 
 
 def _views(args: argparse.Namespace) -> int:
@@ -134,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.compare import main as compare_main
 
         return compare_main(argv[1:])
+    from stateaware.analysis.sql import DEFAULT_MAX_ROWS, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS
+
     parser = OneLineParser(
         prog="python -m stateaware.analysis",
         description=__doc__.split("\n")[0],
@@ -141,17 +200,55 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sql = commands.add_parser("sql", help="run a read-only SQL query over the results")
+    sql = commands.add_parser(
+        "sql",
+        help="run a read-only SQL query over the results",
+        description=(
+            "Run a read-only SQL query over the views of a results directory. Only reads run: SELECT "
+            "(WITH ... SELECT, VALUES, FROM t, DESCRIBE, SHOW, SUMMARIZE, PIVOT ... IN (...)) and plain "
+            "EXPLAIN of one; any other statement (CREATE, DROP, INSERT, SET, COPY, a data-modifying WITH, "
+            "EXPLAIN ANALYZE, ...) is refused by name before any statement of the input runs. Exit status: "
+            "0 done; 1 the query was valid but stopped at --timeout or --memory-limit; 2 invalid input, "
+            "refused statement or unknown --run-id."
+        ),
+    )
     _results_arg(sql)
     sql.add_argument(
         "--run-id",
         action="append",
         default=None,
         metavar="ID",
-        help="restrict every view to this run (repeatable; default: every run)",
+        help="restrict every view to this run (repeatable; default: every run); a run not in the results exits 2",
     )
     sql.add_argument(
-        "--format", choices=("table", "csv", "json"), default="table", help="output format (default: table)"
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="output format (default: table); csv and json stream any number of rows in bounded memory",
+    )
+    sql.add_argument(
+        "--max-rows",
+        type=_max_rows,
+        default=DEFAULT_MAX_ROWS,
+        metavar="N",
+        help=f"table format: print at most N rows and say how many more there were (default: {DEFAULT_MAX_ROWS})",
+    )
+    sql.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop the query (exit 1) after this many seconds, printing included (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    sql.add_argument(
+        "--memory-limit",
+        type=_memory_size,
+        default=DEFAULT_MEMORY_LIMIT,
+        metavar="SIZE",
+        help=(
+            f"DuckDB's memory limit, e.g. 4GB, 512MiB or 50%%; a query needing more stops (exit 1) and "
+            f"nothing spills to disk (default: {DEFAULT_MEMORY_LIMIT})"
+        ),
     )
     sql.add_argument("--file", "-f", default=None, help="read the query from this file")
     sql.add_argument("query", nargs="?", default=None, help='the SQL; "-" or absent reads standard input')

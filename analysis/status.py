@@ -3,7 +3,8 @@
 For every run in the results (or those named), one row per expected process: its latest
 recorded status and attempt, and — for processes submitted to Slurm — the job id and the
 scheduler's current state, so a detached cohort (``wait=false``) can be followed until
-its records land. A process with no status row yet shows ``-``.
+its records land. A process with no status row yet shows ``-``; a ``--run-id`` that names
+no run in the results is an error (exit 2), as in ``report`` and ``check``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stateaware.analysis.views import Snapshot
 
 __all__ = ["status_rows", "main"]
 
@@ -18,18 +23,23 @@ COLUMNS = ["cohort", "run_id", "process_index", "status", "attempt", "slurm_job_
 
 
 def status_rows(
-    results: Path | str, run_ids: list[str] | None = None, warn: Callable[[str], None] | None = None
+    results: Path | str,
+    run_ids: list[str] | None = None,
+    warn: Callable[[str], None] | None = None,
+    *,
+    parts: Snapshot | None = None,
 ) -> list[tuple]:
     """Rows of :data:`COLUMNS`, one per expected process of each selected run.
 
     ``warn`` is called with one line per damaged part file left out of the views (a
     process whose status part is damaged shows ``-``, as one with no status yet).
+    ``parts``: a :func:`stateaware.analysis.views.snapshot` of ``results`` to read (default: a new one).
     """
     from stateaware.analysis.views import connect
 
     from stateaware.launch.slurm import read_submissions, slurm_states
 
-    con = connect(results, run_ids=run_ids)
+    con = connect(results, run_ids=run_ids, parts=parts)
     if warn is not None:
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")
@@ -50,10 +60,16 @@ def status_rows(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stateaware.analysis.arguments import results_dir
-    from stateaware.analysis.sql import format_result
+    """``status [--results DIR] [--run-id ID ...] [--format F]``: exit 0 when every process completed, else 1.
 
-    from stateaware.exits import OneLineParser
+    Invalid input (a bad argument, no results directory, a ``--run-id`` naming no run) exits 2.
+    """
+    from stateaware.analysis.arguments import results_dir
+    from stateaware.analysis.report import select_runs
+    from stateaware.analysis.sql import FORMATS, format_result
+    from stateaware.analysis.views import connect, snapshot
+
+    from stateaware.exits import OneLineParser, fail
 
     parser = OneLineParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -63,10 +79,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="results directory (default: $STATEAWARE_RESULTS or ./results)",
     )
-    parser.add_argument("--run-id", action="append", default=None, help="only this run (repeatable)")
-    parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    parser.add_argument(
+        "--run-id",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="only this run (repeatable; default: every run); a run not in the results exits 2",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     args = parser.parse_args(argv)
-    rows = status_rows(results_dir(args.results), args.run_id, warn=lambda line: print(line, file=sys.stderr))
+    results = results_dir(args.results)
+    parts = snapshot(results)  # one check of every part, for the run ids and the rows
+    if args.run_id:
+        try:
+            select_runs(connect(results, parts=parts), args.run_id)
+        except ValueError as exc:
+            fail(f"error: {exc}")
+    rows = status_rows(results, args.run_id, warn=lambda line: print(line, file=sys.stderr), parts=parts)
     print(format_result(COLUMNS, rows, args.format))
     return 0 if all(r[3] == "completed" for r in rows) else 1
 

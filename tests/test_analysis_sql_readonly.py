@@ -156,3 +156,129 @@ def test_a_writable_connection_is_only_given_when_asked(results, tmp_path):
     con = connect(results, read_only=False)
     con.execute(f"COPY (SELECT count(*) AS n FROM timings) TO '{tmp_path / 'n.csv'}'")
     assert (tmp_path / "n.csv").read_text() == "n\n6\n"
+
+
+# -- every statement form that is not a read is refused by DuckDB's parser, before anything runs --
+
+# (statement, what the one error line names). The lock keeps the disk safe; these would
+# otherwise change the connection's own catalog, so that a later statement of the same input
+# reads forged views (NOTE [ Only reads run ] in analysis/sql.py).
+FORGERIES = [
+    (
+        "EXPLAIN ANALYZE CREATE OR REPLACE VIEW records AS SELECT 'forged' AS x; SELECT * FROM records",
+        "EXPLAIN ANALYZE (it runs the statement it explains) (statement 1 of 2)",
+    ),
+    ("explain analyze create or replace view timings as select 'forged' as method", "EXPLAIN ANALYZE"),
+    ("EXPLAIN ANALYSE DROP VIEW timings", "EXPLAIN ANALYZE"),
+    ("/* why not */ Explain Analyze DROP VIEW IF EXISTS runs", "EXPLAIN ANALYZE"),
+    ("EXPLAIN ANALYZE INSERT INTO damaged_parts SELECT * FROM damaged_parts", "EXPLAIN ANALYZE"),
+    ("EXPLAIN (ANALYZE) INSERT INTO damaged_parts SELECT * FROM damaged_parts", "EXPLAIN ANALYZE"),
+    ("EXPLAIN (FORMAT json, ANALYZE true) SET VARIABLE forged = 1", "EXPLAIN ANALYZE"),
+    ("EXPLAIN ANALYZE SET VARIABLE forged = 'yes'", "EXPLAIN ANALYZE"),
+    ("-- a macro\nEXPLAIN ANALYZE CREATE MACRO timings_count() AS 1", "EXPLAIN ANALYZE"),
+    ("eXpLaIn AnAlYzE create or replace temp macro m(x) as x", "EXPLAIN ANALYZE"),
+    (
+        "SELECT 1; EXPLAIN ANALYZE CREATE VIEW x AS SELECT 1",
+        "EXPLAIN ANALYZE (it runs the statement it explains) (statement 2 of 2)",
+    ),
+    ("SELECT 1; CREATE OR REPLACE VIEW timings AS SELECT 'forged' AS method", "CREATE statement (statement 2 of 2)"),
+    ("SELECT 1;\n-- and then\nDROP VIEW timings;", "DROP statement (statement 2 of 2)"),
+    (
+        "select 1; select 2; insert into damaged_parts select * from damaged_parts",
+        "INSERT statement (statement 3 of 3)",
+    ),
+    ("SET VARIABLE forged = 1; SELECT getvariable('forged')", "SET statement (statement 1 of 2)"),
+    ("create macro timings_count() as 1", "CREATE statement"),
+    ("CREATE OR REPLACE TEMP VIEW damaged_parts AS SELECT 1", "CREATE statement"),
+    ("ALTER VIEW timings RENAME TO t", "ALTER statement"),
+    ("COMMENT ON VIEW timings IS 'forged'", "ALTER statement"),
+    ("DELETE FROM damaged_parts", "DELETE statement"),
+    ("UPDATE damaged_parts SET problem = 'none'", "UPDATE statement"),
+    ("PREPARE p AS SELECT 1", "PREPARE statement"),
+    ("BEGIN TRANSACTION", "TRANSACTION statement"),
+    ("USE memory", "SET statement"),
+    ("CHECKPOINT", "CALL statement"),
+    ("VACUUM", "VACUUM statement"),
+    ("PIVOT timings ON method", "MULTI statement"),
+    (
+        "WITH a AS (INSERT INTO damaged_parts SELECT * FROM damaged_parts RETURNING *) SELECT count(*) FROM a",
+        "INSERT inside a SELECT (a data-modifying WITH)",
+    ),
+    ("with a as (delete from damaged_parts returning *) select * from a", "DELETE inside a SELECT"),
+    ("WITH a AS MATERIALIZED (UPDATE damaged_parts SET problem = 'x' RETURNING *) FROM a", "UPDATE inside a SELECT"),
+    ("WITH a AS (COPY (SELECT 1) TO '{R}/x.csv') SELECT * FROM a", "COPY inside a SELECT"),
+    ("SELECT (WITH a AS (DELETE FROM damaged_parts RETURNING *) SELECT count(*) FROM a)", "DELETE inside a SELECT"),
+    ("EXPLAIN WITH a AS (DELETE FROM damaged_parts RETURNING *) SELECT * FROM a", "EXPLAIN of DELETE inside"),
+    ("EXPLAIN INSERT INTO damaged_parts SELECT * FROM damaged_parts", "EXPLAIN INSERT statement"),
+    ("explain create or replace view timings as select 1", "EXPLAIN CREATE statement"),
+    ("EXPLAIN (FORMAT json) DROP VIEW timings", "EXPLAIN DROP statement"),
+    ("SELECT * FROM query('SELECT 1')", "query() (it runs SQL text"),
+    (
+        "SELECT * FROM json_execute_serialized_sql(json_serialize_sql('WITH a AS (DELETE FROM damaged_parts "
+        "RETURNING *) SELECT * FROM a'))",
+        "json_execute_serialized_sql()",
+    ),
+]
+
+
+@pytest.mark.parametrize(("statement", "named"), FORGERIES)
+def test_no_statement_that_is_not_a_read_runs(results, statement, named, capsys, monkeypatch):
+    monkeypatch.chdir(results)
+    before = _tree(results)
+    assert main(["sql", "--results", str(results), statement.format(R=results)]) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: refused: "), captured.err
+    assert named in lines[0] and "no statement of the input ran" in lines[0]
+    assert "Traceback" not in captured.err and captured.out == ""  # not even a SELECT before it
+    assert _tree(results) == before
+
+
+def test_the_forged_view_of_the_issue_is_never_read(results, capsys):
+    forged = "EXPLAIN ANALYZE CREATE OR REPLACE VIEW timings AS SELECT 'forged' AS method; SELECT * FROM timings"
+    assert main(["sql", "--results", str(results), forged]) == 2
+    assert "forged" not in capsys.readouterr().out
+    assert main(["sql", "--results", str(results), "--format", "csv", "SELECT DISTINCT method FROM timings"]) == 0
+    assert capsys.readouterr().out == "method\njoint\n"
+
+
+READS = [
+    "SELECT 1",
+    "select 1; SELECT 2",
+    "-- a comment\n/* and another */ SELECT 'insert into x; drop view y' AS \"delete\"",
+    "/* EXPLAIN ANALYZE */ SELECT 1",
+    "WITH a AS (SELECT 2 AS x) SELECT x FROM a",
+    "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 3) SELECT * FROM t",
+    "VALUES (1), (2)",
+    "FROM timings",
+    "FROM timings SELECT count(*)",
+    "TABLE timings",
+    "SELECT 1 UNION ALL SELECT 2 EXCEPT SELECT 3",
+    "DESCRIBE timings",
+    "SHOW TABLES",
+    "SUMMARIZE timings",
+    "PIVOT timings ON method IN ('joint') USING count(*)",
+    "SELECT * FROM query_table('timings')",
+    "EXPLAIN SELECT count(*) FROM timings",
+    "explain select 1",
+    "-- plan\nExplain FROM timings",
+    "EXPLAIN (FORMAT json) SELECT * FROM timings",
+    "EXPLAIN (SELECT 1)",
+    "EXPLAIN WITH a AS (SELECT 1) SELECT * FROM a",
+    "EXPLAIN DESCRIBE timings",
+]
+
+
+@pytest.mark.parametrize("statement", READS)
+def test_every_form_of_read_runs(results, statement, capsys):
+    assert main(["sql", "--results", str(results), statement]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out.strip()
+
+
+def test_a_statement_nested_too_deeply_to_check_is_refused_in_one_line(results, capsys):
+    deep = "SELECT " + "list_value(" * 900 + "1" + ")" * 900 + " IS NOT NULL"
+    assert main(["sql", "--results", str(results), deep]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "cannot be checked (nested too deeply)" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
