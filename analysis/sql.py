@@ -39,14 +39,12 @@ connection's ``interrupt()`` after ``Limits.timeout_s`` (a runaway ``WITH RECURS
 cross join), and DuckDB's ``memory_limit`` bounds what it holds, with ``temp_directory``
 empty so that a query over the limit ends instead of spilling into ``./.tmp`` (a write in
 the working directory, which external access being off does not prevent); both are set
-when the database is created, before :func:`connect` locks it (see
-:data:`_CONNECT_TAKES_CONFIG`). Either limit ends in :class:`LimitError`, one line.
+when the database is created, before :func:`connect` locks it. Either limit ends in :class:`LimitError`, one line.
 """
 
 from __future__ import annotations
 
 import csv
-import inspect
 import io
 import json
 import math
@@ -293,11 +291,6 @@ def _parsed(text: str) -> list[Any]:
 
 # -- running them --------------------------------------------------------------------------
 
-#: Whether :func:`connect` takes ``config`` (DuckDB settings fixed before its lock). Until it
-#: does (a change of views.py's owner), ``memory_limit`` and ``temp_directory`` cannot be set
-#: on the locked connection and only the timeout applies.
-_CONNECT_TAKES_CONFIG = "config" in inspect.signature(connect).parameters
-
 
 def _views(
     results: Path | str,
@@ -307,10 +300,7 @@ def _views(
     parts: Snapshot | None,
 ) -> duckdb.DuckDBPyConnection:
     """The locked connection over ``results``, with ``limits``' settings, after warning of damaged parts."""
-    if limits is not None and _CONNECT_TAKES_CONFIG:
-        con = connect(results, run_ids, read_only=True, parts=parts, config=limits.settings())
-    else:
-        con = connect(results, run_ids, read_only=True, parts=parts)
+    con = connect(results, run_ids, read_only=True, parts=parts, config=limits.settings() if limits else None)
     if warn is not None:
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")

@@ -50,7 +50,7 @@ under the directory it names (a ``COPY … TO`` a part file would pass).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +93,9 @@ PARTS_PREFIX = "_parts_"
 #: DuckDB settings that make a connection read-only (NOTE [ Read-only by construction ]);
 #: ``lock_configuration`` comes last, after which none of them can change.
 _LOCKDOWN = (
+    # No spilling: past its memory limit DuckDB would otherwise write ./.tmp in the working
+    # directory. Set first: DuckDB refuses to change it once external access is off.
+    ("temp_directory", "''"),
     ("python_enable_replacements", "false"),
     ("enable_external_access", "false"),
     ("autoinstall_known_extensions", "false"),
@@ -388,7 +391,12 @@ def damaged_parts(
 
 
 def connect(
-    results: Path | str, run_ids: Sequence[str] | None = None, *, read_only: bool = True, parts: Snapshot | None = None
+    results: Path | str,
+    run_ids: Sequence[str] | None = None,
+    *,
+    read_only: bool = True,
+    parts: Snapshot | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
@@ -400,12 +408,14 @@ def connect(
     construction ]); ``read_only=False`` leaves DuckDB's defaults, for a caller who wants
     to ``COPY`` a result out. The views are a snapshot
     of the parts present now, or of those in ``parts`` (a :func:`snapshot` of ``results``).
+    ``config``: DuckDB settings the database starts with (``memory_limit``, ...), fixed
+    before the configuration is locked.
     """
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
     parts = parts if parts is not None else snapshot(results)
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(":memory:", config=dict(config or {}))
     scope = _scope(run_ids)
     damaged: list[DamagedPart] = []
     for folder, schema, groups, bad in parts.folders:

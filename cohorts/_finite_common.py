@@ -25,7 +25,11 @@ from typing import Any
 
 from stateaware.launch.spec import ProcessSpec
 
-__all__ = ["base_row", "detail", "program_range", "slice_expand"]
+__all__ = ["MAX_PROGRAMS", "base_row", "detail", "program_range", "slice_expand"]
+
+#: The most programs a finite-program cohort may generate: far above the paper's (1,200),
+#: low enough that a typo (``programs=10**12``) is refused before launch rather than run for years.
+MAX_PROGRAMS = 1_000_000
 
 
 def slice_expand(cohort: dict, processes: int, total: int) -> list[dict]:

@@ -56,7 +56,7 @@ from stateaware.records.writer import RecordWriter
 #: hardware profile and the archive file are checked by expand().
 PARAMS = {
     "archive": Param(str, required=True),
-    "seeds": Param(list, item=int, minimum=0, required=True),
+    "seeds": Param(list, item=int, minimum=0, maximum=2**32 - 1, unique=True, required=True),
     "protocols": Param(dict, required=True),
     "verify_checksum": Param(bool),
 }

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
+from stateaware.cohorts._finite_common import MAX_PROGRAMS, base_row, detail, program_range, slice_expand
 
 from stateaware.finite.derivatives import forward_jacobian, gradient_tolerance, graph_output, reverse_versions
 from stateaware.finite.generate import FAMILIES, random_program
@@ -32,9 +32,9 @@ from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).
 PARAMS = {
-    "programs": Param(int, minimum=1),  # generated programs, split across the processes
-    "dimensions": Param(list, item=int, minimum=1),
-    "operations": Param(list, item=int, minimum=1),
+    "programs": Param(int, minimum=1, maximum=MAX_PROGRAMS),  # generated programs, split across the processes
+    "dimensions": Param(list, item=int, minimum=1, maximum=1024, unique=True),
+    "operations": Param(list, item=int, minimum=1, maximum=1024, unique=True),
 }
 
 __all__ = ["PROGRAMS", "check_program", "expand", "program_for", "run"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
+from stateaware.cohorts._finite_common import MAX_PROGRAMS, base_row, detail, program_range, slice_expand
 
 from stateaware.finite.derivatives import complex_step, forward_jacobian, gradient_tolerance
 from stateaware.finite.engines import ENGINES, verify_engine
@@ -32,8 +32,10 @@ from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).
 PARAMS = {
-    "programs": Param(int, minimum=1),
-    "complex_step_programs": Param(int, minimum=0),  # the first ones also get a complex-step check
+    "programs": Param(int, minimum=1, maximum=MAX_PROGRAMS),
+    "complex_step_programs": Param(
+        int, minimum=0, maximum=MAX_PROGRAMS
+    ),  # the first ones also get a complex-step check
 }
 
 __all__ = ["PROGRAMS", "COMPLEX_STEP_PROGRAMS", "check_program", "engine_rows", "expand", "program_for", "run"]

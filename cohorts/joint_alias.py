@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateaware.cohorts._finite_common import base_row, detail, program_range, slice_expand
+from stateaware.cohorts._finite_common import MAX_PROGRAMS, base_row, detail, program_range, slice_expand
 from stateaware.cohorts.engines import engine_rows
 
 from stateaware.finite.admission import admit
@@ -31,7 +31,7 @@ from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).
-PARAMS = {"programs": Param(int, minimum=1)}
+PARAMS = {"programs": Param(int, minimum=1, maximum=MAX_PROGRAMS)}
 
 __all__ = ["PROGRAMS", "OPERATIONS", "check_program", "expand", "program_for", "run"]
 

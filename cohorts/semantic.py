@@ -23,8 +23,8 @@ from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).
 PARAMS = {
-    "seed_keys": Param(int, minimum=1),  # consecutive seed keys from the cohort's seed
-    "backends": Param(list, item=str, choices=("torch", "jax")),
+    "seed_keys": Param(int, minimum=1, maximum=100_000),  # consecutive seed keys from the cohort's seed
+    "backends": Param(list, item=str, choices=("torch", "jax"), unique=True),
 }
 
 __all__ = ["expand", "run"]

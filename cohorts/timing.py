@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateaware.cost_runtime import METHODS
-from stateaware.cost_runtime.cells import GRIDS, effective_params, process_cells
+from stateaware.cost_runtime.cells import GRIDS, cells_of, check_references, effective_params, process_cells
 from stateaware.launch.params import Param
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
@@ -41,16 +41,16 @@ from stateaware.records.writer import RecordWriter
 #: Checked when the run is planned (stateaware.launch.params); see the module docstring.
 PARAMS = {
     "grid": Param(str, choices=GRIDS),
-    "cells": Param(list, item=str),
-    "methods": Param(list, item=str, choices=METHODS),
-    "budget_gib": Param(float, minimum=0, required=True),
+    "cells": Param(list, item=str, unique=True),
+    "methods": Param(list, item=str, choices=METHODS, unique=True),
+    "budget_gib": Param(float, minimum=0, maximum=2**20, required=True),  # up to a PiB
     "placement": Param(str, choices=("relative", "scaled")),
     "anchor_cell": Param(str),
     "anchor_gib": Param(dict),
     "card": Param(str, choices=("frozen", "auto", "measure")),
     "shuffle": Param(bool),
-    "warmup": Param(int, minimum=0, required=True),
-    "steps": Param(int, minimum=1, required=True),
+    "warmup": Param(int, minimum=0, maximum=100_000, required=True),
+    "steps": Param(int, minimum=1, maximum=100_000, required=True),
 }
 
 __all__ = ["PARAMS", "expand", "run", "summary"]
@@ -60,10 +60,13 @@ REPORT = ("stateaware.analysis.timing",)
 
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
-    """One cell per process (``stateaware.cost_runtime.cells.process_cells``), plus the effective params."""
+    """One cell per process (``stateaware.cost_runtime.cells.process_cells``), plus the effective params;
+    what the params refer to (anchor, cards) is checked here, before launch (``check_references``)."""
     params = effective_params(cohort, hardware)
     shared = {k: v for k, v in params.items() if k != "cells"}
-    return [{**shared, "cell": cell} for cell in process_cells(params, hardware, processes)]
+    cells = process_cells(params, hardware, processes)
+    check_references(params, hardware, cells_of(params, hardware))
+    return [{**shared, "cell": cell} for cell in cells]
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:

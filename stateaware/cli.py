@@ -23,12 +23,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from stateaware.config import ConfigError, available_cohorts, register_configs, resolve_hardware, validate
+from stateaware.config import ConfigError, register_configs
+
+if TYPE_CHECKING:
+    from stateaware.launch.launcher import RunPlan
+    from stateaware.run import RunSpec
 
 __all__ = ["main", "run"]
 
@@ -36,46 +41,42 @@ register_configs()
 
 
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
-    """Validate ``cfg``, then plan and launch its run; the process exit status."""
+    """Check ``cfg`` once (:meth:`stateaware.run.RunSpec.from_config`), then plan and launch its
+    run; the process exit status."""
     from stateaware.cohorts import user_code
     from stateaware.launch.launcher import plan_run
-    from stateaware.launch.runlock import RunLocked, run_lock
+    from stateaware.launch.runlock import RunLocked, TamperedPath, run_lock
     from stateaware.launch.snapshot import SnapshotError
+    from stateaware.names import PathOutsideError
     from stateaware.records.writer import as_disk_full, disk_full
+    from stateaware.run import RunSpec
     from stateaware.source import UserCodeError, source_hash
 
-    if OmegaConf.is_missing(cfg, "cohort"):
-        print(f"error: no cohort chosen: pass cohort=NAME, one of {', '.join(available_cohorts())}", file=sys.stderr)
-        return 2
     try:
-        cfg = resolve_hardware(cfg)
-        validate(cfg)
-        code = source_hash(user_code(cfg.cohort.kind))  # a user's own kind counts as code too
-        plan = plan_run(cfg, code)
-    except (ConfigError, UserCodeError) as exc:
+        spec = RunSpec.from_config(cfg)
+        code = source_hash(user_code(spec.kind))  # a user's own kind counts as code too
+        plan = plan_run(spec, code)
+    except (ConfigError, UserCodeError, PathOutsideError, TamperedPath) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    if cfg.dry_run:
+    if spec.dry_run:
         print(_dry_run_table(plan))
         return 0
     try:
         with run_lock(plan.out, plan.cohort, plan.run_id, on_takeover=_say):
-            return _launch_locked(cfg, plan, code, progress)
-    except RunLocked as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except SnapshotError as exc:
+            return _launch_locked(spec, plan, code, progress)
+    except (RunLocked, SnapshotError, PathOutsideError, TamperedPath) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         if not disk_full(exc):
             raise
-        print(f"error: {as_disk_full(exc)}", file=sys.stderr)
+        print(f"error: {as_disk_full(exc, under=plan.out)}", file=sys.stderr)
         return 1
 
 
-def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
+def _launch_locked(spec: RunSpec, plan: RunPlan, code: str, progress: bool) -> int:
     """Launch ``plan`` while this process holds the run's lock: nothing else launches it now."""
     from stateaware.launch.interrupt import workers_stop_with_launcher
     from stateaware.launch.launcher import Summary, describe, latest_statuses, launch, quarantine_damaged
@@ -90,7 +91,7 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
         plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
         write_manifest(
             plan.out,
-            collect_manifest(cfg, plan.run_id, code, len(plan.specs), report_sections=plan.report_sections),
+            collect_manifest(spec, plan.run_id, code, len(plan.specs), report_sections=plan.report_sections),
             say=_say,
         )
     except DiskFullError as exc:  # nothing started: the summary says so
@@ -110,10 +111,10 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
                 file=sys.stderr,
             )
         with workers_stop_with_launcher():
-            summary = launch(cfg, plan, progress=progress)
+            summary = launch(spec, plan, progress=progress)
     if summary.disk_full:
         _say(f"error: {summary.disk_full}")
-    if not cfg.wait and not summary.disk_full:
+    if not spec.wait and not summary.disk_full:
         print(
             f"{plan.cohort}: run {plan.run_id}: {len(summary.submitted)} processes queued or running on Slurm "
             f"(jobs {', '.join(summary.submitted)}); follow them with: python -m stateaware.analysis status "
@@ -130,7 +131,7 @@ def _launch_locked(cfg: DictConfig, plan, code: str, progress: bool) -> int:
     if summary.exit_code == 0:
         from stateaware.cohorts import load_kind
 
-        summarize = getattr(load_kind(cfg.cohort.kind), "summary", None)
+        summarize = getattr(load_kind(spec.kind), "summary", None)
         if summarize is not None:
             print(summarize(str(plan.out), plan.cohort))
     return summary.exit_code
@@ -140,7 +141,7 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _dry_run_table(plan) -> str:
+def _dry_run_table(plan: RunPlan) -> str:
     """The processes that would launch: parameters shared by every process once, then per
     process only the ones that vary (its seed, method, cell...)."""
     every = [spec.params for spec in plan.specs]
@@ -236,9 +237,41 @@ def _check_flags(argv: list[str]) -> None:
     parser = get_args_parser()
     parser.error = lambda message: fail(f"error: {message}; {_HELP_TIP}")  # type: ignore[method-assign]
     # Overrides are Hydra's positional arguments; --version prints and exits as Hydra would.
-    unknown = parser.parse_known_args(argv)[1]
+    known, unknown = parser.parse_known_args(argv)
     if unknown:
         fail(f"error: unrecognized arguments: {' '.join(unknown)}; {_HELP_TIP}")
+    _check_hydra_overrides(known.overrides)
+
+
+#: The ``hydra.*`` settings a command line may change. Every other one is refused before
+#: Hydra runs: ``hydra.run.dir``, ``hydra.sweep.dir``, ``hydra/job_logging`` and the like make
+#: Hydra write folders and files wherever they point, and conf/config.yaml keeps Hydra's
+#: own outputs inside ``out`` (a sweep's ``multirun.yaml``) or nowhere.
+HYDRA_ALLOWED = ("hydra.verbose", "hydra.mode")
+
+
+def _check_hydra_overrides(overrides: list[str]) -> None:
+    """Refuse an override of Hydra's own settings outside :data:`HYDRA_ALLOWED` (one line, exit 2).
+
+    An override that does not parse is left to Hydra, whose message says why."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from stateaware.exits import fail
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            override = parser.parse_override(text)
+        except HydraException:
+            continue
+        key, package = override.key_or_group, override.package or ""
+        if any(name == "hydra" or name.startswith(("hydra.", "hydra/")) for name in (key, package)):
+            if key not in HYDRA_ALLOWED or package:
+                fail(
+                    f"error: override {text!r} changes Hydra's own settings; only {', '.join(HYDRA_ALLOWED)} "
+                    "may be changed (Hydra's outputs stay inside out); results go to out=DIR"
+                )
 
 
 def _main() -> int:

@@ -1,17 +1,15 @@
 """The configuration schema (Hydra structured configs) and the checks made before launch.
 
 Hydra composes ``conf/config.yaml`` with one option from each group (``cohort/``,
-``launcher/``, ``hardware/``) onto these dataclasses, so an unknown key or a value of the
-wrong type fails at composition. :func:`validate` then checks what types cannot express
-(ranges, a writable ``out``, an importable cohort kind), always before anything launches,
-with a message that names the field and the allowed values.
+``launcher/``, ``hardware/``) onto these dataclasses, so a value of the wrong type fails at
+composition. :meth:`stateaware.run.RunSpec.from_config` then checks everything else (keys
+added with ``+``, ranges, names, a writable ``out``, an importable cohort kind), once,
+before anything launches, with a message that names the field and the allowed values.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +35,6 @@ __all__ = [
     "hardware_file",
     "cohort_scale",
     "resolve_hardware",
-    "launcher_cpus",
-    "validate",
 ]
 
 LAUNCHERS = ("inline", "local", "slurm")
@@ -257,169 +253,3 @@ class _writable:
     def __exit__(self, *exc: object) -> None:
         OmegaConf.set_struct(self.cfg, self.struct)
         OmegaConf.set_readonly(self.cfg, self.readonly)
-
-
-def validate(cfg: DictConfig) -> None:
-    """Raise :class:`ConfigError` for any value the launch cannot honour.
-
-    Checked: ``1 <= processes <= MAX_PROCESSES``; ``out`` not empty; ``launcher.name`` and
-    ``hardware.name`` among the known ones; ``launcher.max_parallel`` and ``launcher.array_parallelism`` >= 1 when set;
-    ``launcher.timeout_min`` > 0; ``wait=false`` only with ``launcher=slurm``; every
-    config value whose key ends in ``budget``/``budget_bytes``/``budget_gib`` non-negative;
-    the cohort kind importable, and the cohort's ``params`` as its kind declares them
-    (``PARAMS``, :mod:`stateaware.launch.params`); ``out`` creatable, writable and with at
-    least ``min_free_mib`` MiB free.
-    """
-    _check(
-        1 <= cfg.processes <= MAX_PROCESSES,
-        "processes",
-        cfg.processes,
-        f"an integer >= 1 and <= {MAX_PROCESSES:,} (MAX_PROCESSES)",
-    )
-    _check(bool(str(cfg.out).strip()), "out", cfg.out, "a directory path (default: $STATEAWARE_RESULTS or results)")
-    _check(cfg.launcher.name in LAUNCHERS, "launcher.name", cfg.launcher.name, f"one of {', '.join(LAUNCHERS)}")
-    _check(
-        cfg.hardware.name in HARDWARE_PROFILES,
-        "hardware.name",
-        cfg.hardware.name,
-        f"one of {', '.join(HARDWARE_PROFILES)}",
-    )
-    for key in ("max_parallel", "array_parallelism"):
-        value = cfg.launcher[key]
-        _check(value is None or value >= 1, f"launcher.{key}", value, "null or an integer >= 1")
-    _check(cfg.launcher.timeout_min > 0, "launcher.timeout_min", cfg.launcher.timeout_min, "minutes > 0")
-    for key in ("max_cv", "max_wall_over_cpu", "max_other_share"):
-        value = cfg.analysis.stability[key]
-        _check(value > 0, f"analysis.stability.{key}", value, "a number > 0")
-    launcher_cpus(cfg)
-    from stateaware.clocks import declared_clock
-
-    try:
-        declared_clock(
-            OmegaConf.to_container(cfg.cohort, resolve=True), OmegaConf.to_container(cfg.hardware, resolve=True)
-        )
-    except ValueError as exc:
-        raise ConfigError(
-            f"{exc}; set it in conf/cohort/{cfg.cohort.name}.yaml or pass cohort.comparisons_clock=cpu"
-        ) from None
-    _check(
-        cfg.wait or cfg.launcher.name == "slurm",
-        "wait",
-        cfg.wait,
-        "true, unless launcher=slurm (local processes need a waiting launcher)",
-    )
-    from stateaware.units import FORMS
-
-    for path, value in _budget_values(OmegaConf.to_container(cfg, resolve=True)):
-        _check(_is_size(value), path, value, f"a non-negative size: {FORMS}")
-    from stateaware.cohorts import load_kind
-
-    try:
-        kind = load_kind(cfg.cohort.kind)
-    except ValueError as exc:
-        raise ConfigError(f"cohort.kind={cfg.cohort.kind!r} (cohort {cfg.cohort.name!r}): {exc}") from None
-    declared = getattr(kind, "PARAMS", None)
-    if declared is not None:
-        from stateaware.launch.params import check_params
-
-        try:
-            check_params(OmegaConf.to_container(cfg.cohort.params, resolve=True), declared, cfg.cohort.name)
-        except ValueError as exc:
-            raise ConfigError(f"{exc}; set it with cohort.params.KEY=VALUE") from None
-    _check(cfg.min_free_mib >= 0, "min_free_mib", cfg.min_free_mib, "MiB >= 0 (0 turns the free-space check off)")
-    _check_writable(Path(cfg.out), cfg.min_free_mib)
-
-
-def launcher_cpus(cfg: DictConfig) -> tuple[int, ...] | None:
-    """``launcher.cpus`` as a sorted CPU tuple, or ``None`` when unset.
-
-    Raises :class:`ConfigError` when the value does not parse, when the launcher is not
-    local or inline (Slurm binds CPUs itself: use ``launcher.cpus_per_task``), or when it
-    names CPUs this process may not use (the message lists the allowed ones).
-    """
-    value = cfg.launcher.get("cpus")
-    if value is None:
-        return None
-    from stateaware.launch.context import format_cpus, parse_cpus
-
-    if not hasattr(os, "sched_getaffinity"):
-        raise ConfigError(
-            "invalid launcher.cpus: this OS cannot pin processes to CPUs (no sched_setaffinity); drop launcher.cpus"
-        )
-    if isinstance(value, (list, tuple)) or OmegaConf.is_list(value):
-        value = list(value)
-    allowed = sorted(os.sched_getaffinity(0))
-    try:
-        cpus = parse_cpus(value)
-    except ValueError as exc:
-        raise ConfigError(
-            f"invalid launcher.cpus={value!r}: {exc}; allowed CPUs are {format_cpus(allowed)} "
-            f'(e.g. launcher.cpus="{allowed[-1]}")'
-        ) from None
-    _check(
-        cfg.launcher.name in ("local", "inline"),
-        "launcher.cpus",
-        value,
-        "null with launcher=slurm (the cluster binds CPUs: use launcher.cpus_per_task)",
-    )
-    outside = sorted(set(cpus) - set(allowed))
-    if outside:
-        raise ConfigError(
-            f"invalid launcher.cpus={value!r}: CPU(s) {format_cpus(outside)} are not available to this "
-            f"process; allowed CPUs are {format_cpus(allowed)}"
-        )
-    return cpus
-
-
-def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ConfigError(f"invalid {name}={value!r}: allowed values are {allowed}")
-
-
-def _is_size(value: Any) -> bool:
-    """Whether ``value`` is a non-negative number of bytes or a size string like ``44GiB``."""
-    from stateaware.units import parse_bytes
-
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value >= 0
-    try:
-        parse_bytes(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _budget_values(node: Any, prefix: str = ""):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if str(key).endswith(("budget", "budget_bytes", "budget_gib")) and not isinstance(value, (dict, list)):
-                yield path, value
-            else:
-                yield from _budget_values(value, path)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _budget_values(value, f"{prefix}[{i}]")
-
-
-def _check_writable(out: Path, min_free_mib: float = 0.0) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
-            pass
-    except OSError as exc:
-        raise ConfigError(
-            f"invalid out={str(out)!r}: the results directory must be creatable and writable "
-            f"({exc.strerror or exc}); pass out=DIR with a writable DIR"
-        ) from None
-    if not os.access(out, os.W_OK):
-        raise ConfigError(f"invalid out={str(out)!r}: not writable; pass out=DIR with a writable DIR")
-    free = shutil.disk_usage(out).free
-    if free < min_free_mib * 2**20:
-        from stateaware.units import format_bytes
-
-        raise ConfigError(
-            f"invalid out={str(out)!r}: only {format_bytes(free)} free there, below min_free_mib={min_free_mib:g} "
-            f"({format_bytes(int(min_free_mib * 2**20))}); free some space, pass out=DIR on a disk with room, "
-            f"or min_free_mib=0 to skip this check"
-        )

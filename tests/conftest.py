@@ -25,6 +25,19 @@ def user_env() -> dict[str, str]:
     return env
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _part_checks_cached_in_the_session(tmp_path_factory):
+    # The part-check cache (stateaware.records.part_cache) lives in the user's cache folder;
+    # the tests' thousands of temporary results folders must not fill it.
+    saved = os.environ.get("STATEAWARE_CACHE")
+    os.environ["STATEAWARE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if saved is None:
+        os.environ.pop("STATEAWARE_CACHE", None)
+    else:
+        os.environ["STATEAWARE_CACHE"] = saved
+
+
 @pytest.fixture(autouse=True)
 def _importable_test_kinds(monkeypatch):
     # Fresh processes started by submitit must import tests.kinds.* too.

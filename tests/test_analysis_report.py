@@ -176,6 +176,7 @@ def test_a_kind_with_no_section_and_no_timings_gets_one_line_of_counts(compose, 
 def test_a_kind_whose_report_is_not_a_tuple_is_refused_when_planned(compose, tmp_path, monkeypatch):
     from stateaware.config import ConfigError
     from stateaware.launch.launcher import plan_run
+    from stateaware.run import RunSpec
 
     search = _kind_dir(
         tmp_path,
@@ -185,7 +186,7 @@ def test_a_kind_whose_report_is_not_a_tuple_is_refused_when_planned(compose, tmp
         _yaml("tsa_bad_kind", "tsa_bad_kind.kind", 1),
     )
     with pytest.raises(ConfigError, match=r"cohort kind 'tsa_bad_kind.kind': REPORT must be a tuple of section"):
-        plan_run(compose(search, "cohort=tsa_bad_kind", f"out={tmp_path / 'out'}"), "h" * 64)
+        plan_run(RunSpec.from_config(compose(search, "cohort=tsa_bad_kind", f"out={tmp_path / 'out'}")), "h" * 64)
 
 
 def test_two_runs_of_one_cohort_render_one_section_each(compose, tmp_path, capsys):

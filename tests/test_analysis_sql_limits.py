@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from stateaware.analysis import sql as sql_module
 from stateaware.analysis.__main__ import main
 from stateaware.analysis.sql import COUNT_CAP, format_result, query, run
 
@@ -140,13 +139,6 @@ def test_timeout_stops_a_huge_cross_join(results, capsys):
     assert "--timeout" in _one_error_line(capsys.readouterr().err)
 
 
-needs_config = pytest.mark.skipif(
-    not sql_module._CONNECT_TAKES_CONFIG,
-    reason="views.connect takes no config yet: memory_limit cannot be set before its lock",
-)
-
-
-@needs_config
 def test_the_memory_limit_stops_a_query_with_one_line_and_spills_nothing(results, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # DuckDB's default spill folder is ./.tmp
     text = "SELECT count(*) FROM (SELECT * FROM range(30000000) ORDER BY random())"
@@ -155,7 +147,6 @@ def test_the_memory_limit_stops_a_query_with_one_line_and_spills_nothing(results
     assert list(tmp_path.iterdir()) == [] and not (results / ".tmp").exists()
 
 
-@needs_config
 def test_the_memory_limit_is_duckdbs(results, capsys):
     assert main(_sql(results, "--format", "csv", "SELECT current_setting('temp_directory') AS t")) == 0
     assert capsys.readouterr().out == 't\n""\n'  # empty: no folder to spill into

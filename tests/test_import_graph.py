@@ -23,7 +23,7 @@ ROOTS = {"stateaware": "stateaware", "cohorts": "stateaware.cohorts", "analysis"
 
 #: Modules of ``stateaware/`` that may import the orchestration (the launcher, the command
 #: line, the config layer). ``records/`` is not among them: it needs none of it.
-ORCHESTRATION = ("stateaware.launch", "stateaware.cli", "stateaware.config", "stateaware.__main__")
+ORCHESTRATION = ("stateaware.launch", "stateaware.cli", "stateaware.config", "stateaware.run", "stateaware.__main__")
 
 #: What the library never imports (DESIGN.md, "Who may import whom").
 FORBIDDEN_IN_LIBRARY = ("stateaware.cohorts", "hydra", "omegaconf", "submitit")

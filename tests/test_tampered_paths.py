@@ -247,7 +247,6 @@ def test_the_command_names_a_snapshots_link_outside_out_in_one_line(out, code):
     assert len(lines) == 1 and lines[0].startswith(f"error: refusing to write {out / '.snapshots'}: it resolves to ")
 
 
-@pytest.mark.xfail(strict=True, reason="stateaware/cli.py catches TamperedPath once the lead's rewrite lands")
 def test_the_command_names_a_snapshots_file_in_one_line(out):
     (out / ".snapshots").write_text("x")
     done = _cli(out, out.parent)

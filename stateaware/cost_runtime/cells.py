@@ -24,6 +24,7 @@ __all__ = [
     "cells_of",
     "named_cell",
     "effective_params",
+    "check_references",
     "process_cells",
     "shape_of",
     "card_for",
@@ -125,6 +126,58 @@ def effective_params(cohort: dict[str, Any], hardware: dict[str, Any]) -> dict[s
         params["reduced_from"] = {k: params.get(k) for k in reduced}
         params.update(reduced)
     return params
+
+
+def check_references(params: dict[str, Any], hardware: dict[str, Any], cells: list[dict[str, Any]]) -> None:
+    """``ValueError`` naming the first thing the cohort's ``params`` refer to that does not exist.
+
+    Checked before launch, so a typo fails once in the submitting process instead of in
+    every process: ``anchor_cell`` names a cell of the profile; ``anchor_gib``, when given,
+    holds exactly ``min_eager_whole`` and ``eager``, finite and positive, with ``eager`` above
+    ``min_eager_whole`` (otherwise no budget position is defined); every frozen card the
+    ``cells`` use (``card: frozen`` or ``auto``) exists and still hashes to its digest, and
+    ``card: frozen`` has one named for every cell.
+    """
+    from stateaware.cost_runtime.frozen_cards import FrozenCardError, load_frozen
+
+    anchor = params.get("anchor_cell")
+    if anchor is not None:
+        try:
+            named_cell(str(anchor), hardware)
+        except ValueError as exc:
+            raise ValueError(f"params.anchor_cell={anchor!r}: {exc}") from None
+    if "anchor_gib" in params:
+        given = params["anchor_gib"]
+        keys = ("min_eager_whole", "eager")
+        numbers = isinstance(given, dict) and sorted(given) == sorted(keys)
+        values = [given[k] for k in keys] if numbers else []
+        if not (
+            numbers
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf") for v in values)
+            and values[1] > values[0]
+        ):
+            raise ValueError(
+                f"params.anchor_gib={given!r}: allowed values are a mapping of exactly min_eager_whole and eager, "
+                "in GiB, finite, with 0 < min_eager_whole < eager (the paper's anchors of the budget's position)"
+            )
+    mode = params.get("card", "auto")
+    if mode == "measure":
+        return
+    section = cost_runtime_of(hardware)
+    named = section.get("frozen_cards") or {}
+    for cell in cells:
+        digest = named.get(cell["cell"])
+        if digest is None:
+            if mode == "frozen":
+                raise ValueError(
+                    f"params.card=frozen, but hardware profile {hardware.get('name')!r} names no frozen card for "
+                    f"cell {cell['cell']!r} (hardware.params.cost_runtime.frozen_cards.{cell['cell']})"
+                )
+            continue
+        try:
+            load_frozen(str(digest), section.get("cards_dir"))
+        except (FrozenCardError, ValueError) as exc:  # missing, edited, or not a card (CardError)
+            raise ValueError(f"cell {cell['cell']!r}: {exc}") from None
 
 
 def process_cells(cohort_params: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@ def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
         attempt = record_status(spec, row)
     except DiskFullError as full:
         return ProcessResult(spec.process_index, status, attempt, row["pid"], message, disk_full=str(full))
-    full_disk = str(as_disk_full(exc)) if exc is not None and disk_full(exc) else ""
+    full_disk = str(as_disk_full(exc, under=spec.out)) if exc is not None and disk_full(exc) else ""
     return ProcessResult(spec.process_index, status, attempt, row["pid"], message, disk_full=full_disk)
 
 

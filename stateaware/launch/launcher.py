@@ -32,9 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
-
-from omegaconf import DictConfig, OmegaConf
+from typing import Any
 
 from stateaware.launch.collect import collect
 from stateaware.launch.snapshot import python_path_first, take_snapshot
@@ -46,9 +44,11 @@ from stateaware.launch.worker import (
     run_one_process,
     status_row,
 )
-from stateaware.records.damage import QUARANTINE, part_problem, quarantine
+from stateaware.names import check_inside
+from stateaware.records.damage import QUARANTINE, quarantine
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
+from stateaware.run import RunSpec
 
 __all__ = ["RunPlan", "Summary", "plan_run", "latest_statuses", "damaged_parts", "quarantine_damaged", "launch"]
 
@@ -112,11 +112,14 @@ def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -
 
 
 def _run_parts(out: Path, cohort: str, run_id: str) -> list[tuple[str, Path]]:
-    """``(table, part)`` for every part file of a run, in every table."""
+    """``(folder, part)`` for every part file of a run: every record table, then the analysis'
+    result tables (``comparisons``), whose damaged parts a launch moves aside too."""
+    from stateaware.analysis.result_tables import RESULT_TABLES
+
     return [
-        (table, part)
-        for table in TABLES
-        for part in sorted((Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}").glob("*.parquet"))
+        (folder, part)
+        for folder in (*TABLES, *RESULT_TABLES)
+        for part in sorted((Path(out) / folder / f"cohort={cohort}" / f"run_id={run_id}").glob("*.parquet"))
     ]
 
 
@@ -126,51 +129,149 @@ def _process_of(part: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
+#: Tables whose parts no worker's ``parts_json`` lists: status rows are the record itself, and the
+#: ``runs`` manifest is the launcher's.
+_UNCOUNTED = ("processes", "runs")
+
+
+@dataclass(frozen=True)
+class _Latest:
+    """The latest recorded attempt of one process, as its readable status parts say."""
+
+    attempt: int
+    status: str
+    parts_json: str | None  # what that attempt wrote (null before schema version 6, and on launcher rows)
+
+
+def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], list[tuple[Path, str]]]:
+    """The latest attempt per process, and every part of the run that cannot be trusted, with why.
+
+    One check per part (:class:`stateaware.records.part_cache.PartChecks`: footer, schema,
+    every page once per version of the file), then each completed process's parts against
+    what its attempt recorded (:func:`_disagreements`). Never raises for a bad file.
+    """
+    from stateaware.analysis.result_tables import RESULT_TABLES
+    from stateaware.records.part_cache import PartChecks
+
+    latest: dict[int, _Latest] = {}
+    damaged: list[tuple[Path, str]] = []
+    good: list[tuple[str, Path]] = []
+    with PartChecks(out) as checks:
+        for folder, part in _run_parts(out, cohort, run_id):
+            schema = TABLES.get(folder, RESULT_TABLES.get(folder))
+            problem = checks.problem(part, schema, missing_ok=folder in RESULT_TABLES)
+            if problem is not None:
+                damaged.append((part, problem))
+                continue
+            good.append((folder, part))
+            if folder == "processes":
+                _read_statuses(part, latest)
+    damaged += _disagreements(out, cohort, run_id, latest, good)
+    return latest, damaged
+
+
+def _read_statuses(part: Path, latest: dict[int, _Latest]) -> None:
+    """Fold the status rows of one (checked) ``processes`` part into ``latest``."""
+    import pyarrow.parquet as pq
+
+    wanted = ["process_index", "attempt", "status", "parts_json"]
+    rows = pq.read_table(part, columns=[c for c in wanted if c in pq.read_schema(part).names])
+    columns = [rows.column(c).to_pylist() if c in rows.column_names else [None] * rows.num_rows for c in wanted]
+    for index, attempt, status, parts_json in zip(*columns, strict=True):
+        if index not in latest or attempt >= latest[index].attempt:
+            latest[index] = _Latest(attempt, status, parts_json)
+
+
+def _disagreements(
+    out: Path, cohort: str, run_id: str, latest: dict[int, _Latest], good: list[tuple[str, Path]]
+) -> list[tuple[Path, str]]:
+    """Parts of completed processes that differ from what the completed attempt recorded writing.
+
+    A part with another row count than recorded (emptied, or replaced by another run's), a
+    part of the process the attempt did not write (a stray, or an earlier attempt's), and a
+    recorded part that is gone (named at the path it had) — each makes verification fail,
+    so each makes the process run again. Processes without ``parts_json`` (recorded before
+    schema version 6) are trusted as before.
+    """
+    import pyarrow.parquet as pq
+
+    from stateaware.records.writer import part_path
+
+    recorded: dict[int, dict[tuple[str, str], int]] = {}
+    for index, last in latest.items():
+        if last.status == "completed" and last.parts_json is not None:
+            try:
+                parts = {(p["table"], p["part"]): int(p["rows"]) for p in json.loads(last.parts_json)}
+                for table, name in parts:
+                    part_path(out, table, cohort, run_id, index, name)  # names a path inside out, or raises
+                recorded[index] = parts
+            except (ValueError, TypeError, KeyError):  # InvalidName and PathOutsideError are ValueErrors
+                recorded[index] = {}  # an unreadable record vouches for nothing: every part is a stray
+    found: dict[int, dict[tuple[str, str], Path]] = {}
+    for folder, part in good:
+        owner = _process_of(part)
+        if folder not in _UNCOUNTED and owner in recorded:
+            found.setdefault(owner, {})[(folder, part.name.removesuffix(".parquet").partition("-")[2])] = part
+    problems: list[tuple[Path, str]] = []
+    for index, parts in sorted(recorded.items()):
+        attempt = latest[index].attempt
+        for key, path in sorted(found.get(index, {}).items()):
+            if key not in parts:
+                problems.append((path, f"not a part process {index}'s completed attempt {attempt} wrote (a stray?)"))
+                continue
+            try:
+                rows = pq.ParquetFile(path).metadata.num_rows
+            except (OSError, ValueError) as exc:  # gone or changed since its check a moment ago: not trusted either
+                problems.append((path, f"unreadable since its check ({exc})"))
+                continue
+            if rows != parts[key]:
+                wrote = f"process {index}'s completed attempt {attempt} wrote {parts[key]}"
+                problems.append((path, f"holds {rows} rows, but {wrote} (emptied or replaced since)"))
+        for (table, name), rows in sorted(parts.items()):
+            if (table, name) not in found.get(index, {}):
+                path = part_path(out, table, cohort, run_id, index, name)
+                if path.exists():  # there, but damaged: already named by its check
+                    continue
+                problems.append((path, f"missing: process {index}'s attempt {attempt} wrote it with {rows} rows"))
+    return problems
+
+
 def damaged_parts(out: Path | str, cohort: str, run_id: str) -> list[tuple[Path, str]]:
-    """Every part of a run that is damaged or of another schema, with what is wrong with it."""
-    return [
-        (part, problem)
-        for table, part in _run_parts(Path(out), cohort, run_id)
-        if (problem := part_problem(part, table)) is not None
-    ]
+    """Every part of a run that cannot be trusted, with what is wrong with it.
+
+    Damaged or of another schema (every page read once per version of the file), copied from
+    another run or process, or — for a completed process that recorded what it wrote
+    (``processes.parts_json``) — holding other rows than recorded, not recorded at all, or
+    missing (its path named, though no file is there). Verification fails on each of these.
+    """
+    return _scan_run(Path(out), cohort, run_id)[1]
 
 
 def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
     """Latest recorded status per process index of a run.
 
-    A process with any damaged part (in any table) gets ``"damaged"``: it counts as not
-    completed, whatever its readable rows say. Never raises for a bad file.
+    A process with any part :func:`damaged_parts` names gets ``"damaged"``: it counts as not
+    completed, whatever its readable rows say, so resume and verification agree. Never raises
+    for a bad file.
     """
-    import pyarrow.parquet as pq
-
-    latest: dict[int, tuple[int, str]] = {}
-    damaged: set[int] = set()
-    for table, part in _run_parts(Path(out), cohort, run_id):
-        if part_problem(part, table) is not None:
-            index = _process_of(part)
-            if index is not None:
-                damaged.add(index)
-            continue
-        if table != "processes":
-            continue
-        rows = pq.read_table(part, columns=["process_index", "attempt", "status"])
-        for index, attempt, status in zip(
-            *(rows.column(c).to_pylist() for c in ("process_index", "attempt", "status")), strict=True
-        ):
-            if index not in latest or attempt >= latest[index][0]:
-                latest[index] = (attempt, status)
-    statuses = {index: status for index, (_, status) in latest.items()}
-    statuses.update(dict.fromkeys(damaged, DAMAGED))
+    latest, damaged = _scan_run(Path(out), cohort, run_id)
+    statuses = {index: last.status for index, last in latest.items()}
+    for part, _problem in damaged:
+        index = _process_of(part)
+        if index is not None:
+            statuses[index] = DAMAGED
     return statuses
 
 
 def quarantine_damaged(plan: RunPlan) -> list[str]:
-    """Move every damaged part of ``plan``'s run to ``OUT/.quarantine/``; one line per file moved.
+    """Move every damaged part of ``plan``'s run to ``OUT/.quarantine/``; one line per part named.
 
     Each process that had a damaged part first gets a ``damaged`` status row (naming the
     parts), then its parts are moved: the row is what makes the process run again, and
     writing it before moving anything means a launcher killed in between loses nothing —
-    the next launch finds the same parts and does the same.
+    the next launch finds the same parts and does the same. A missing part has nothing to
+    move; its line says its process runs again. A damaged part of a result table
+    (``comparisons``) belongs to no process: it is moved, and the next report writes it again.
     """
     found = damaged_parts(plan.out, plan.cohort, plan.run_id)
     specs = {spec.process_index: spec for spec in plan.specs}
@@ -188,26 +289,30 @@ def quarantine_damaged(plan: RunPlan) -> list[str]:
         )
     lines = []
     for part, problem in found:
-        moved = quarantine(plan.out, part)
         index = _process_of(part)
         rerun = f"; process {index} will run again" if index in specs else ""
+        if not part.exists():
+            lines.append(f"missing part {part}: {problem}{rerun}")
+            continue
+        moved = quarantine(plan.out, part)
         lines.append(f"quarantined damaged part {part}: {problem}; moved to {moved}{rerun}")
     return lines
 
 
-def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
-    """Expand the cohort into process specs and read which ones already completed."""
+def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
+    """Expand the cohort into process specs and read which ones already completed.
+
+    The kind's ``expand`` checks what the cohort's params refer to (cells, anchors, cards);
+    its ``ValueError`` becomes a :class:`~stateaware.config.ConfigError`, before anything launches.
+    """
     from stateaware.cohorts import load_kind, report_sections
     from stateaware.config import ConfigError
 
-    # Config groups are mappings (validated before planning), so their containers are dicts.
-    cohort = cast(dict[str, Any], OmegaConf.to_container(cfg.cohort, resolve=True))
-    hardware = cast(dict[str, Any], OmegaConf.to_container(cfg.hardware, resolve=True))
-    processes = int(cfg.processes)
-    run_id = cfg.run_id or _default_run_id(cohort, processes, hardware, source_hash)
-    kind = load_kind(cohort["kind"])
+    cohort, hardware, processes = run.cohort_config, run.hardware, run.processes
+    run_id = run.run_id or _default_run_id(cohort, processes, hardware, source_hash)
+    kind = load_kind(run.kind)
     try:
-        sections = report_sections(cohort["kind"], kind)
+        sections = report_sections(run.kind, kind)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     expand: Callable[..., list[dict]] | None = getattr(kind, "expand", None)
@@ -215,50 +320,39 @@ def plan_run(cfg: DictConfig, source_hash: str) -> RunPlan:
         per_process = expand(cohort, hardware, processes) if expand else [{} for _ in range(processes)]
     except ValueError as exc:  # a kind's expand() says what in its params is invalid
         raise ConfigError(str(exc)) from exc
-    if len(per_process) != processes:
+    if not isinstance(per_process, list) or len(per_process) != processes:
+        count = len(per_process) if isinstance(per_process, list) else type(per_process).__name__
         raise ConfigError(
-            f"cohort {cohort['name']!r}: expand() gave {len(per_process)} process parameter sets "
-            f"for processes={processes}"
+            f"cohort {run.cohort!r}: expand() gave {count} process parameter sets for processes={processes}"
         )
-    out = Path(cfg.out).resolve()
-    from stateaware.config import launcher_cpus
-
-    cpus = launcher_cpus(cfg)
     specs = tuple(
         ProcessSpec(
             run_id=run_id,
-            cohort=cohort["name"],
-            kind=cohort["kind"],
+            cohort=run.cohort,
+            kind=run.kind,
             process_index=i,
             processes=processes,
-            seed=int(cohort["seed"]) + i,
+            seed=run.seed + i,
             source_hash=source_hash,
-            out=str(out),
-            launcher=cfg.launcher.name,
-            timing=bool(cohort["timing"]),
+            out=str(run.out),
+            launcher=run.launcher.name,
+            timing=run.timing,
             hardware=hardware,
-            params={**cohort["params"], **extra},
-            cpus=cpus,
+            params={**run.params, **extra},
+            cpus=run.launcher.cpus,
         )
         for i, extra in enumerate(per_process)
     )
     return RunPlan(
-        run_id, cohort["name"], source_hash, out, specs, latest_statuses(out, cohort["name"], run_id), sections
+        run_id, run.cohort, source_hash, run.out, specs, latest_statuses(run.out, run.cohort, run_id), sections
     )
 
 
-def max_parallel(cfg: DictConfig, timing: bool) -> int:
-    if cfg.launcher.max_parallel is not None:
-        return int(cfg.launcher.max_parallel)
-    if timing:
-        return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def _executor(cfg: DictConfig, folder: Path, timing: bool, snapshot: Path | None) -> Any:
+def _executor(run: RunSpec, folder: Path, timing: bool, snapshot: Path | None) -> Any:
     import submitit
 
-    launcher = cfg.launcher
+    launcher = run.launcher
+    check_inside(run.out, folder)
     if launcher.name == "inline":
         return submitit.DebugExecutor(folder)
     if launcher.name == "local":
@@ -272,10 +366,10 @@ def _executor(cfg: DictConfig, folder: Path, timing: bool, snapshot: Path | None
         return executor
     from stateaware.launch.slurm import slurm_executor
 
-    return slurm_executor(cfg, folder, timing, snapshot)
+    return slurm_executor(launcher, folder, timing, snapshot)
 
 
-def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
+def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
     """Run every pending process of ``plan``; return how each ended. Never raises for a process.
 
     Unless ``launcher.snapshot=false`` (or ``launcher=inline``), processes import the code
@@ -294,30 +388,30 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
         return summary
     timing = pending[0].timing
     snapshot = None
-    if cfg.launcher.snapshot and cfg.launcher.name != "inline":
+    if run.launcher.snapshot and run.launcher.name != "inline":
         try:
             snapshot = take_snapshot(plan.out, plan.source_hash, user_code=user_code(pending[0].kind), say=_say)
         except DiskFullError as exc:
             summary.disk_full, summary.not_started = str(exc), [s.process_index for s in pending]
             return summary
-    executor = _executor(cfg, plan.out / ".submitit" / plan.run_id, timing, snapshot)
+    executor = _executor(run, plan.out / ".submitit" / plan.run_id, timing, snapshot)
     # Local processes inherit this environment; Slurm jobs get the path from their batch
     # script instead (see slurm_executor), which a requeue re-runs.
     code = python_path_first(snapshot) if snapshot is not None else contextlib.nullcontext()
     bar = _progress(len(pending), plan.cohort, enabled=progress)
     with code:
         try:
-            if cfg.launcher.name == "slurm":
+            if run.launcher.name == "slurm":
                 from stateaware.launch.slurm import run_array
 
                 summary.submitted = run_array(
                     executor,
                     pending,
                     lambda r: _advance(bar, summary, r),
-                    poll_s=cfg.launcher.poll_s,
+                    poll_s=run.launcher.poll_s,
                     out=plan.out,
                     run_id=plan.run_id,
-                    wait=cfg.wait,
+                    wait=run.wait,
                 )
             else:
                 _run_throttled(
@@ -325,9 +419,9 @@ def launch(cfg: DictConfig, plan: RunPlan, *, progress: bool = True) -> Summary:
                     pending,
                     summary,
                     bar,
-                    limit=max_parallel(cfg, timing),
-                    inline=cfg.launcher.name == "inline",
-                    poll_s=cfg.launcher.poll_s,
+                    limit=run.launcher.parallel(timing),
+                    inline=run.launcher.name == "inline",
+                    poll_s=run.launcher.poll_s,
                 )
         finally:
             bar.close()
@@ -347,7 +441,7 @@ def _run_throttled(
             except OSError as exc:  # submitit could not write the job's files
                 if not disk_full(exc):
                     raise
-                summary.disk_full = str(as_disk_full(exc))
+                summary.disk_full = str(as_disk_full(exc, under=Path(spec.out) / ".submitit"))
                 queue.appendleft(spec)
                 break
             if inline:

@@ -17,10 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
+from stateaware.names import check_inside
 from stateaware.records.damage import quarantine
 from stateaware.records.writer import Identity, RecordWriter, write_bytes_atomic
+from stateaware.run import RunSpec
 
 __all__ = ["manifest_path", "collect_manifest", "write_manifest", "git_state", "versions"]
 
@@ -28,7 +30,10 @@ RUN_ROW_INDEX = -1
 
 
 def manifest_path(out: Path | str, cohort: str, run_id: str) -> Path:
-    return Path(out) / "runs" / f"cohort={cohort}" / f"run_id={run_id}" / "manifest.json"
+    """``OUT/runs/cohort=C/run_id=R/manifest.json``, checked to lie inside ``out``."""
+    path = Path(out) / "runs" / f"cohort={cohort}" / f"run_id={run_id}" / "manifest.json"
+    check_inside(out, path)
+    return path
 
 
 def git_state(where: Path) -> tuple[str | None, bool | None]:
@@ -79,7 +84,7 @@ def versions() -> dict[str, str | None]:
 
 
 def collect_manifest(
-    cfg: DictConfig, run_id: str, source_hash: str, processes: int, *, report_sections: tuple[str, ...] = ()
+    run: RunSpec, run_id: str, source_hash: str, processes: int, *, report_sections: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The run's manifest; ``report_sections`` is the kind's declared ``REPORT`` (the plan read it)."""
     import stateaware
@@ -87,21 +92,21 @@ def collect_manifest(
     commit, dirty = git_state(Path(stateaware.__file__).parent)
     return {
         "run_id": run_id,
-        "cohort": cfg.cohort.name,
-        "kind": cfg.cohort.kind,
+        "cohort": run.cohort,
+        "kind": run.kind,
         "report_sections": list(report_sections),
         "source_hash": source_hash,
         "processes": processes,
-        "launcher": cfg.launcher.name,
-        "hardware": cfg.hardware.name,
-        "scale": cfg.hardware.scale,
+        "launcher": run.launcher.name,
+        "hardware": run.hardware["name"],
+        "scale": run.hardware["scale"],
         "git_commit": commit,
         "git_dirty": dirty,
         "host": socket.gethostname(),
         **versions(),
         "started_at": datetime.now(UTC).isoformat(),
         "launches": 1,
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "config": run.config,
     }
 
 

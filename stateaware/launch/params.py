@@ -36,7 +36,13 @@ class Param:
     ``type`` is ``int``, ``float``, ``str``, ``bool``, ``list`` or ``dict``. For a list,
     ``item`` is its elements' type and ``minimum``/``maximum``/``choices`` apply to each
     element; a list must not be empty. ``minimum``/``maximum`` are inclusive.
-    ``required``: the key must be present (the kind has no default for it).
+    ``required``: the key must be present (the kind has no default for it). ``unique``: a
+    list may not name one value twice (a method run twice would be measured twice under
+    one part name).
+
+    An ``int`` that counts something a run expands (programs, seed keys, steps) should
+    declare its ``maximum``: the expansion is built before launch, so an unbounded count
+    (``seed_keys=10**12``) would exhaust memory instead of being refused.
     """
 
     type: type
@@ -46,6 +52,7 @@ class Param:
     item: type | None = None
     required: bool = False
     nullable: bool = False
+    unique: bool = False
 
     def allowed(self) -> str:
         """The allowed values in words, for an error message."""
@@ -58,7 +65,7 @@ class Param:
         elif self.maximum is not None:
             words += f" <= {self.maximum:g}"
         if self.type is list:
-            words = f"a non-empty list, each {words}"
+            words = f"a non-empty list{' without repeats' if self.unique else ''}, each {words}"
         return words + (" (or null)" if self.nullable else "")
 
     def accepts(self, value: Any) -> bool:
@@ -70,6 +77,7 @@ class Param:
                 and not isinstance(value, (str, bytes))
                 and len(value) > 0
                 and all(self._scalar_ok(self.item, v) for v in value)
+                and (not self.unique or len(set(map(repr, value))) == len(value))
             )
         if self.type is dict:
             return isinstance(value, Mapping)

@@ -20,13 +20,15 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
-
+from stateaware.launch.snapshot import batch_script_lines
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, run_one_process
 from stateaware.records.writer import write_bytes_atomic
+
+if TYPE_CHECKING:  # the launcher settings type only: the status command imports this module too
+    from stateaware.run import LauncherSpec
 
 __all__ = [
     "slurm_executor",
@@ -79,17 +81,16 @@ class RequeueableProcess(_requeueable_base()):  # type: ignore[misc]
         return run_one_process(spec)
 
 
-def slurm_parameters(cfg: DictConfig, timing: bool) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters for ``cfg.launcher`` (unset fields left to the cluster).
+def slurm_parameters(launcher: LauncherSpec, timing: bool) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for the run's ``launcher`` settings (unset fields left to the cluster).
 
     Timing cohorts default to an exclusive node per process, so timed processes never
     share a device or cores.
     """
-    launcher = cfg.launcher
     params: dict[str, Any] = {"time": max(1, int(round(launcher.timeout_min)))}
     for ours, theirs in _FIELDS.items():
-        if launcher[ours] is not None:
-            params[theirs] = launcher[ours]
+        if getattr(launcher, ours) is not None:
+            params[theirs] = getattr(launcher, ours)
     if launcher.mem_gb is not None:
         params["mem"] = f"{int(launcher.mem_gb * 1024)}M"
     if timing and launcher.exclusive is None:
@@ -99,14 +100,13 @@ def slurm_parameters(cfg: DictConfig, timing: bool) -> dict[str, Any]:
     return params
 
 
-def slurm_executor(cfg: DictConfig, folder: Path, timing: bool, snapshot: Path | None = None) -> Any:
-    """A submitit SlurmExecutor for ``cfg.launcher``; with ``snapshot``, jobs import the code from it.
+def slurm_executor(launcher: LauncherSpec, folder: Path, timing: bool, snapshot: Path | None = None) -> Any:
+    """A submitit SlurmExecutor for the run's ``launcher`` settings; with ``snapshot``, jobs import the code from it.
 
     The snapshot goes on ``PYTHONPATH`` in the batch script itself, not through the
     submitting environment: Slurm re-runs the script when it requeues an array task, but
     does not reliably carry the submission environment over to it (seen on Slurm 22.05).
     """
-    import shlex
 
     import submitit
 
@@ -116,12 +116,9 @@ def slurm_executor(cfg: DictConfig, folder: Path, timing: bool, snapshot: Path |
             "launcher=local, or start a test cluster with slurm/start_cluster.sh"
         )
     executor = submitit.SlurmExecutor(folder=folder)
-    params = slurm_parameters(cfg, timing)
+    params = slurm_parameters(launcher, timing)
     if snapshot is not None:
-        params["setup"] = [
-            f"export PYTHONPATH={shlex.quote(str(snapshot))}${{PYTHONPATH:+:$PYTHONPATH}}",
-            "export PYTHONSAFEPATH=1  # the job's working directory must not shadow the snapshot",
-        ]
+        params["setup"] = batch_script_lines(snapshot)
     executor.update_parameters(**params)
     return executor
 

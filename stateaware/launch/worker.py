@@ -160,6 +160,12 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
             f"start a run of the current code."
         )
         return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
+    from stateaware.launch.snapshot import running_snapshot_problem
+
+    problem = running_snapshot_problem(spec.source_hash)
+    if problem is not None:  # bytecode, a .so or a link added after the launcher checked the snapshot
+        message = f"source drift: {problem}; re-run the cohort command (the launcher rebuilds the snapshot)"
+        return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
 
     from stateaware.launch import context
 
