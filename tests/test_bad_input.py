@@ -403,7 +403,9 @@ def _interrupt_reading(argv: list[str], fifo: Path, cwd: Path) -> tuple[int, str
     return process.returncode, err
 
 
-def test_ctrl_c_during_a_query_and_a_plan(tmp_path):
+def test_ctrl_c_during_a_query(tmp_path):
+    # (A card that is a FIFO no longer blocks the planner: it is refused unread, in one line,
+    # which tests/test_plan_card_limits.py checks.)
     paths = _fixtures(tmp_path)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -411,7 +413,6 @@ def test_ctrl_c_during_a_query_and_a_plan(tmp_path):
         130,
         INTERRUPTED,
     )
-    assert _interrupt_reading([*P, str(fifo), "--budget", "1GiB"], fifo, tmp_path) == (130, INTERRUPTED)
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
