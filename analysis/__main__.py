@@ -37,7 +37,7 @@ import math
 import sys
 from pathlib import Path
 
-from stateaware.analysis.arguments import one_line, results_dir
+from stateaware.analysis.arguments import one_line, positive_int, results_dir
 
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
 
@@ -112,17 +112,6 @@ def _sql(args: argparse.Namespace) -> int:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return INVALID
     return 0
-
-
-def _max_rows(text: str) -> int:
-    """An ``argparse`` type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -228,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sql.add_argument(
         "--max-rows",
-        type=_max_rows,
+        type=positive_int,
         default=DEFAULT_MAX_ROWS,
         metavar="N",
         help=f"table format: print at most N rows and say how many more there were (default: {DEFAULT_MAX_ROWS})",

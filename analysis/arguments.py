@@ -7,12 +7,13 @@ it without importing ``__main__``, which imports them.
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
 from stateaware.exits import fail
 
-__all__ = ["default_results", "results_dir", "one_line"]
+__all__ = ["default_results", "results_dir", "one_line", "positive_int"]
 
 
 def default_results() -> Path:
@@ -44,3 +45,14 @@ def one_line(exc: BaseException) -> str:
     """An exception's message as one line (DuckDB adds the query and a caret on later lines)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1 (``--draws``, ``--max-rows``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value

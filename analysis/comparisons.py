@@ -49,8 +49,22 @@ FOLDER = "comparisons"
 
 
 def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
-    """Where a run's comparisons land under ``results``."""
-    return Path(results) / FOLDER / f"cohort={cohort}" / f"run_id={run_id}" / "comparisons.parquet"
+    """Where a run's comparisons land under ``results``.
+
+    ``cohort`` and ``run_id`` come from the records, which anyone could have forged: they must
+    be names (:func:`stateaware.names.check_name`) and the path must lie inside ``results``,
+    else ``ValueError`` naming them."""
+    from stateaware.names import check_inside, check_name
+
+    path = (
+        Path(results)
+        / FOLDER
+        / f"cohort={check_name('cohort', cohort)}"
+        / f"run_id={check_name('run_id', run_id)}"
+        / "comparisons.parquet"
+    )
+    check_inside(results, path)
+    return path
 
 
 def comparisons_table(

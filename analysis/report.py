@@ -23,7 +23,6 @@ cohort, each section renders once per run of it ("round"), its heading naming th
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -284,21 +283,11 @@ def build_report(
     return report
 
 
-def _draws(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N] [--strict]``."""
     import sys
 
-    from stateaware.analysis.arguments import one_line, results_dir
+    from stateaware.analysis.arguments import one_line, positive_int, results_dir
     from stateaware.analysis.verify import VerificationError
 
     from stateaware.exits import INVALID, OneLineParser
@@ -320,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         help="report this run (repeatable; two runs of one cohort: one section each); default: latest per cohort",
     )
     parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
-    parser.add_argument("--draws", type=_draws, default=None, help="bootstrap draws (default 20,000)")
+    parser.add_argument("--draws", type=positive_int, default=None, help="bootstrap draws (default 20,000)")
     parser.add_argument(
         "--strict",
         action="store_true",
