@@ -4,7 +4,7 @@
 
     import stateaware.auto as auto
 
-    card = auto.profile(model, (x,))                  # segments: an nn.Sequential's children
+    card = auto.profile(model, (x,))                  # segments: an nn.Sequential's children, else "repeated"
     plan = auto.plan(card, "50%")                      # or bytes, or "8GiB"
     auto.apply(model, plan)                            # in place; state_dict() keys unchanged
     # or all three: model, plan = auto.wrap(model, (x,), budget="50%")
@@ -15,15 +15,22 @@ state each segment writes (``state="auto"``); ``plan`` runs the planners of
 eager, or our transactional checkpoint with the discovered state preserved ``whole``,
 by ``region`` (the rows the forward writes) or ``offload`` (a host copy). Training the
 applied model gives the bytes eager training gives: parameters, buffers and RNG state.
+
+``segments=`` takes qualified names, a block class (``segments=BasicBlock``) or a tuple of
+classes, a predicate ``fn(name, module) -> bool``, or ``"repeated"`` (the children of a
+model's containers of repeated blocks); see ``stateaware.auto.segment.select_segments``.
+Under DDP or FSDP2 apply stateaware first, then wrap: a model already wrapped is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stateaware.planner.planners import Plan
+
+if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
+    from stateaware.auto.segment import SegmentSpec
 
 __all__ = ["profile", "plan", "apply", "wrap", "remove", "AutoPlan", "step_peak_bytes"]
 
@@ -37,12 +44,21 @@ class AutoPlan(Plan):
 
 
 def profile(
-    model: Any, example_inputs: Any, *, segments: Sequence[str] | None = None, state: Any = "auto", repeats: int = 3
+    model: Any, example_inputs: Any, *, segments: SegmentSpec | str = None, state: Any = "auto", repeats: int = 3
 ) -> Any:
-    """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``."""
-    from stateaware.auto.profiler import profile as _profile
+    """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``.
 
-    return _profile(model, example_inputs, segments=segments, state=state, repeats=repeats)
+    ``segments``: see ``select_segments`` (None: an ``nn.Sequential``'s children, else
+    ``"repeated"``). ``ValueError`` for a model already wrapped by DDP or FSDP
+    (``stateaware.auto.wrapper.refuse_distributed``): apply stateaware first, then wrap.
+    """
+    from stateaware.auto.profiler import profile as _profile
+    from stateaware.auto.segment import select_segments
+    from stateaware.auto.wrapper import refuse_distributed
+
+    refuse_distributed(model, "profile")
+    names = select_segments(model, segments)
+    return _profile(model, example_inputs, segments=names, state=state, repeats=repeats)
 
 
 def plan(card: Any, budget: int | str, planner: str = "joint") -> AutoPlan:
@@ -80,12 +96,16 @@ def wrap(
     budget: int | str,
     state: Any = "auto",
     planner: str = "joint",
-    segments: Sequence[str] | None = None,
+    segments: SegmentSpec | str = None,
 ) -> tuple[Any, AutoPlan]:
     """``profile``, ``plan`` and ``apply`` in one call; returns ``(model, plan)``.
 
-    ``ValueError`` when no policy fits ``budget`` (the message gives the least achievable peak).
+    ``ValueError`` when no policy fits ``budget`` (the message gives the least achievable
+    peak), or for a model already wrapped by DDP or FSDP (apply stateaware first, then wrap).
     """
+    from stateaware.auto.wrapper import refuse_distributed
+
+    refuse_distributed(model, "wrap")
     card = profile(model, example_inputs, segments=segments, state=state)
     chosen = plan(card, budget, planner)
     return apply(model, chosen), chosen

@@ -6,6 +6,9 @@ parameter, buffer or submodule, so ``state_dict()`` keys and values are unchange
 checkpoint file loads into the model either way; ``copy.deepcopy`` of an applied model is
 applied too (the plan is plain data on the module, resolved by name at each call).
 Applying again replaces the previous plan; ``remove`` undoes it.
+
+Under data parallelism stateaware goes inside: apply it to the plain model first, then
+wrap that with ``DistributedDataParallel`` or ``fully_shard`` (``refuse_distributed``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch
 from stateaware.auto.discover import StateEntry
 from stateaware.auto.segment import SEGMENT_OPTIONS, relative, run_segment
 
-__all__ = ["apply", "remove", "original_forward", "card_segments"]
+__all__ = ["apply", "remove", "original_forward", "card_segments", "refuse_distributed"]
 
 _ATTR = "_stateaware_segment"
 
@@ -60,8 +63,10 @@ def apply(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
 
     ``plan`` is what ``stateaware.auto.plan`` returns (a planner ``Plan`` carrying its
     card). ``ValueError`` for an infeasible plan, a policy whose length is not the card's
-    segment count, or a segment name the model lacks.
+    segment count, or a segment name the model lacks; ``refuse_distributed``'s
+    ``ValueError`` for a model already wrapped for data parallelism.
     """
+    refuse_distributed(model, "apply")
     names, states = card_segments(plan.card)
     if not plan.feasible:
         raise ValueError(
@@ -90,3 +95,49 @@ def remove(model: torch.nn.Module) -> torch.nn.Module:
             del module.__dict__[_ATTR]
             module.__dict__.pop("forward", None)
     return model
+
+
+def _distributed_wrapper(model: torch.nn.Module) -> str | None:
+    """What makes ``model`` a data-parallel model, in words, or None."""
+    if not torch.distributed.is_available():
+        return None
+    from torch.distributed.tensor import DTensor
+    from torch.nn.parallel import DistributedDataParallel
+
+    fsdp_classes: tuple[type, ...] = ()
+    try:
+        from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+        fsdp_classes = (FSDPModule, FullyShardedDataParallel)
+    except ImportError:  # a torch without FSDP2: DTensor parameters still tell
+        pass
+    for name, module in model.named_modules():
+        where = f"its submodule {name!r}" if name else "the model"
+        if isinstance(module, DistributedDataParallel):
+            return f"{where} is a DistributedDataParallel"
+        if fsdp_classes and isinstance(module, fsdp_classes):
+            return f"{where} is managed by FSDP ({type(module).__name__})"
+    for name, p in model.named_parameters():
+        if isinstance(p, DTensor):
+            return f"its parameter {name!r} is a DTensor (sharded, e.g. by fully_shard)"
+    return None
+
+
+def refuse_distributed(model: torch.nn.Module, what: str) -> None:
+    """``ValueError`` when ``model`` is already wrapped for data parallelism: a
+    ``DistributedDataParallel`` (itself or a submodule), a module ``fully_shard`` or FSDP
+    manages, or one with ``DTensor`` parameters.
+
+    Why: profiling runs each segment's backward several times in isolation, which DDP's
+    gradient hooks refuse ("marked as ready twice") and sharded parameters cannot be
+    compared or copied as plain tensors. Applied first, stateaware lives inside each
+    segment's ``forward`` and DDP/FSDP wrap it as any module; that trains as eager does.
+    ``what`` names the caller (``"profile"``, ``"apply"``, ``"wrap"``) for the message.
+    """
+    cause = _distributed_wrapper(model)
+    if cause is not None:
+        raise ValueError(
+            f"stateaware.auto.{what} got a model already wrapped for data parallelism: {cause}. "
+            "Tip: apply stateaware first, then wrap: model, plan = auto.wrap(model, ...); "
+            "model = DistributedDataParallel(model) (or fully_shard(block) per block, then fully_shard(model))."
+        )
