@@ -21,10 +21,17 @@ output is driven by a constant gradient ``1/numel`` (the loss is the user's, not
 one gradient per parameter that requires one (kept allocated during profiling, as
 after a training step), and the example inputs. Optimizer state is not part of the
 model and not counted.
+
+Each segment runs, for every measurement, on the arguments the traced forward passed it:
+tensors (fresh leaves whose bytes and ``.grad`` are put back before every run), containers
+of them and values no forward can change (``IMMUTABLE``). Any other object — a key/value
+cache, a list the segment appends to, an object of the user's — would be changed by each
+run (and hold the traced forward's graph), so ``profile`` refuses it, naming the argument.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +47,28 @@ from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchr
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
 from stateaware.torch_replay import UndeclaredStateError
 
-__all__ = ["profile", "persistent_bytes", "step_peak_bytes", "backward_of"]
+__all__ = ["profile", "persistent_bytes", "step_peak_bytes", "backward_of", "IMMUTABLE", "check_arguments"]
+
+#: Argument values besides tensors and containers of them that profiling may pass to a
+#: segment again and again: no forward can change them. Anything else is refused
+#: (``check_arguments``): an allow-list, because a mutable object can be of any type.
+IMMUTABLE: tuple[type, ...] = (
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    type(Ellipsis),
+    slice,
+    range,
+    enum.Enum,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
 
 
 def _model_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -107,15 +135,75 @@ def _device(model: torch.nn.Module, example_inputs: Sequence[Any]) -> torch.devi
     return torch.device("cpu")
 
 
+def _mutable_part(value: Any, where: str) -> tuple[str, Any] | None:
+    """(where, object) of the first part of ``value`` that is neither a tensor, a list,
+    tuple or dict, nor an ``IMMUTABLE`` value; None when there is none."""
+    if isinstance(value, (torch.Tensor, *IMMUTABLE)):
+        return None
+    if isinstance(value, (list, tuple)):
+        parts: Any = enumerate(value)
+    elif isinstance(value, dict):
+        parts = value.items()
+    else:
+        return where, value
+    for key, item in parts:
+        found = _mutable_part(item, f"{where}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def check_arguments(segment: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse a segment's arguments that profiling could not pass again unchanged.
+
+    ``ValueError`` naming the first argument (its position or keyword, and type) that is
+    not a tensor, a list/tuple/dict of them or an ``IMMUTABLE`` value: each profiling run
+    would change it (a Hugging Face ``Cache`` grows by one step per run and keeps the
+    traced graph, so a later backward fails and every cost would be wrong).
+    """
+    named = [(f"positional argument {i}", v) for i, v in enumerate(args)]
+    named += [(f"keyword argument {k!r}", v) for k, v in kwargs.items()]
+    for where, value in named:
+        found = _mutable_part(value, where)
+        if found is None:
+            continue
+        part, obj = found
+        raise ValueError(
+            f"segment {segment!r} receives {part}, a {type(obj).__module__}.{type(obj).__qualname__}: an object "
+            "that is neither a tensor, a list/tuple/dict of tensors nor an immutable value, so each profiling run "
+            "of the segment could change it (a key/value cache grows and keeps the traced graph). Tip: do not pass "
+            "it to the segments while profiling — for a Hugging Face model call it with use_cache=False (or set "
+            "model.config.use_cache = False), or let stateaware.integrations.transformers.enable(model, ...) "
+            "checkpoint its decoder layers, which turns their cache off."
+        )
+
+
 def _leaf(value: Any) -> Any:
-    """``value`` with each tensor a fresh leaf that requires grad as the traced one did."""
+    """``value`` with each tensor a fresh leaf (a copy) that requires grad as the traced one did."""
     if isinstance(value, torch.Tensor):
-        return value.detach().requires_grad_(value.requires_grad)
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple takes its fields as arguments
+        return type(value)(*(_leaf(v) for v in value))
     if isinstance(value, (list, tuple)):
         return type(value)(_leaf(v) for v in value)
     if isinstance(value, dict):
         return {k: _leaf(v) for k, v in value.items()}
     return value
+
+
+def _restore_leaves(leaves: Any, traced: Any) -> None:
+    """Put each leaf of ``_leaf(traced)`` back as ``_leaf`` made it: the traced bytes, no ``.grad``.
+
+    A segment may write its input in place and its backward accumulates into ``.grad``;
+    without this each run would start from what the previous one left.
+    """
+    with torch.no_grad():
+        for leaf, source in zip(_flat_tensors(leaves), _flat_tensors(traced), strict=True):
+            if leaf.shape == source.shape and leaf.stride() == source.stride():
+                leaf.data.copy_(source)
+            else:
+                leaf.data = source.detach().clone()
+            leaf.grad = None
 
 
 def _oblivious(forward, args, kwargs):
@@ -208,12 +296,15 @@ def profile(
     order. ``state="auto"`` discovers what each segment writes (``stateaware.auto.discover``);
     an explicit list (tensors, submodules or qualified names) is checked against that, and
     anything written but not listed raises ``UndeclaredStateError`` naming it.
+    ``ValueError`` (``check_arguments``) when the model's forward passes a segment an
+    argument profiling cannot pass again unchanged: a mutable object such as a Hugging
+    Face ``Cache`` (call the model with ``use_cache=False``).
 
     The card's provenance ``"auto"`` holds the segment names and, per segment, its state
     entries (name, kind, bytes, whole/rows/value) — what ``apply`` declares; it also says
     where offloaded snapshots live and the measured eager step peak. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
-    states are what they were.
+    states are what they were, and so are the example inputs.
     """
     from stateaware.planner import card_from_dict
     from stateaware.torch_replay.offload import host_is_device
@@ -229,6 +320,8 @@ def profile(
     try:
         found = trace(model, inputs, names)
         snapshot.restore()
+        for name, (args, kwargs) in zip(found.names, found.inputs, strict=True):
+            check_arguments(name, args, kwargs)
         if state != "auto":
             _check_explicit(model, found.names, found.state, state)
         segments_doc = []
@@ -239,13 +332,20 @@ def profile(
             forward = original_forward(module)
             pairs = [(relative(name, e.name), e) for e in entries]
             x_args, x_kwargs = _leaf(args), _leaf(kwargs)
-            local = ModelSnapshot(module, rng=True)
+            snap = ModelSnapshot(module, rng=True)
+
+            def reset(
+                snap: ModelSnapshot = snap, leaves: Any = (x_args, x_kwargs), traced: Any = (args, kwargs)
+            ) -> None:
+                snap.restore()
+                _restore_leaves(leaves, traced)
+
             measured = {}
             if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
                 for option in _options(entries):
                     _measure(
                         functools.partial(run_segment, module, forward, option, pairs, x_args, x_kwargs),
-                        local.restore,
+                        reset,
                         repeats=1,
                         device=device,
                     )
@@ -253,7 +353,7 @@ def profile(
             for option in _options(entries):
                 measured[option] = _measure(
                     functools.partial(run_segment, module, forward, option, pairs, x_args, x_kwargs),
-                    local.restore,
+                    reset,
                     repeats=repeats,
                     device=device,
                 )
@@ -261,7 +361,7 @@ def profile(
                 try:
                     base = _measure(
                         functools.partial(_oblivious, forward, x_args, x_kwargs),
-                        local.restore,
+                        reset,
                         repeats=repeats,
                         device=device,
                     )

@@ -1,0 +1,186 @@
+"""stateaware.integrations.transformers: our checkpoint as Hugging Face's layer checkpoint.
+
+Tiny GPT-2, Llama and BERT from configs (random init, fixed seed, nothing downloaded)
+train two AdamW steps in train mode with dropout on, under ``enable`` and eagerly from a
+deep copy: losses, gradients, weights, buffers and the RNG state after must be equal bit
+for bit. Sizes are tiny (hidden 16, 2 layers, sequence 8, batch 2) for a shared 2-core box.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from stateaware.auto.profiler import profile  # noqa: E402
+from stateaware.integrations import transformers as hf  # noqa: E402
+
+VOCAB, SEQ, BATCH = 64, 8, 2
+
+
+def gpt2() -> torch.nn.Module:
+    cfg = transformers.GPT2Config(
+        n_embd=16, n_layer=2, n_head=2, vocab_size=VOCAB, n_positions=16, bos_token_id=0, eos_token_id=0
+    )
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def llama() -> torch.nn.Module:
+    cfg = transformers.LlamaConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=16,
+        attention_dropout=0.1,  # Llama's default is 0: some randomness for the RNG to matter
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    return transformers.LlamaForCausalLM(cfg)
+
+
+def bert() -> torch.nn.Module:
+    cfg = transformers.BertConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, vocab_size=VOCAB,
+        max_position_embeddings=16,
+    )  # fmt: skip
+    return transformers.BertForMaskedLM(cfg)
+
+
+MODELS = {"gpt2": gpt2, "llama": llama, "bert": bert}
+
+
+def build(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    model.train()
+    return model
+
+
+def batch(step: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + step)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    return {"input_ids": ids, "labels": ids}
+
+
+def train(model: torch.nn.Module, steps: int = 2) -> tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses, grads = [], []
+    torch.manual_seed(1)
+    for step in range(steps):
+        opt.zero_grad()
+        loss = model(**batch(step)).loss
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        opt.step()
+    return losses, grads
+
+
+def assert_same_training(eager: torch.nn.Module, ours: torch.nn.Module) -> None:
+    # The reference trains without the key/value cache, as every checkpointed layer does (HF
+    # turns it off there): with the default use_cache=True, eager training's gradients differ
+    # from use_cache=False in the last bits (the cache's concatenation changes the backward's
+    # summation order), for HF's own checkpoint as for ours.
+    eager.config.use_cache = False
+    losses_e, grads_e = train(eager)
+    rng_e = torch.get_rng_state()
+    losses_o, grads_o = train(ours)
+    rng_o = torch.get_rng_state()
+    for a, b in zip(losses_e, losses_o, strict=True):
+        assert torch.equal(a, b)
+    for ge, go in zip(grads_e, grads_o, strict=True):
+        assert ge.keys() == go.keys() and ge
+        for n in ge:
+            assert torch.equal(ge[n], go[n]), n
+    for (n, a), (_, b) in zip(eager.state_dict().items(), ours.state_dict().items(), strict=True):
+        assert torch.equal(a, b), n
+    assert torch.equal(rng_e, rng_o)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_enable_trains_bit_identically_to_eager(name):
+    model = build(name)
+    eager = copy.deepcopy(model)
+    enabled = hf.enable(model)
+    assert enabled.checkpointed == enabled.layers and len(enabled.layers) == 2
+    calls = []
+    layer = model.get_submodule(enabled.layers[0])
+    real = layer._gradient_checkpointing_func
+    layer._gradient_checkpointing_func = lambda *a, **k: calls.append(1) or real(*a, **k)
+    assert_same_training(eager, model)
+    assert calls, "the layer ran through HF's checkpoint door"
+
+
+BUDGET = os.environ.get("BUDGET", "0%")  # the least peak: checkpoint every layer that lowers it
+
+
+def test_a_budget_checkpoints_the_chosen_layers_and_trains_bit_identically():
+    model = build("llama")
+    eager = copy.deepcopy(model)
+    enabled = hf.enable(model, budget=BUDGET, example_inputs=batch(0))
+    assert enabled.plan is not None and enabled.plan.feasible
+    assert len(enabled.options) == 2 and enabled.checkpointed
+    for layer, option in zip(enabled.layers, enabled.options, strict=True):
+        assert model.get_submodule(layer).gradient_checkpointing == (option != "eager")
+    assert_same_training(eager, model)
+
+
+def test_hf_default_checkpoint_also_matches_here():
+    # The negative control's other half: these models have no state, so torch's checkpoint
+    # (HF's default, use_reentrant=False) is exact on them too.
+    model = build("llama")
+    eager = copy.deepcopy(model)
+    model.activation_checkpointing_enable()
+    assert_same_training(eager, model)
+
+
+def test_a_later_hf_enable_keeps_ours_and_disable_undoes_it():
+    model = build("gpt2")
+    hf.enable(model)
+    model.activation_checkpointing_enable()  # what Trainer(activation_checkpointing=True) calls
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # the older name
+    layers = [m for m in model.modules() if isinstance(m, transformers.modeling_layers.GradientCheckpointingLayer)]
+    assert all(m._gradient_checkpointing_func is hf._checkpoint_layer and m.gradient_checkpointing for m in layers)
+    with pytest.raises(ValueError, match="use_reentrant=True.*Tip: drop them"):
+        model.activation_checkpointing_enable({"use_reentrant": True})
+    with pytest.raises(ValueError, match="every_n_layers=2"):
+        model.activation_checkpointing_enable(every_n_layers=2)
+    hf.disable(model)
+    assert not any(m.gradient_checkpointing for m in layers)
+    model.activation_checkpointing_enable()  # HF's own again
+    assert all(m._gradient_checkpointing_func is not hf._checkpoint_layer for m in layers)
+
+
+def test_enable_refuses_a_model_without_hf_checkpointing():
+    with pytest.raises(ValueError, match="no Hugging Face gradient checkpointing.*stateaware.auto.wrap"):
+        hf.enable(torch.nn.Linear(2, 2))
+
+
+class _Call(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, **fixed: object) -> None:
+        super().__init__()
+        self.m, self.fixed = model, fixed
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.m(input_ids=ids, labels=ids, **self.fixed).loss
+
+
+@pytest.mark.parametrize("name, layers", [("gpt2", "m.transformer.h"), ("llama", "m.model.layers")])
+def test_profiling_refuses_the_default_cache_and_works_without_it(name, layers):
+    ids = batch(0)["input_ids"]
+    segments = [f"{layers}.0", f"{layers}.1"]
+    with pytest.raises(ValueError, match=r"receives .*DynamicCache.*use_cache=False.*integrations\.transformers"):
+        profile(_Call(build(name)), (ids,), segments=segments, repeats=1)
+    if name == "gpt2":
+        return  # profiling both is slow on a shared 2-core box: Llama's measured run stands for them
+    card = profile(_Call(build(name), use_cache=False), (ids,), segments=segments, repeats=1)
+    assert card.provenance["auto"]["segments"] == segments
