@@ -214,8 +214,9 @@ def test_plan_reads_bytes_sizes_and_relative_budgets():
 def test_segments_must_be_submodules_run_once():
     model = generated(7, width=64, blocks=3, named=True)
     x = torch.randn(32, 64)
-    with pytest.raises(ValueError, match="needs an nn.Sequential"):
-        auto.profile(model, (x,))
+    # not a Sequential: the default takes the repeated blocks of its containers
+    card = auto.profile(model, (x,), repeats=1)
+    assert card.provenance["auto"]["segments"] == [f"body.{i}" for i in range(len(model.body))]
     with pytest.raises(ValueError, match="'nope' is not a submodule"):
         auto.profile(model, (x,), segments=["stem", "nope"])
     with pytest.raises(ValueError, match="lies inside segment 'body'"):
