@@ -65,19 +65,26 @@ def set_read_recording(mode: str) -> None:
 
 
 class _Profile:
-    __slots__ = ("arg_reads", "ambient")
+    __slots__ = ("arg_reads", "ambient", "host_rng")
 
-    def __init__(self, arg_reads: tuple[tuple[Any, ...], ...], ambient: tuple[weakref.ref[torch.Tensor], ...]):
+    def __init__(
+        self,
+        arg_reads: tuple[tuple[Any, ...], ...],
+        ambient: tuple[weakref.ref[torch.Tensor], ...],
+        host_rng: tuple[str, ...],
+    ):
         self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name)
         self.ambient = ambient
+        self.host_rng = host_rng  # the host generators the learned call drew from (``_host_rng``)
 
 
 class Witness(Reads):
     """The learned tensors of one call, with versions before the forward (``Reads``)."""
 
-    def __init__(self, tensors: list[torch.Tensor]):
+    def __init__(self, tensors: list[torch.Tensor], host_rng: tuple[str, ...] = ()):
         super().__init__()
         self.tensors = {id(t): (t, t._version) for t in tensors}
+        self.host_rng = host_rng
 
 
 def observe(
@@ -95,13 +102,20 @@ def observe(
     if profile is not None:
         tensors = _resolve(profile, args, kwargs)
         if tensors is not None:
-            return Witness(tensors), None
+            return Witness(tensors, profile.host_rng), None
         _profiles.pop(key, None)  # pop, not del: another thread may have dropped it
     return Touched(), key
 
 
-def learn(key: tuple[Any, ...] | None, reads: Reads, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Keep what a recorded, accepted forward read under ``key`` (not when it wrote silently)."""
+def learn(
+    key: tuple[Any, ...] | None,
+    reads: Reads,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    host_rng: tuple[str, ...] = (),
+) -> None:
+    """Keep what a recorded, accepted forward read under ``key`` (not when it wrote silently),
+    with the host generators it drew from (``host_rng``: captured on the calls after it)."""
     if key is None or reads.silent:
         return
     where: dict[int, tuple[Any, ...]] = {}
@@ -121,7 +135,7 @@ def learn(key: tuple[Any, ...] | None, reads: Reads, args: tuple[Any, ...], kwar
             arg_reads.append(where[i])
         else:
             ambient.append(weakref.ref(t))
-    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient))
+    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng)
     while len(_profiles) > _MAX_PROFILES:  # oldest learned first out
         _profiles.pop(next(iter(_profiles)), None)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["describe", "names", "module_devices", "structure_generation", "training_flags"]
+__all__ = ["describe", "names", "module_devices", "structure_generation", "subtree", "training_flags"]
 
 _MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
 
@@ -172,6 +172,20 @@ def training_flags(module: torch.nn.Module) -> tuple[bool, ...]:
         entry = (_generation[0], [module, *norms])
         _watched_modes[module] = entry
     return tuple(m.training for m in entry[1])
+
+
+_subtrees: weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, tuple[torch.nn.Module, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def subtree(module: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
+    """``module.modules()`` as a tuple, walked once per structure generation."""
+    entry = _subtrees.get(module)
+    if entry is None or entry[0] != _generation[0]:
+        entry = (_generation[0], tuple(module.modules()))
+        _subtrees[module] = entry
+    return entry[1]
 
 
 def module_devices(module: torch.nn.Module) -> set[torch.device]:

@@ -27,12 +27,14 @@ through a torch call (none in PyTorch's own modules) is not seen.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import threading
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["Reads", "Touched"]
+__all__ = ["Reads", "Touched", "rebind_mark", "rebound_since"]
 
 _T = torch._C.TensorBase
 _METADATA = frozenset(
@@ -110,9 +112,37 @@ _STAT_NAMES = {
 _active = threading.local()  # .stack: the Touched recorders running on this thread
 
 
+# Every buffer rebinding, in or outside a segment: (sequence number, id of the tensor the
+# buffer held before, "Class.name"). Rule 6b checks the ones after a segment's forward
+# against what it read (``rebound_since``); bounded, so a replay after more rebindings
+# than it holds sees only the latest (documented on ``checkpoint``).
+_REBIND_LOG_SIZE = 4096
+_rebinds: collections.deque[tuple[int, int, str]] = collections.deque(maxlen=_REBIND_LOG_SIZE)
+_rebind_seq = itertools.count(1)
+_last_rebind = [0]
+
+
 def _buffer_registered(module: torch.nn.Module, name: str, value) -> None:
     for recorder in getattr(_active, "stack", ()):
         recorder.rebound.append((module, name))
+    # The hook runs before torch stores the new value: `_buffers` still holds the old one.
+    old = module.__dict__.get("_buffers", {}).get(name)
+    if old is not None and old is not value:
+        seq = next(_rebind_seq)
+        _last_rebind[0] = seq
+        _rebinds.append((seq, id(old), f"{type(module).__name__}.{name}"))
+
+
+def rebind_mark() -> int:
+    """The sequence number of the latest buffer rebinding (a forward keeps it; O(1))."""
+    return _last_rebind[0]
+
+
+def rebound_since(mark: int, ids: set[int]) -> list[str]:
+    """Names of the buffers rebound after ``mark`` whose previous tensor is in ``ids``."""
+    if _last_rebind[0] == mark:
+        return []
+    return [name for seq, old, name in list(_rebinds) if seq > mark and old in ids]
 
 
 torch.nn.modules.module.register_module_buffer_registration_hook(_buffer_registered)
@@ -133,6 +163,8 @@ class Reads:
         self.stat_writes: dict[int, torch.Tensor] = {}
         self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         self.rebound: list[tuple[torch.nn.Module, str]] = []
+        # host generators (``_host_rng``) to capture: None = all (a recording learns which moved)
+        self.host_rng: tuple[str, ...] | None = None
 
     def __enter__(self):
         if not hasattr(_active, "stack"):

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ModuleState", "plain_tensors"]
+__all__ = ["ModuleState", "TrainingModes", "plain_tensors"]
 
 _NUMBERS = (int, float, bool)
 
@@ -78,3 +78,33 @@ def _reinstate(mod: torch.nn.Module, state: tuple[dict[str, Any], dict[str, Any]
     ]:
         del d[k]  # an attribute the replay (or the forward) created
     d.update(plain)
+
+
+class TrainingModes:
+    """The ``training`` flags of every module a segment reached, as its forward saw them.
+
+    ``model.eval()`` (or ``.train()``) between a segment's forward and its backward would
+    otherwise make the replay run dropout or a norm in the other mode: different saved
+    tensors, a wrong gradient. Captured at the forward (one attribute read per module:
+    the module lists are cached per structure, ``_reach.subtree``); a replay sets the
+    forward's flags on the modules whose flag differs (the attribute only, not
+    ``.train()``, which would recurse and run user overrides) and puts the outside ones
+    back afterwards. Declared modules get the same from :class:`ModuleState`.
+    """
+
+    __slots__ = ("modules", "flags", "outside")
+
+    def __init__(self, modules: tuple[torch.nn.Module, ...]):
+        self.modules = modules
+        self.flags = [m.training for m in modules]
+        self.outside: list[tuple[torch.nn.Module, bool]] = []
+
+    def enter(self) -> None:
+        self.outside = [(m, m.training) for m, f in zip(self.modules, self.flags, strict=True) if m.training != f]
+        for m, _ in self.outside:
+            m.training = not m.training
+
+    def exit(self) -> None:
+        for m, flag in self.outside:
+            m.training = flag
+        self.outside = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import threading
 import weakref
 from collections import defaultdict
@@ -19,13 +20,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 
-from stateaware.torch_replay import _learned_reads
+from stateaware.torch_replay import _host_rng, _learned_reads
 from stateaware.torch_replay import _torch_compat as compat
 from stateaware.torch_replay._generators import GeneratorState
 from stateaware.torch_replay._keywords import Transaction, check_collision
-from stateaware.torch_replay._reach import _roots, describe, module_devices, names
-from stateaware.torch_replay._reads import Reads
-from stateaware.torch_replay._state import ModuleState, plain_tensors
+from stateaware.torch_replay._reach import _roots, describe, module_devices, names, subtree
+from stateaware.torch_replay._reads import Reads, Touched, rebind_mark, rebound_since
+from stateaware.torch_replay._state import ModuleState, TrainingModes, plain_tensors
 from stateaware.torch_replay.preserve import (
     PRESERVE_MODES,
     Region,
@@ -358,6 +359,14 @@ def _checkpoint(
     ctx = compat.contexts(context_fn, debug, respect_saved_tensors_hooks)
     if not torch.is_grad_enabled():
         return function(*args, **kwargs)
+    # What torch's own checkpoint fails on with setup_context's error (a Python call: cheap)
+    if torch._C._functorch.peek_interpreter_stack() is not None:
+        raise RuntimeError(
+            "stateaware checkpoint: called under a torch.func transform (grad, vmap, jacrev, ...); the "
+            "replay is built on saved-tensor hooks and autograd, which those transforms do not run "
+            "through. Tip: call the function without checkpoint inside torch.func, or checkpoint "
+            "around the transformed function."
+        )
     return _forward(
         function,
         args,
@@ -426,12 +435,14 @@ def _declare(
     generators: dict[int, tuple[str, torch.Generator]] = {}
     for i, item in enumerate(state):
         entries: list[tuple[str, torch.Tensor, torch.Tensor | None, object]]
+        from_module = False
         if isinstance(item, Region):
             entries = [(f"Region(state[{i}])", item.tensor, item.rows, item)]
         elif isinstance(item, torch.Tensor):
             entries = [(f"state[{i}]", item, None, item)]
         elif isinstance(item, torch.nn.Module):
             modules.append(item)
+            from_module = True
             cls = type(item).__name__
             entries = [(f"{cls}.{n}", b, None, b) for n, b in item.named_buffers()]
             entries += [(f"{cls}.{n} (plain attribute)", t, None, t) for n, t in plain_tensors(item)]
@@ -445,17 +456,44 @@ def _declare(
                 "torch.Generator"
             )
         for name, t, rows, key in entries:
-            if t._base is not None:
+            is_view = t._base is not None
+            if is_view and not from_module:
                 raise ValueError(
                     f"declared state {describe(name, t)} is a view; declare the tensor it views (its ._base) instead"
                 )
             mode = choose(key, rows)
+            if is_view:
+                # A module's buffer may view a tensor no module holds (torchvision's Swin:
+                # relative_position_index = index.flatten()): it is preserved by its bytes,
+                # through the view (a whole snapshot swapped in by `.data`, which keeps the
+                # view's layout). Only the view is redirected, so a second declared alias of
+                # the same storage would diverge from it during a replay: refused below.
+                mode = "whole"
             if mode != "whole" and (_is_wrapper(t) or t.grad_fn is not None):
                 mode = "whole"  # preserved through inner tensors / a stand-in (docstring, Limits)
             previous = out.get(id(t))
             if previous is None or (rows is not None and previous.rows is None):
                 out[id(t)] = _Declared(name, t, mode, rows if mode == "region" else None)
-    return list(out.values()), modules, list(generators.values())
+    declared = list(out.values())
+    if any(d.tensor._base is not None for d in declared):
+        _check_view_aliases(declared)
+    return declared, modules, list(generators.values())
+
+
+def _check_view_aliases(declared: list[_Declared]) -> None:
+    """A declared view buffer must be the only declared tensor on its storage (see ``_declare``);
+    only called when some declared tensor is a view, so the common path pays nothing."""
+    by_storage: dict[int, _Declared] = {}
+    for d in declared:
+        ptr = _storage_ptr(d.tensor)
+        other = by_storage.get(ptr)
+        if ptr > 0 and other is not None and (d.tensor._base is not None or other.tensor._base is not None):
+            raise ValueError(
+                f"declared state {describe(d.name, d.tensor)} and {describe(other.name, other.tensor)} share "
+                "storage and one is a view; a replay preserves each through its own object, so writes through "
+                "one would not be seen through the other. Tip: register one tensor and derive the other in forward."
+            )
+        by_storage[ptr] = d
 
 
 # --------------------------------------------------------------------------- forward
@@ -491,6 +529,8 @@ class _Frame:
         "device_context",
         "forward_completed",
         "partial_replays",
+        "rebind_mark",
+        "fingerprints",
     )
 
     def __init__(
@@ -514,7 +554,8 @@ class _Frame:
         self.input_saver: torch.Tensor | None = None
         self.holders: list[weakref.ref[_Holder]] = []
         self.metadata: list[dict[str, Any]] = []
-        self.watch: list[tuple[weakref.ref[torch.Tensor], int, int | None]] = []  # (tensor, version, argument index)
+        # (tensor, version, argument index, id, data pointer) of each undeclared tensor the forward read
+        self.watch: list[tuple[weakref.ref[torch.Tensor], int, int | None, int, int]] = []
         self.recomputed: defaultdict[int, weakref.WeakKeyDictionary[_Handle, torch.Tensor]] = defaultdict(
             weakref.WeakKeyDictionary
         )
@@ -528,6 +569,9 @@ class _Frame:
         self.device_context: Any = None
         self.forward_completed = False
         self.partial_replays: set[Any] = set()
+        self.rebind_mark = 0  # _reads.rebind_mark() after the forward
+        # (watched floating tensors that do not require grad, their norms after the forward)
+        self.fingerprints: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
 
     def save_inputs(self, args: tuple[Any, ...], declared_ids: set[int]) -> None:
         self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
@@ -593,8 +637,10 @@ def _forward(
     frame.contexts = [ModuleState(m) for m in modules] + [GeneratorState(g, n) for n, g in generators]
     frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
     frame.torch_contexts, frame.device_context = ctx, compat.device_context()
+    frame.contexts.append(TrainingModes(_reached_modules(fn, args, kwargs)))
     frame.save_inputs(args, declared_ids)
     touched, key = _learned_reads.observe(fn, args, kwargs)
+    host = _host_rng.capture(touched.host_rng)  # a learned call: only what its profile drew from
     with (
         compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)),
         touched,
@@ -603,9 +649,29 @@ def _forward(
     ):
         out = fn(*args, **kwargs)
     frame.forward_completed = True
+    if inspect.isgenerator(out) or inspect.isasyncgen(out):
+        raise TypeError(
+            f"stateaware checkpoint: the segment {getattr(fn, '__name__', type(fn).__name__)!r} returned a "
+            "generator; its body runs lazily, after the checkpoint has returned, so nothing of it is "
+            "checkpointed and a replay cannot recompute it. Tip: return a tuple or list (return tuple(...)), "
+            "or checkpoint each step the generator yields."
+        )
+    if isinstance(touched, Touched):
+        host = _host_rng.moved(host)  # a recorded call learns which host generators it drew from
+    if host and preserve_rng_state:
+        frame.contexts.append(_host_rng.HostRngState(host))
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
-    _learned_reads.learn(key, touched, args, kwargs)
+    _learned_reads.learn(key, touched, args, kwargs, tuple(host))
     return out
+
+
+def _reached_modules(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Every module in the subtrees of the modules the segment reaches (``_roots``: the
+    function or its bound ``self``, closure, globals, arguments); cached per structure."""
+    roots = [obj for _, obj in _roots(fn, args, kwargs) if isinstance(obj, torch.nn.Module)]
+    if len(roots) == 1:
+        return subtree(roots[0])
+    return tuple(dict.fromkeys(m for r in roots for m in subtree(r)))
 
 
 def _check_forward(
@@ -638,9 +704,16 @@ def _check_forward(
     if problems:
         raise UndeclaredStateError(_undeclared_message(frame.fn, args, frame.kwargs, problems))
     positions = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
-    frame.watch = [
-        (weakref.ref(t), t._version, positions.get(id(t))) for t, _ in touched.tensors.values() if not is_declared(t)
-    ]
+    read = [t for t, _ in touched.tensors.values() if not is_declared(t)]
+    frame.watch = [(weakref.ref(t), t._version, positions.get(id(t)), id(t), _data_ptr(t)) for t in read]
+    frame.rebind_mark = rebind_mark()
+    # `.data` writes outside the segment (`t.data.mul_(2)`) bump no version: a floating tensor
+    # that does not require grad (a buffer, a mask; parameters are eager's own business, as
+    # their `.data` writes reach eager's saved tensors too) is witnessed by its norm.
+    plain = [t for t in read if not t.requires_grad and t.is_floating_point() and type(t) is torch.Tensor]
+    if plain:
+        with torch.no_grad(), _no_dispatch_modes():
+            frame.fingerprints = (plain, list(torch._foreach_norm(plain)))
 
 
 def _forward_pack(frame: _Frame) -> Callable[[torch.Tensor], _Holder]:
@@ -688,13 +761,7 @@ def _forward_unpack(frame: _Frame) -> Callable[[_Holder], torch.Tensor]:
 
 
 def _replay(frame: _Frame, gid: int) -> None:
-    changed: list[tuple[torch.Tensor, int, int | None]] = []
-    for ref, version, at in frame.watch:  # Rule 6b
-        t = ref()
-        if t is not None and t._version != version:
-            changed.append((t, version, at))
-    if changed:
-        raise UndeclaredStateError(_changed_message(frame, changed))
+    _check_reads_unchanged(frame)  # Rule 6b
     args = frame.inputs()
     lives = frame.lives
     versions = [t._version for t in lives]
@@ -729,6 +796,49 @@ def _replay(frame: _Frame, gid: int) -> None:
                 torch._C._autograd._unsafe_set_version_counter(tuple(lives), tuple(versions))
     frame.replayed.add(gid)
     _check_counts(frame, gid, stopped)
+
+
+def _check_reads_unchanged(frame: _Frame) -> None:
+    """Rule 6b: what the forward read and did not declare is what the replay will read.
+
+    Witnessed by the version counter (in-place writes), the data pointer (``t.data = new``),
+    the buffer-rebinding log (``m.buf = new`` on an undeclared module) and, for floating
+    tensors that do not require grad, a norm (``t.data.add_(1)``; a change that keeps the
+    norm, e.g. a permutation, is not seen).
+    """
+    changed: list[tuple[torch.Tensor, str, int | None]] = []
+    for ref, version, at, _, ptr in frame.watch:
+        t = ref()
+        if t is None:
+            continue
+        if t._version != version:
+            changed.append((t, f"version {version} -> {t._version}", at))
+        elif _data_ptr(t) != ptr:
+            changed.append((t, "its .data was replaced (a new storage)", at))
+    if frame.fingerprints is not None and not changed:
+        tensors, norms = frame.fingerprints
+        with torch.no_grad(), _no_dispatch_modes():
+            now = torch._foreach_norm(tensors)
+            for t, before, after in zip(tensors, norms, now, strict=True):
+                if not torch.equal(before, after) and not (bool(before.isnan()) and bool(after.isnan())):
+                    changed.append((t, "its bytes changed without a version bump (written through .data)", None))
+    if changed:
+        raise UndeclaredStateError(_changed_message(frame, changed))
+    rebound = rebound_since(frame.rebind_mark, {w[3] for w in frame.watch}) if frame.watch else []
+    if rebound:
+        raise UndeclaredStateError(
+            "stateaware checkpoint: the segment's forward read a buffer of a module it did not declare, and "
+            "the buffer was rebound before the replay (" + ", ".join(rebound) + "); the replay would read "
+            "the new tensor. Tip: declare the module, checkpoint(fn, ..., state=[module]), or do not rebind "
+            "it before backward."
+        )
+
+
+def _data_ptr(t: torch.Tensor) -> int:
+    try:
+        return int(torch._C.TensorBase.data_ptr(t))
+    except (RuntimeError, NotImplementedError, TypeError):  # no storage (wrapper subclasses, sparse)
+        return -1
 
 
 def _replay_pack(frame: _Frame, gid: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -970,12 +1080,9 @@ def _undeclared_message(
     )
 
 
-def _changed_message(frame: _Frame, changed: list[tuple[torch.Tensor, int, int | None]]) -> str:
+def _changed_message(frame: _Frame, changed: list[tuple[torch.Tensor, str, int | None]]) -> str:
     name = _namer(frame.fn, (), frame.kwargs)
-    lines = [
-        f"  {_what(f'argument {at}' if at is not None else name(t), t)}: version {v} -> {t._version}"
-        for t, v, at in changed
-    ]
+    lines = [f"  {_what(f'argument {at}' if at is not None else name(t), t)}: {how}" for t, how, at in changed]
     return (
         "stateaware checkpoint: the segment's forward read state it did not declare, and it was modified "
         "in place before the replay; the replay would compute from (and differentiate) the modified "

@@ -90,6 +90,8 @@ class Region:
     is an integer tensor on ``tensor``'s device; duplicates are allowed. Rows outside it
     are assumed unchanged between the forward and every replay; a write there is not
     detected by the journal (declare the tensor whole if that cannot be promised).
+    Rows must lie in ``0..tensor.shape[0] - 1``: checked at construction for CPU rows
+    (``ValueError``); rows on an accelerator are not checked (it would synchronise).
     """
 
     tensor: torch.Tensor
@@ -111,6 +113,15 @@ class Region:
             )
         if self.tensor.dim() == 0:
             raise ValueError("Region needs a tensor with at least one dimension; declare a 0-d tensor whole")
+        if self.rows.device.type == "cpu" and self.rows.numel():
+            # Checked where it costs no device synchronisation (CPU rows); a row out of range
+            # would otherwise surface as a raw IndexError from index_select at the forward.
+            low, high, size = int(self.rows.min()), int(self.rows.max()), self.tensor.shape[0]
+            if low < 0 or high >= size:
+                raise ValueError(
+                    f"Region.rows holds {low if low < 0 else high}, outside 0..{size - 1} (dim 0 of the tensor); "
+                    "rows are non-negative dim-0 indices. Tip: map negative indices first, rows % tensor.shape[0]."
+                )
 
 
 # NOTE [ Shared snapshots ]
