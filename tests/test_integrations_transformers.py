@@ -146,7 +146,8 @@ def test_hf_default_checkpoint_also_matches_here():
 def test_a_later_hf_enable_keeps_ours_and_disable_undoes_it():
     model = build("gpt2")
     hf.enable(model)
-    model.activation_checkpointing_enable()  # what Trainer(activation_checkpointing=True) calls
+    # what Trainer(args=TrainingArguments(activation_checkpointing=True)) calls in train():
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs=None, every_n_layers=1, offload=False)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # the older name
     layers = [m for m in model.modules() if isinstance(m, transformers.modeling_layers.GradientCheckpointingLayer)]
     assert all(m._gradient_checkpointing_func is hf._checkpoint_layer and m.gradient_checkpointing for m in layers)

@@ -191,6 +191,16 @@ def _leaf(value: Any) -> Any:
     return value
 
 
+def _put_back(inputs: Any, saved: Any) -> None:
+    """Write ``saved`` (``_leaf(inputs)`` taken before) back into the tensors of ``inputs``."""
+    with torch.no_grad():
+        for t, kept in zip(_flat_tensors(inputs), _flat_tensors(saved), strict=True):
+            if t.shape == kept.shape and t.stride() == kept.stride():
+                t.data.copy_(kept)
+            else:
+                t.data = kept.detach().clone()
+
+
 def _restore_leaves(leaves: Any, traced: Any) -> None:
     """Put each leaf of ``_leaf(traced)`` back as ``_leaf`` made it: the traced bytes, no ``.grad``.
 
@@ -317,9 +327,12 @@ def profile(
     names = resolve_segments(model, segments)
     device = _device(model, inputs)
     snapshot = ModelSnapshot(model, rng=True)
+    given = _leaf(inputs)  # the example inputs' bytes: the model's forward may write them in place
+    grads = [(t, t.grad, None if t.grad is None else t.grad.clone()) for t in _flat_tensors(inputs) if t.is_leaf]
     try:
         found = trace(model, inputs, names)
         snapshot.restore()
+        _put_back(inputs, given)
         for name, (args, kwargs) in zip(found.names, found.inputs, strict=True):
             check_arguments(name, args, kwargs)
         if state != "auto":
@@ -372,7 +385,12 @@ def profile(
                         add_state_parts(measured[option], base)
             segments_doc.append(measured)
         snapshot.restore()
-        eager_peak = step_peak_bytes(model, inputs)
+
+        def step() -> None:  # each window from the example inputs as given (the forward may write them)
+            _put_back(inputs, given)
+            backward_of(model(*inputs))
+
+        eager_peak = step_peak_bytes(model, inputs, step)
         doc = {
             "persistent_bytes": persistent_bytes(model, inputs),
             "segments": segments_doc,
@@ -393,4 +411,9 @@ def profile(
         }
     finally:
         snapshot.restore()
+        _put_back(inputs, given)
+        for t, grad, kept in grads:  # backward accumulates into an input's .grad, in place when it can
+            t.grad = grad
+            if grad is not None and kept is not None:
+                grad.data.copy_(kept)
     return card_from_dict(doc)

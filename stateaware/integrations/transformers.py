@@ -156,12 +156,12 @@ def _set_layers(model: torch.nn.Module, enabled: Enabled) -> None:
     chosen = dict(zip(enabled.layers, enabled.options, strict=True))
     for name, module in model.named_modules():
         if name in chosen:
-            module.gradient_checkpointing = chosen[name] != "eager"
-            module._gradient_checkpointing_func = _checkpoint_layer
+            module.__dict__["gradient_checkpointing"] = chosen[name] != "eager"
+            module.__dict__["_gradient_checkpointing_func"] = _checkpoint_layer
         elif hasattr(module, "gradient_checkpointing"):
             # A model-level flag (GPT2Model turns its layers' cache off under it); its function,
             # if an older modeling file calls it, runs ours declaring the layer it is given.
-            module._gradient_checkpointing_func = _checkpoint_layer
+            module.__dict__["_gradient_checkpointing_func"] = _checkpoint_layer
 
 
 def _guard(model: torch.nn.Module, method: str) -> Callable[..., Any]:
@@ -237,7 +237,7 @@ def enable(
     disable(model)  # a second enable starts afresh
     for module in model.modules():  # profiling must see every layer run eagerly (HF's own flags too)
         if hasattr(module, "gradient_checkpointing"):
-            module.gradient_checkpointing = False
+            module.__dict__["gradient_checkpointing"] = False
     names = [n for n, _ in layers]
     plans: dict[str, _LayerPlan] = {}
     chosen = None
@@ -247,7 +247,8 @@ def enable(
         from stateaware.auto.discover import trace
         from stateaware.auto.wrapper import card_segments
 
-        given = dict(example_inputs if example_inputs is not None else model.dummy_inputs)
+        dummy: dict[str, Any] = getattr(model, "dummy_inputs", {})
+        given = dict(example_inputs if example_inputs is not None else dummy)
         params = inspect.signature(model.forward).parameters
         fixed = {"use_cache": False} if "use_cache" in params and "use_cache" not in given else {}
         call = _Call(model, list(given), fixed)
