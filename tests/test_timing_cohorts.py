@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from stateaware.cohorts import timing
 
 from stateaware.cost_runtime.cells import cells_of, shape_of
-from stateaware.cost_runtime.frozen_cards import FrozenCardError, freeze
+from stateaware.cost_runtime.frozen_cards import freeze
 from stateaware.cost_runtime.measure import PEAK_SOURCES
 from stateaware.cost_runtime.profile import profile_card
 from stateaware.launch.spec import ProcessSpec
@@ -169,15 +169,16 @@ def test_confirm32_records_eager_whole_infeasible_and_never_runs_it(tmp_path, ca
 
 
 def test_confirm_cohorts_refuse_a_missing_or_edited_frozen_card(tmp_path, cards):
+    # Refused when the run is planned (the kind's expand: cells.check_references), before any process.
     folder, frozen = cards
-    with pytest.raises(FrozenCardError, match="names none for cell 'large_sparse'"):
+    with pytest.raises(ValueError, match="names no frozen card for cell 'large_sparse'"):
         run_processes(tmp_path / "a", cohort("confirm44"), tiny_hardware(folder, {}), 1, [0])
     edited = tmp_path / "edited"
     edited.mkdir()
     source = next(folder.glob(f"large_sparse-{frozen['large_sparse'][:12]}.json"))
     (edited / source.name).write_text(source.read_text().replace('"ms": ', '"ms": 1', 1))
     hardware = tiny_hardware(edited, frozen)
-    with pytest.raises(FrozenCardError, match="edited after freezing"):
+    with pytest.raises(ValueError, match="edited after freezing"):
         run_processes(tmp_path / "b", cohort("confirm44"), hardware, 1, [0])
 
 
