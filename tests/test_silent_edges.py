@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import types
 
 import numpy as np
 import pytest
@@ -188,3 +189,51 @@ def test_unchanged_reads_raise_nothing_and_a_declared_rebinding_is_fine() -> Non
     assert torch.equal(x.grad, (x.detach() * 2.0).cos() * 2.0)
     out = checkpoint(m, x)  # undeclared but unchanged
     out.sum().backward()
+
+
+# --------------------------------------------------------------------------- containers under auto
+
+
+class _Remembers(nn.Module):
+    """Keeps state in a Python container of tensors, written in forward."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.kind = kind
+        self.history: object = {"list": [], "dict": {}, "object": types.SimpleNamespace(last=torch.zeros(8))}[kind]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        summary = x.detach().mean(0)
+        if isinstance(self.history, list):
+            self.history.append(summary)
+            memory = torch.stack(self.history).sum(0)
+        elif isinstance(self.history, dict):
+            self.history[len(self.history)] = summary
+            memory = sum(self.history.values())
+        else:
+            self.history.last.add_(summary)  # type: ignore[attr-defined]  # in place, inside a plain object
+            memory = self.history.last  # type: ignore[attr-defined]
+        return torch.tanh(self.lin(x) + memory)
+
+
+def _remembering_model(kind: str) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), _Remembers(kind), nn.Linear(8, 8))
+
+
+@pytest.mark.parametrize("kind", [("list", "list"), ("dict", "dict"), ("object", "SimpleNamespace")], ids=str)
+def test_auto_refuses_a_container_of_tensors_written_in_forward_naming_it(kind: tuple[str, str]) -> None:
+    import stateaware.auto as auto
+
+    with pytest.raises(ValueError, match=rf"2\.history \(a {kind[1]} of tensors written in forward\)"):
+        auto.profile(_remembering_model(kind[0]), (torch.randn(4, 8),), repeats=1)
+
+
+def test_negative_control_without_container_discovery_auto_accepts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import stateaware.auto as auto
+
+    discover = importlib.import_module("stateaware.auto.discover")
+    monkeypatch.setattr(discover, "_containers", lambda model, root: {})
+    card = auto.profile(_remembering_model("list"), (torch.randn(4, 8),), repeats=1)  # silently accepted
+    assert "history" not in repr(card.provenance["auto"]["state"])

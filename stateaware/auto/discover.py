@@ -19,7 +19,13 @@ One forward of the whole model, as training runs it (gradients enabled), with a
   segment, or the model's code between segments): its replay must see them as they were,
   so they are its state too;
 * which plain Python number attributes (``int``, ``float``, ``bool``) of modules in its
-  subtree it changes (a ring pointer ``self.ptr``).
+  subtree it changes (a ring pointer ``self.ptr``);
+* whether it changes tensors kept in a Python container attribute (a list, tuple, dict or
+  set, or a plain object's attributes, two levels deep) of a module in its subtree: an
+  item appended, replaced or written in place. Such state has no qualified name a
+  declaration can use, so ``trace`` refuses it (``ValueError`` naming the attribute,
+  ``blocks.2.history (a list of tensors written in forward)``) rather than let a replay
+  append or write it a second time.
 
 The names are qualified from the model's root (``encoder.1.running_mean``, ``head.ptr``),
 as ``state_dict()`` and ``get_submodule`` spell them.
@@ -43,6 +49,9 @@ WRITES = ("whole", "rows", "value")
 
 _NUMBER = (bool, int, float, complex)
 _SKIPPED_ATTRS = frozenset({"training"})  # nn.Module's mode flag: train()/eval() set it, forward does not
+# nn.Module's own bookkeeping dicts (_parameters, _buffers, _modules, hooks): not user containers
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+_CONTAINER_DEPTH = 2  # how deep a container attribute is looked into
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,44 @@ def _numbers(model: torch.nn.Module, root: str) -> dict[str, Any]:
     return out
 
 
+def _signature(value: Any, depth: int) -> tuple[Any, ...] | None:
+    """What a container holds, as tensor identities and versions (None: no tensor inside)."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", id(value), value._version)
+    if depth == 0 or isinstance(value, torch.nn.Module):
+        return None
+    items: list[tuple[Any, Any]]
+    if isinstance(value, (list, tuple)):
+        items = list(enumerate(value))
+    elif isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (set, frozenset)):
+        items = [(None, v) for v in value if isinstance(v, torch.Tensor)]
+    elif hasattr(value, "__dict__") and not isinstance(value, type) and not callable(value):
+        items = list(vars(value).items())
+    else:
+        return None
+    inner = [(k, _signature(v, depth - 1)) for k, v in items]
+    if all(sig is None for _, sig in inner):
+        return None
+    return (type(value).__name__, len(items), tuple(inner))
+
+
+def _containers(model: torch.nn.Module, root: str) -> dict[str, tuple[Any, ...]]:
+    """``qualified attribute -> signature`` of the container attributes holding tensors in
+    ``root``'s subtree (module doc)."""
+    out = {}
+    for path, module in model.get_submodule(root).named_modules():
+        where = ".".join(p for p in (root, path) if p)
+        for key, value in vars(module).items():
+            if key in _MODULE_INTERNALS or isinstance(value, (torch.Tensor, torch.nn.Module)):
+                continue
+            sig = _signature(value, _CONTAINER_DEPTH)
+            if sig is not None:
+                out[f"{where}.{key}" if where else key] = sig
+    return out
+
+
 def _subtree_tensors(model: torch.nn.Module, root: str) -> list[tuple[str, torch.Tensor]]:
     sub = _tensors(model.get_submodule(root))
     return [(f"{root}.{n}" if root else n, t) for n, _, t in sub.values()]
@@ -215,6 +262,8 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
     bytes_changed: dict[str, set[str]] = {}
     changed_numbers: dict[str, list[str]] = {}
     version_writes: dict[str, set[str]] = {}
+    containers_before: dict[str, dict[str, tuple[Any, ...]]] = {}
+    changed_containers: list[str] = []
     handles = []
 
     def pre(name):
@@ -223,6 +272,7 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
             inputs[name] = (_clone_inputs(args), _clone_inputs(kwargs))
             versions[name] = {n: t._version for n, _, t in tensors.values()}
             numbers_before[name] = _numbers(model, name)
+            containers_before[name] = _containers(model, name)
             bytes_before[name] = {n: t.detach().clone() for n, t in _subtree_tensors(model, name)}
             watch.segment = name
 
@@ -233,6 +283,12 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
             watch.segment = ""
             after = _numbers(model, name)
             changed_numbers[name] = [k for k, v in numbers_before[name].items() if after.get(k, v) != v]
+            before_c, after_c = containers_before.pop(name), _containers(model, name)
+            changed_containers.extend(
+                f"{k} (a {after_c.get(k, v)[0]} of tensors written in forward)"
+                for k, v in {**after_c, **before_c}.items()
+                if before_c.get(k) != after_c.get(k)
+            )
             version_writes[name] = {n for n, _, t in tensors.values() if t._version != versions[name][n]}
             before = bytes_before.pop(name)
             bytes_changed[name] = {
@@ -251,6 +307,13 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
     finally:
         for handle in handles:
             handle.remove()
+    if changed_containers:
+        raise ValueError(
+            "state='auto' cannot declare state kept in Python containers; the segment(s) changed "
+            + ", ".join(changed_containers)
+            + ", and a replay would write it a second time. Tip: keep such state in registered buffers "
+            "(register_buffer, a ring buffer with an index), or move the write out of the segment."
+        )
     missing = [n for n in names if order.count(n) != 1]
     if missing:
         raise ValueError(

@@ -83,8 +83,11 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 #   back written by a replay: raise at the forward. (b) An undeclared tensor the forward
 #   read (argument, keyword argument, closure, module attribute) whose version moved
 #   before the replay: the replay would compute from the changed value — raise at the
-#   replay. Both name what they found through ``_reach`` (only when raising), so the
-#   per-call cost does not grow with the model.
+#   replay. "Changed" is witnessed by the version counter, the data pointer (``t.data =
+#   new``), the buffer-rebinding log (``m.buf = new`` on an undeclared module) and, for
+#   floating tensors that do not require grad, a norm (``t.data.add_(1)``). Both name
+#   what they found through ``_reach`` (only when raising); per call the witnesses cost
+#   O(tensors the forward read) — a norm only for the floating ones without grad.
 # Rule 7 (nesting). A checkpoint entered during a replay is a checkpoint like any other:
 #   it saves its inputs through autograd (so the enclosing replay saves exactly what the
 #   enclosing forward saved), preserves its declared state as the replay sees it, and
@@ -95,6 +98,9 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 #   settings (CPU and the segment's device type) and inside ``fork_rng`` with the stashed
 #   states (Rule 1), so the RNG state outside the replay is what it was before it.
 #   An enclosing ``with torch.device(...)`` is re-entered for the replay (a fresh one).
+#   Python's and NumPy's global generators are replayed like torch's when the segment
+#   drew from them (``_host_rng``), and every module the segment reached runs the replay
+#   in the ``training`` mode its forward saw (``_state.TrainingModes``).
 #   A ``context_fn`` pair (selective activation checkpointing) is entered inside all of
 #   this: its first context around the forward, its second around every replay, so a
 #   policy chooses which ops are recomputed and the transaction what state they see.
@@ -212,8 +218,15 @@ def checkpoint(
       (``offload``); a mapping ``{tensor_or_region: mode}`` chooses per tensor
       (unlisted tensors: whole).
     * ``preserve_rng_state=True`` stashes the CPU RNG and that of every device the
-      segment's inputs, declared state and reachable modules live on; the replay draws
-      the same random numbers (dropout masks) and the outside RNG is left as it was.
+      segment's inputs, declared state and reachable modules live on, and Python's
+      ``random`` and NumPy's global ``np.random`` generator when the segment drew from
+      them; the replay draws the same random numbers (dropout masks) and the outside RNG
+      is left as it was.
+    * Every module the segment reaches (``function`` itself, its bound ``self``, modules
+      in its closure, globals and arguments, with their submodules) is replayed in the
+      ``train()``/``eval()`` mode its forward saw, even if toggled before backward.
+    * A declared module's buffers may be views (torchvision's Swin
+      ``relative_position_index``): they are preserved by their bytes, through the view.
 
     Guarantees: gradients equal those of running ``function`` without checkpointing,
     even when declared state changes between the forward and the backward (other
@@ -231,7 +244,9 @@ def checkpoint(
     training-mode norm's running statistics, or by rebinding an undeclared module's
     buffer) — raised at the forward —, or when a tensor the forward read and did not
     declare (positional or keyword argument, closure, module attribute) changed before the
-    replay — raised at the replay; :class:`ReplayError` when the replay saves a different
+    replay — in place, through ``.data`` (a new storage, or for a floating tensor that does
+    not require grad, its bytes), or, for a buffer, by rebinding it — raised at the replay;
+    :class:`ReplayError` when the replay saves a different
     number or shape of tensors, or modifies a tensor after saving it.
 
     Nesting: a checkpoint inside ``function`` works, also when ``function`` calls
@@ -272,7 +287,16 @@ def checkpoint(
       undeclared module is not detected; declare the module).
     * Objects reachable only through attributes of plain objects are detected when
       touched but named by shape only.
-    * A declared tensor must not be a view (declare its base). Aliases of a declared
+    * A declared tensor must not be a view (declare its base); a declared module's view
+      buffer is fine unless another declared tensor shares its storage (refused).
+    * Host generators are learned like Rule 6's reads: a segment that draws from
+      ``random``/``np.random`` only on some calls of one call shape is preserved on the
+      calls that record. A ``.data`` write outside the segment to a parameter, to an
+      integer tensor, or one that keeps the tensor's norm (a permutation) is not seen;
+      a replay after more than 4096 buffer rebindings sees only the latest.
+    * Under a ``torch.func`` transform (``grad``, ``vmap``) with gradients enabled the call
+      is refused (``RuntimeError``). A segment returning a generator is refused
+      (``TypeError``). Aliases of a declared
       tensor created before the call (other views of its storage) are not redirected
       during a whole replay.
     * A declared wrapper subclass (``__torch_dispatch__`` with ``__tensor_flatten__``) is
