@@ -110,10 +110,18 @@ def _checkpoint_layer(function: Callable[..., Any], *args: Any, **kwargs: Any) -
     return checkpoint(transaction(function, state=declared, preserve=option), *args, **kwargs)
 
 
-def _gc_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    from transformers.modeling_layers import GradientCheckpointingLayer
+#: HF's layer base class, recognised by its qualified name: the model the user passes already
+#: brings transformers, so this module never imports it (stateaware needs the core alone).
+_LAYER_BASE = ("transformers.modeling_layers", "GradientCheckpointingLayer")
 
-    return [(n, m) for n, m in model.named_modules() if isinstance(m, GradientCheckpointingLayer)]
+
+def _gc_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """The model's ``GradientCheckpointingLayer`` s (qualified name, module), in module order."""
+    return [
+        (n, m)
+        for n, m in model.named_modules()
+        if any((c.__module__, c.__qualname__) == _LAYER_BASE for c in type(m).__mro__)
+    ]
 
 
 class _Call(torch.nn.Module):
