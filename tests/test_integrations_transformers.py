@@ -185,3 +185,16 @@ def test_profiling_refuses_the_default_cache_and_works_without_it(name, layers):
         return  # profiling both is slow on a shared 2-core box: Llama's measured run stands for them
     card = profile(_Call(build(name), use_cache=False), (ids,), segments=segments, repeats=1)
     assert card.provenance["auto"]["segments"] == segments
+
+
+@pytest.mark.parametrize(
+    "how", [{"example_inputs": batch(0)}, {"state": []}, {"state": ["bert.encoder.layer.0.attention"]}]
+)
+def test_discovery_without_a_budget_and_explicit_state_train_bit_identically(how):
+    # example_inputs alone: one traced forward discovers each layer's state (BERT's: none), every
+    # layer checkpointed; state=[...]: declared by every checkpointed layer, names resolved.
+    model = build("bert")
+    eager = copy.deepcopy(model)
+    enabled = hf.enable(model, **how)
+    assert enabled.plan is None and enabled.options == ("whole", "whole")
+    assert_same_training(eager, model)
