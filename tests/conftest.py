@@ -10,6 +10,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Models of the test matrix are built from configs with random init: nothing may download.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
 #: What a user's shell would not have: the checkout on the import path (the autouse fixture
 #: below puts it there for the test kinds), the tests' venv, a results folder chosen for a test.
 _NOT_A_USERS = ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONHOME", "VIRTUAL_ENV", "HYDRA_FULL_ERROR", "STATEAWARE_RESULTS")
