@@ -729,7 +729,12 @@ def _check_forward(
         raise UndeclaredStateError(_undeclared_message(frame.fn, args, frame.kwargs, problems))
     positions = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
     read = [t for t, _ in touched.tensors.values() if not is_declared(t)]
-    frame.watch = [(weakref.ref(t), t._version, positions.get(id(t)), id(t), _data_ptr(t)) for t in read]
+    # A parameter's storage may be swapped between forward and backward with its values kept:
+    # FSDP2 frees the unsharded parameters after forward and gathers them again for backward.
+    # So the data pointer witnesses only tensors that do not require grad (-2: not watched).
+    frame.watch = [
+        (weakref.ref(t), t._version, positions.get(id(t)), id(t), -2 if t.requires_grad else _data_ptr(t)) for t in read
+    ]
     frame.rebind_mark = rebind_mark()
     # `.data` writes outside the segment (`t.data.mul_(2)`) bump no version: a floating tensor
     # that does not require grad (a buffer, a mask; parameters are eager's own business, as
@@ -825,7 +830,8 @@ def _replay(frame: _Frame, gid: int) -> None:
 def _check_reads_unchanged(frame: _Frame) -> None:
     """Rule 6b: what the forward read and did not declare is what the replay will read.
 
-    Witnessed by the version counter (in-place writes), the data pointer (``t.data = new``),
+    Witnessed by the version counter (in-place writes), the data pointer (``t.data = new``;
+    tensors that do not require grad only, as FSDP2 regathers parameters into new storage),
     the buffer-rebinding log (``m.buf = new`` on an undeclared module) and, for floating
     tensors that do not require grad, a norm (``t.data.add_(1)``; a change that keeps the
     norm, e.g. a permutation, is not seen).
@@ -837,7 +843,7 @@ def _check_reads_unchanged(frame: _Frame) -> None:
             continue
         if t._version != version:
             changed.append((t, f"version {version} -> {t._version}", at))
-        elif _data_ptr(t) != ptr:
+        elif ptr != -2 and _data_ptr(t) != ptr:
             changed.append((t, "its .data was replaced (a new storage)", at))
     if frame.fingerprints is not None and not changed:
         tensors, norms = frame.fingerprints
