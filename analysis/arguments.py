@@ -7,11 +7,10 @@ it without importing ``__main__``, which imports them.
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
-from stateaware.exits import fail
+from stateaware.exits import fail, int_at_least
 
 __all__ = ["default_results", "results_dir", "one_line", "positive_int"]
 
@@ -47,12 +46,5 @@ def one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: an integer >= 1 (``--draws``, ``--max-rows``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
+#: An ``argparse`` type: an integer >= 1 (``--draws``, ``--max-rows``).
+positive_int = int_at_least(1)

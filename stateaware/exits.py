@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = ["INVALID", "INTERRUPTED", "INTERRUPTED_MESSAGE", "OneLineParser", "run_main", "fail"]
+__all__ = ["INVALID", "INTERRUPTED", "INTERRUPTED_MESSAGE", "OneLineParser", "int_at_least", "run_main", "fail"]
 
 #: Exit status for invalid input (a bad argument, value, path or file).
 INVALID = 2
@@ -37,6 +37,21 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fail(f"{self.prog}: error: {message}; see {self.prog} --help")
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An ``argparse`` type: an integer >= ``minimum``; anything else is refused by name."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
 
 
 def fail(message: str, status: int = INVALID) -> NoReturn:

@@ -38,7 +38,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from stateaware.exits import OneLineParser, fail, run_main
+from stateaware.exits import OneLineParser, fail, int_at_least, run_main
 from stateaware.planner import (
     OPTIONS,
     PLANNERS,
@@ -98,16 +98,6 @@ def _budget(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _cap(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 2, got {text!r}")
-    return value
-
-
 def _plot_path(text: str) -> str:
     path = Path(text)
     if path.suffix.lstrip(".").lower() not in PLOT_FORMATS:
@@ -143,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--planner", default="joint", choices=list(PLANNERS), help="default: %(default)s")
     parser.add_argument(
         "--frontier-cap",
-        type=_cap,
+        type=int_at_least(2),
         default=None,
         help="keep at most this many frontier points per segment (default: untruncated, optimal)",
     )

@@ -73,3 +73,22 @@ def sql():
         return query(results, text)[-1][1]
 
     return _sql
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op torch thread for the test: profiling times segments, and one thread
+    keeps a shared machine's stalls out of those times."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def fresh_part_cache(tmp_path, monkeypatch):
+    """A part-check cache of this test's own, empty at its start: for tests that damage
+    parts or count the part checks a command makes."""
+    monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))

@@ -27,10 +27,7 @@ from stateaware.records.writer import Identity, RecordWriter
 RUN = "r1"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    """The part-check cache of these tests' own (never the user's)."""
-    monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,7 @@ RUN = "r1"
 PART = Path("cohort=demo") / f"run_id={RUN}" / "p000000-main.parquet"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
 @pytest.fixture(scope="module")

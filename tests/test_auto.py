@@ -19,14 +19,7 @@ from tests.auto_models import EmaCenter, RingQueue, generated
 
 WIDTH, BATCH = 256, 512
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Profiling times segments; one intra-op thread keeps a shared machine's stalls out.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _segments(model):

@@ -47,6 +47,19 @@ def _snapshot(out: Path, code: str) -> Path:
     return out / ".snapshots" / code[:16]
 
 
+def _deny(monkeypatch, owner, name, locked):
+    """``owner.name(path)`` raises ``PermissionError`` for ``locked``, as chmod 000 would for a
+    user other than root (root, who runs some CIs, is not stopped by it): refuse the call itself."""
+    original = getattr(owner, name)
+
+    def refuse(path, *args, **kwargs):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, refuse)
+
+
 def _refused(call, kind, message):
     with pytest.raises(kind) as caught:
         call()
@@ -110,14 +123,7 @@ def test_a_snapshot_that_is_a_link(out, code):
 def test_an_unreadable_snapshot_entry(out, monkeypatch, code):
     folder = take_snapshot(out, code)
     locked = folder / "stateaware" / "units.py"
-    read_bytes = Path.read_bytes
-
-    def refuse(path):  # chmod 000 does not stop root, who runs some CIs: refuse the read itself
-        if path == locked:
-            raise PermissionError(13, "Permission denied", str(path))
-        return read_bytes(path)
-
-    monkeypatch.setattr(Path, "read_bytes", refuse)
+    _deny(monkeypatch, Path, "read_bytes", locked)
     _refused(
         lambda: take_snapshot(out, code),
         TamperedPath,
@@ -129,28 +135,14 @@ def test_an_unreadable_snapshot_entry(out, monkeypatch, code):
 def test_an_unlistable_snapshot_folder(out, monkeypatch, code):
     folder = take_snapshot(out, code)
     locked = folder / "stateaware" / "records"
-    scandir = os.scandir
-
-    def refuse(path):  # as chmod 000 would, for a user other than root
-        if Path(path) == locked:
-            raise PermissionError(13, "Permission denied", str(path))
-        return scandir(path)
-
-    monkeypatch.setattr(os, "scandir", refuse)
+    _deny(monkeypatch, os, "scandir", locked)
     with pytest.raises(TamperedPath, match=rf"^cannot read {locked} \(permission denied\); "):
         take_snapshot(out, code)
 
 
 def test_an_unlistable_snapshots_folder(out, monkeypatch, code):
     take_snapshot(out, code)
-    listdir = os.listdir
-
-    def refuse(path):
-        if Path(path) == out / ".snapshots":
-            raise PermissionError(13, "Permission denied", str(path))
-        return listdir(path)
-
-    monkeypatch.setattr(os, "listdir", refuse)
+    _deny(monkeypatch, os, "listdir", out / ".snapshots")
     _refused(
         lambda: take_snapshot(out, code),
         TamperedPath,

@@ -39,9 +39,7 @@ ARGS = (
 PARTITION = Path("cohort=demo") / f"run_id={RUN}"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
 @pytest.fixture(scope="module")
