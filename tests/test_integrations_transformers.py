@@ -1,6 +1,6 @@
 """stateaware.integrations.transformers: our checkpoint as Hugging Face's layer checkpoint.
 
-Tiny GPT-2, Llama and BERT from configs (random init, fixed seed, nothing downloaded)
+Tiny GPT-2, Llama and BERT from configs (``tests/model_zoo.py``: random init, fixed seed, nothing downloaded)
 train two AdamW steps in train mode with dropout on, under ``enable`` and eagerly from a
 deep copy: losses, gradients, weights, buffers and the RNG state after must be equal bit
 for bit. Sizes are tiny (hidden 16, 2 layers, sequence 8, batch 2) for a shared 2-core box.
@@ -20,55 +20,17 @@ transformers = pytest.importorskip("transformers")
 
 from stateaware.auto.profiler import profile  # noqa: E402
 from stateaware.integrations import transformers as hf  # noqa: E402
+from tests import model_zoo as zoo  # noqa: E402
 
-VOCAB, SEQ, BATCH = 64, 8, 2
-
-
-def gpt2() -> torch.nn.Module:
-    cfg = transformers.GPT2Config(
-        n_embd=16, n_layer=2, n_head=2, vocab_size=VOCAB, n_positions=16, bos_token_id=0, eos_token_id=0
-    )
-    return transformers.GPT2LMHeadModel(cfg)
-
-
-def llama() -> torch.nn.Module:
-    cfg = transformers.LlamaConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=16,
-        attention_dropout=0.1,  # Llama's default is 0: some randomness for the RNG to matter
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    return transformers.LlamaForCausalLM(cfg)
-
-
-def bert() -> torch.nn.Module:
-    cfg = transformers.BertConfig(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, vocab_size=VOCAB,
-        max_position_embeddings=16,
-    )  # fmt: skip
-    return transformers.BertForMaskedLM(cfg)
-
-
-MODELS = {"gpt2": gpt2, "llama": llama, "bert": bert}
+MODELS = ("gpt2", "llama", "bert")
 
 
 def build(name: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    model = MODELS[name]()
-    model.train()
-    return model
+    return zoo.CASES[name].build()
 
 
 def batch(step: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(100 + step)
-    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-    return {"input_ids": ids, "labels": ids}
+    return zoo.tokens(step)[1]
 
 
 def train(model: torch.nn.Module, steps: int = 2) -> tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]:

@@ -32,15 +32,27 @@ from stateaware.planner.planners import Plan
 if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
     from stateaware.auto.segment import SegmentSpec
 
-__all__ = ["profile", "plan", "apply", "wrap", "remove", "AutoPlan", "step_peak_bytes"]
+__all__ = ["profile", "plan", "apply", "wrap", "remove", "fit_applied", "AutoPlan", "step_peak_bytes"]
 
 
 @dataclass(frozen=True)
 class AutoPlan(Plan):
     """A planner ``Plan`` that carries the card it was made from (``apply`` reads the
-    segment names and their state there). ``digest`` and ``to_json`` are ``Plan``'s."""
+    segment names and their state there). ``digest`` and ``to_json`` are ``Plan``'s.
+
+    A plan ``wrap`` made (the budget loop, ``stateaware.auto.fit``) also says what was
+    measured: ``measured_peak_bytes`` (one training step's peak, this plan applied),
+    ``correction_bytes`` (what the step model missed, learned from a measurement before
+    this plan's) and ``replans`` (0: the first choice was kept). Its
+    ``predicted_peak_bytes`` is then the step model's prediction, correction included,
+    made before the plan was measured; ``budget_bytes`` is the budget in bytes it was
+    measured against. For ``plan`` these are None, 0, 0 and eq. 3's prediction.
+    """
 
     card: Any = field(default=None, repr=False, compare=False)
+    measured_peak_bytes: int | None = None
+    correction_bytes: int = 0
+    replans: int = 0
 
 
 def profile(
@@ -97,18 +109,47 @@ def wrap(
     state: Any = "auto",
     planner: str = "joint",
     segments: SegmentSpec | str = None,
+    repeats: int = 3,
 ) -> tuple[Any, AutoPlan]:
-    """``profile``, ``plan`` and ``apply`` in one call; returns ``(model, plan)``.
+    """``profile``, plan within ``budget`` as measured, and ``apply``; returns ``(model, plan)``.
 
-    ``ValueError`` when no policy fits ``budget`` (the message gives the least achievable
-    peak), or for a model already wrapped by DDP or FSDP (apply stateaware first, then wrap).
+    The plan is chosen by the budget loop (``stateaware.auto.fit``): the step model picks
+    the fastest plan predicted to fit, one training step measures it applied (the model,
+    its gradients and the RNG are restored after), and it re-plans with what the
+    measurement taught (at most twice) when the peak is over ``budget`` or leaves more
+    than 10 % of the headroom above persistent bytes unused. The returned plan's
+    ``measured_peak_bytes`` is at most ``plan.budget_bytes`` (a relative budget is placed
+    between measured anchors). ``stateaware.auto.fit.BudgetNotKept`` (a ``ValueError``)
+    when no plan fits (the message gives the least predicted or measured peak);
+    ``ValueError`` for a model already wrapped by DDP or FSDP (apply stateaware first).
+    ``repeats``: timed runs per option when profiling (the least is kept).
     """
     from stateaware.auto.wrapper import refuse_distributed
 
     refuse_distributed(model, "wrap")
-    card = profile(model, example_inputs, segments=segments, state=state)
-    chosen = plan(card, budget, planner)
+    card = profile(model, example_inputs, segments=segments, state=state, repeats=repeats)
+    chosen = fit_applied(model, example_inputs, card, budget, planner)
     return apply(model, chosen), chosen
+
+
+def fit_applied(model: Any, example_inputs: Any, card: Any, budget: int | str, planner: str = "joint") -> AutoPlan:
+    """The budget loop of ``wrap`` on a profiled ``card`` of ``model``: each candidate plan is
+    applied, one step of ``model(*example_inputs)`` measured, and the plan removed again."""
+    from stateaware.auto.fit import fit
+    from stateaware.auto.profiler import measure_step
+    from stateaware.auto.wrapper import apply_policy, remove
+
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+
+    def measure(policy: tuple[str, ...]) -> int:
+        apply_policy(model, card, policy)
+        try:
+            return measure_step(model, inputs)
+        finally:
+            remove(model)
+
+    chosen: AutoPlan = fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
+    return chosen
 
 
 def step_peak_bytes(model: Any, example_inputs: Any, step: Any = None) -> int:

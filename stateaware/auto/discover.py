@@ -33,7 +33,7 @@ as ``state_dict()`` and ``get_submodule`` spell them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from stateaware.torch_replay.written_rows import dim0_index, row_origin
 
-__all__ = ["WRITES", "StateEntry", "Trace", "resolve_segments", "trace", "explicit_names"]
+__all__ = [
+    "WRITES",
+    "StateEntry",
+    "Trace",
+    "resolve_segments",
+    "trace",
+    "explicit_names",
+    "map_tensors",
+    "leaf_copy",
+]
 
 #: Values of ``StateEntry.write``.
 WRITES = ("whole", "rows", "value")
@@ -127,6 +136,26 @@ def _tensors(model: torch.nn.Module) -> dict[int, tuple[str, str, torch.Tensor]]
             if isinstance(t, torch.Tensor):
                 found.setdefault(_ptr(t), (prefix + name, kind, t))
     return found
+
+
+def _aliases(model: torch.nn.Module) -> dict[int, list[str]]:
+    """Storage pointer -> every qualified name the model holds that storage under, in module
+    order (a tensor shared by several modules, as one cell's counter by every time step)."""
+    found: dict[int, list[str]] = {}
+    for path, module in model.named_modules(remove_duplicate=False):
+        prefix = f"{path}." if path else ""
+        items = [*module._parameters.items(), *module._buffers.items()]
+        items += [(n, t) for n, t in vars(module).items() if isinstance(t, torch.Tensor)]
+        for name, t in items:
+            if isinstance(t, torch.Tensor) and prefix + name not in found.setdefault(_ptr(t), []):
+                found[_ptr(t)].append(prefix + name)
+    return found
+
+
+def _local_name(aliases: dict[int, list[str]], t: torch.Tensor, segment: str, name: str) -> str:
+    """The name segment ``segment`` holds ``t`` under (what its run resolves), else ``name``."""
+    inside = [a for a in aliases.get(_ptr(t), []) if a.startswith(segment + ".")]
+    return inside[0] if inside else name
 
 
 def _ptr(t: torch.Tensor) -> int:
@@ -235,15 +264,22 @@ def _write_kind(func, target: torch.Tensor, base: torch.Tensor, args: tuple) -> 
     return "rows" if origin is not None and target.shape[0] < base.shape[0] else "whole"
 
 
-def _clone_inputs(value: Any) -> Any:
-    # A later in-place op of the same forward may overwrite a segment's input.
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """``value`` with ``fn`` applied to each tensor inside lists, tuples (named ones too) and dicts."""
     if isinstance(value, torch.Tensor):
-        return value.detach().clone().requires_grad_(value.requires_grad)
+        return fn(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple takes its fields as arguments
+        return type(value)(*(map_tensors(v, fn) for v in value))
     if isinstance(value, (list, tuple)):
-        return type(value)(_clone_inputs(v) for v in value)
+        return type(value)(map_tensors(v, fn) for v in value)
     if isinstance(value, dict):
-        return {k: _clone_inputs(v) for k, v in value.items()}
+        return {k: map_tensors(v, fn) for k, v in value.items()}
     return value
+
+
+def leaf_copy(t: torch.Tensor) -> torch.Tensor:
+    """A fresh leaf holding ``t``'s bytes that requires grad as ``t`` does."""
+    return t.detach().clone().requires_grad_(t.requires_grad)
 
 
 def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Trace:
@@ -269,7 +305,8 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
     def pre(name):
         def hook(module, args, kwargs):
             order.append(name)
-            inputs[name] = (_clone_inputs(args), _clone_inputs(kwargs))
+            # copies: a later in-place op of the same forward may overwrite a segment's input
+            inputs[name] = (map_tensors(args, leaf_copy), map_tensors(kwargs, leaf_copy))
             versions[name] = {n: t._version for n, _, t in tensors.values()}
             numbers_before[name] = _numbers(model, name)
             containers_before[name] = _containers(model, name)
@@ -291,8 +328,10 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
             )
             version_writes[name] = {n for n, _, t in tensors.values() if t._version != versions[name][n]}
             before = bytes_before.pop(name)
-            bytes_changed[name] = {
-                n for n, t in _subtree_tensors(model, name) if n in before and not _same_bytes(before[n], t)
+            bytes_changed[name] = {  # named as the model names them (a tensor may be held twice)
+                tensors[_ptr(t)][0]
+                for n, t in _subtree_tensors(model, name)
+                if n in before and not _same_bytes(before[n], t)
             }
 
         return hook
@@ -322,6 +361,7 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
         )
 
     by_name = {n: (kind, t) for n, kind, t in tensors.values()}
+    aliases = _aliases(model)
     result = Trace(names=order)
     for position, name in enumerate(order):
         mine = [e for e in watch.events if e[2] == name]
@@ -344,7 +384,8 @@ def trace(model: torch.nn.Module, example_inputs: tuple, names: list[str]) -> Tr
         for tname in sorted(writes, key=list(by_name).index):
             kind, t = by_name[tname]
             write = "rows" if writes[tname] == {"rows"} else "whole"
-            entries.append(StateEntry(tname, kind, t.numel() * t.element_size(), write))
+            local = _local_name(aliases, t, name, tname)
+            entries.append(StateEntry(local, kind, t.numel() * t.element_size(), write))
         entries += [StateEntry(k, "python", 0, "value") for k in changed_numbers[name]]
         result.inputs.append(inputs[name])
         result.state.append(entries)
@@ -358,7 +399,8 @@ def explicit_names(model: torch.nn.Module, state: Sequence[Any]) -> set[str]:
     tensors = {id(t): n for n, _, t in _tensors(model).values()}
     modules = {id(m): n for n, m in model.named_modules()}
     covered: set[str] = set()
-    all_names = {n for n, _, _ in _tensors(model).values()} | set(_numbers(model, ""))
+    aliases = _aliases(model)
+    all_names = {a for names in aliases.values() for a in names} | set(_numbers(model, ""))
     for i, item in enumerate(state):
         if isinstance(item, str):
             prefix = item
@@ -374,4 +416,5 @@ def explicit_names(model: torch.nn.Module, state: Sequence[Any]) -> set[str]:
                 "are the model's tensors, its submodules, or their qualified names as strings"
             )
         covered |= {n for n in all_names if n == prefix or n.startswith(prefix + ".")}
-    return covered
+    # A tensor declared under one name is declared under every name the model holds it by.
+    return covered | {a for names in aliases.values() if covered.intersection(names) for a in names}

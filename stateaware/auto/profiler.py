@@ -31,15 +31,15 @@ run (and hold the traced forward's graph), so ``profile`` refuses it, naming the
 
 from __future__ import annotations
 
+import contextlib
 import enum
-import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 
-from stateaware.auto.discover import StateEntry, explicit_names, resolve_segments, trace
+from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
 from stateaware.auto.wrapper import original_forward
@@ -47,7 +47,15 @@ from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchr
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
 from stateaware.torch_replay import UndeclaredStateError
 
-__all__ = ["profile", "persistent_bytes", "step_peak_bytes", "backward_of", "IMMUTABLE", "check_arguments"]
+__all__ = [
+    "profile",
+    "persistent_bytes",
+    "step_peak_bytes",
+    "measure_step",
+    "backward_of",
+    "IMMUTABLE",
+    "check_arguments",
+]
 
 #: Argument values besides tensors and containers of them that profiling may pass to a
 #: segment again and again: no forward can change them. Anything else is refused
@@ -129,6 +137,39 @@ def step_peak_bytes(
     return start + peak
 
 
+def measure_step(model: torch.nn.Module, inputs: tuple[Any, ...]) -> int:
+    """``step_peak_bytes`` of ``backward_of(model(*inputs))``, each window from the inputs as
+    given, leaving the model (bytes, gradients, attributes), the RNG states, the inputs and
+    their ``.grad`` as they were: what profiling and the budget loop measure."""
+    snapshot = ModelSnapshot(model, rng=True)
+    with _inputs_kept(inputs) as given:
+
+        def step() -> None:
+            _put_back(inputs, given)
+            backward_of(model(*inputs))
+
+        try:
+            return step_peak_bytes(model, inputs, step)
+        finally:
+            snapshot.restore()
+
+
+@contextlib.contextmanager
+def _inputs_kept(inputs: tuple[Any, ...]) -> Iterator[Any]:
+    """Yield ``_leaf(inputs)`` (their bytes: a forward may write its inputs in place); on
+    exit put those bytes back, and each leaf input's ``.grad`` as it was."""
+    given = _leaf(inputs)
+    grads = [(t, t.grad, None if t.grad is None else t.grad.clone()) for t in _flat_tensors(inputs) if t.is_leaf]
+    try:
+        yield given
+    finally:
+        _put_back(inputs, given)
+        for t, grad, kept in grads:  # backward accumulates into an input's .grad, in place when it can
+            t.grad = grad
+            if grad is not None and kept is not None:
+                grad.data.copy_(kept)
+
+
 def _device(model: torch.nn.Module, example_inputs: Sequence[Any]) -> torch.device:
     for t in [*model.parameters(), *model.buffers(), *_flat_tensors(tuple(example_inputs))]:
         return t.device
@@ -180,15 +221,38 @@ def check_arguments(segment: str, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 def _leaf(value: Any) -> Any:
     """``value`` with each tensor a fresh leaf (a copy) that requires grad as the traced one did."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone().requires_grad_(value.requires_grad)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple takes its fields as arguments
-        return type(value)(*(_leaf(v) for v in value))
-    if isinstance(value, (list, tuple)):
-        return type(value)(_leaf(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _leaf(v) for k, v in value.items()}
-    return value
+    return map_tensors(value, leaf_copy)
+
+
+def _entry(t: torch.Tensor) -> torch.Tensor:
+    # A non-leaf copy of a leaf that requires grad, as the previous segment's output is: a
+    # segment may write its input in place (an in-place activation), which a leaf refuses.
+    return t.clone() if t.requires_grad else t
+
+
+class _Rerun:
+    """One segment run again and again on the inputs the traced forward gave it.
+
+    ``reset()`` puts the segment's subtree, the RNG and the input leaves back as they were
+    (the traced bytes, no ``.grad``) and makes the next run's arguments (``_entry`` of each
+    leaf) before the measured window, as the real input exists before the segment runs.
+    """
+
+    def __init__(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.snapshot = ModelSnapshot(module, rng=True)
+        self.traced = (args, kwargs)
+        self.leaves = _leaf(self.traced)
+        self.reset()
+
+    def reset(self) -> None:
+        self.snapshot.restore()
+        _restore_leaves(self.leaves, self.traced)
+        with torch.enable_grad():
+            self.args, self.kwargs = map_tensors(self.leaves, _entry)
+
+    def runner(self, fn: Callable[..., Any], *front: Any) -> Callable[[], Any]:
+        """``fn(*front, args, kwargs)`` on the arguments of the current run."""
+        return lambda: fn(*front, self.args, self.kwargs)
 
 
 def _put_back(inputs: Any, saved: Any) -> None:
@@ -311,7 +375,9 @@ def profile(
     Face ``Cache`` (call the model with ``use_cache=False``).
 
     The card's provenance ``"auto"`` holds the segment names and, per segment, its state
-    entries (name, kind, bytes, whole/rows/value) — what ``apply`` declares; it also says
+    entries (name, kind, bytes, whole/rows/value) — what ``apply`` declares — and
+    ``eager_only``: the segments our checkpoint refuses (one that writes its own input in
+    place, as an in-place activation does), which get only the ``eager`` option; it also says
     where offloaded snapshots live and the measured eager step peak. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
     states are what they were, and so are the example inputs.
@@ -327,93 +393,76 @@ def profile(
     names = resolve_segments(model, segments)
     device = _device(model, inputs)
     snapshot = ModelSnapshot(model, rng=True)
-    given = _leaf(inputs)  # the example inputs' bytes: the model's forward may write them in place
-    grads = [(t, t.grad, None if t.grad is None else t.grad.clone()) for t in _flat_tensors(inputs) if t.is_leaf]
-    try:
-        found = trace(model, inputs, names)
-        snapshot.restore()
-        _put_back(inputs, given)
-        for name, (args, kwargs) in zip(found.names, found.inputs, strict=True):
-            check_arguments(name, args, kwargs)
-        if state != "auto":
-            _check_explicit(model, found.names, found.state, state)
-        segments_doc = []
-        _grads_allocated(model)
-        warmed = False
-        for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs, strict=True):
-            module = model.get_submodule(name)
-            forward = original_forward(module)
-            pairs = [(relative(name, e.name), e) for e in entries]
-            x_args, x_kwargs = _leaf(args), _leaf(kwargs)
-            snap = ModelSnapshot(module, rng=True)
-
-            def reset(
-                snap: ModelSnapshot = snap, leaves: Any = (x_args, x_kwargs), traced: Any = (args, kwargs)
-            ) -> None:
-                snap.restore()
-                _restore_leaves(leaves, traced)
-
-            measured = {}
-            if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
-                for option in _options(entries):
-                    _measure(
-                        functools.partial(run_segment, module, forward, option, pairs, x_args, x_kwargs),
-                        reset,
-                        repeats=1,
-                        device=device,
-                    )
-                warmed = True
-            for option in _options(entries):
-                measured[option] = _measure(
-                    functools.partial(run_segment, module, forward, option, pairs, x_args, x_kwargs),
-                    reset,
-                    repeats=repeats,
-                    device=device,
-                )
-            if entries:
-                try:
-                    base = _measure(
-                        functools.partial(_oblivious, forward, x_args, x_kwargs),
-                        reset,
-                        repeats=repeats,
-                        device=device,
-                    )
-                except Exception:  # a replay blind to state may fail outright; then no share is known
-                    base = None
-                for option in measured:
-                    if option != "eager" and base is not None:
-                        add_state_parts(measured[option], base)
-            segments_doc.append(measured)
-        snapshot.restore()
-
-        def step() -> None:  # each window from the example inputs as given (the forward may write them)
+    with _inputs_kept(inputs) as given:  # the forward may write the example inputs in place
+        try:
+            found = trace(model, inputs, names)
+            snapshot.restore()
             _put_back(inputs, given)
-            backward_of(model(*inputs))
-
-        eager_peak = step_peak_bytes(model, inputs, step)
-        doc = {
-            "persistent_bytes": persistent_bytes(model, inputs),
-            "segments": segments_doc,
-            "provenance": {
-                "workload": f"auto:{type(model).__name__}",
-                **measurement_provenance(device, repeats, eager_peak),
-                "offload_memory": (
-                    "host and device are the same memory (cpu): offload costs what whole costs"
-                    if host_is_device(device)
-                    else "pinned host memory"
-                ),
-                "auto": {
-                    "segments": list(found.names),
-                    "state_discovery": "auto" if state == "auto" else "explicit",
-                    "state": [[e.to_dict() for e in entries] for entries in found.state],
+            for name, (args, kwargs) in zip(found.names, found.inputs, strict=True):
+                check_arguments(name, args, kwargs)
+            if state != "auto":
+                _check_explicit(model, found.names, found.state, state)
+            segments_doc = []
+            eager_only: dict[str, str] = {}  # segment -> why our checkpoint refuses it
+            _grads_allocated(model)
+            warmed = False
+            for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs, strict=True):
+                module = model.get_submodule(name)
+                forward = original_forward(module)
+                pairs = [(relative(name, e.name), e) for e in entries]
+                rerun = _Rerun(module, args, kwargs)
+                measured = {}
+                if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
+                    with contextlib.suppress(UndeclaredStateError):  # a refused option is found below
+                        for option in _options(entries):
+                            runner = rerun.runner(run_segment, module, forward, option, pairs)
+                            _measure(runner, rerun.reset, repeats=1, device=device)
+                    rerun.reset()
+                    warmed = True
+                for option in _options(entries):
+                    runner = rerun.runner(run_segment, module, forward, option, pairs)
+                    try:
+                        measured[option] = _measure(runner, rerun.reset, repeats=repeats, device=device)
+                    except UndeclaredStateError as error:
+                        if option == "eager":
+                            raise
+                        # Our checkpoint refuses this segment (it writes its own input in place, as
+                        # an in-place activation does): a replay would read the written value. It
+                        # runs eagerly; the card says why.
+                        rerun.reset()
+                        eager_only[name] = str(error).splitlines()[1].strip()
+                        measured = {"eager": measured["eager"]}
+                        break
+                if entries and len(measured) > 1:
+                    try:
+                        base = _measure(rerun.runner(_oblivious, forward), rerun.reset, repeats=repeats, device=device)
+                    except Exception:  # a replay blind to state may fail outright; then no share is known
+                        base = None
+                    for option in measured:
+                        if option != "eager" and base is not None:
+                            add_state_parts(measured[option], base)
+                segments_doc.append(measured)
+            snapshot.restore()
+            eager_peak = measure_step(model, inputs)
+            doc = {
+                "persistent_bytes": persistent_bytes(model, inputs),
+                "segments": segments_doc,
+                "provenance": {
+                    "workload": f"auto:{type(model).__name__}",
+                    **measurement_provenance(device, repeats, eager_peak),
+                    "offload_memory": (
+                        "host and device are the same memory (cpu): offload costs what whole costs"
+                        if host_is_device(device)
+                        else "pinned host memory"
+                    ),
+                    "auto": {
+                        "segments": list(found.names),
+                        "state_discovery": "auto" if state == "auto" else "explicit",
+                        "state": [[e.to_dict() for e in entries] for entries in found.state],
+                        "eager_only": eager_only,
+                    },
                 },
-            },
-        }
-    finally:
-        snapshot.restore()
-        _put_back(inputs, given)
-        for t, grad, kept in grads:  # backward accumulates into an input's .grad, in place when it can
-            t.grad = grad
-            if grad is not None and kept is not None:
-                grad.data.copy_(kept)
+            }
+        finally:
+            snapshot.restore()
     return card_from_dict(doc)

@@ -14,6 +14,7 @@ wrap that with ``DistributedDataParallel`` or ``fully_shard`` (``refuse_distribu
 from __future__ import annotations
 
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ import torch
 from stateaware.auto.discover import StateEntry
 from stateaware.auto.segment import SEGMENT_OPTIONS, relative, run_segment
 
-__all__ = ["apply", "remove", "original_forward", "card_segments", "refuse_distributed"]
+__all__ = ["apply", "apply_policy", "remove", "original_forward", "card_segments", "refuse_distributed"]
 
 _ATTR = "_stateaware_segment"
 
@@ -67,16 +68,26 @@ def apply(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
     ``ValueError`` for a model already wrapped for data parallelism.
     """
     refuse_distributed(model, "apply")
-    names, states = card_segments(plan.card)
+    if not plan.feasible and plan.min_peak_bytes is None:
+        from stateaware.auto.fit import no_option_message
+
+        raise ValueError(f"nothing to apply: {no_option_message(plan.card, plan.planner)}")
     if not plan.feasible:
         raise ValueError(
             f"the plan is infeasible at budget {plan.budget_bytes} bytes (least achievable peak "
             f"{plan.min_peak_bytes} bytes); nothing to apply. Tip: raise the budget."
         )
-    if len(plan.policy) != len(names):
-        raise ValueError(f"the plan has {len(plan.policy)} options for {len(names)} segments")
+    return apply_policy(model, plan.card, plan.policy)
+
+
+def apply_policy(model: torch.nn.Module, card: Any, policy: Sequence[str]) -> torch.nn.Module:
+    """``apply`` of one policy (an option per segment of ``card``), feasible or not: what
+    the budget loop measures. ``ValueError`` as ``apply``'s, but for feasibility."""
+    names, states = card_segments(card)
+    if len(policy) != len(names):
+        raise ValueError(f"the plan has {len(policy)} options for {len(names)} segments")
     modules = dict(model.named_modules())
-    for name, option, entries in zip(names, plan.policy, states, strict=True):
+    for name, option, entries in zip(names, policy, states, strict=True):
         if name not in modules:
             raise ValueError(f"segment {name!r} of the plan is not a submodule of {type(model).__name__}")
         if option not in SEGMENT_OPTIONS:

@@ -31,6 +31,7 @@ methods undo ``enable``, as ``disable`` does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import types
@@ -159,6 +160,19 @@ def _named(model: torch.nn.Module, name: str) -> Any:
     raise ValueError(f"state names {name!r}, which is no submodule, parameter or buffer of {type(model).__name__}")
 
 
+def _unprefixed(card: Any) -> Any:
+    """``card`` (profiled through ``_Call``, names under ``m.``) naming the model's own modules."""
+    from stateaware.planner import card_from_dict
+
+    doc = card.to_dict()
+    found = dict(doc["provenance"]["auto"])  # a copy: ``card`` keeps its own names
+    doc["provenance"] = {**doc["provenance"], "auto": found}
+    found["segments"] = [n.removeprefix("m.") for n in found["segments"]]
+    found["state"] = [[{**e, "name": e["name"].removeprefix("m.")} for e in entries] for entries in found["state"]]
+    found["eager_only"] = {k.removeprefix("m."): v for k, v in found.get("eager_only", {}).items()}
+    return card_from_dict(doc)
+
+
 def _set_layers(model: torch.nn.Module, enabled: Enabled) -> None:
     """Our function on every module HF checkpoints through; flags as ``enabled`` chose."""
     chosen = dict(zip(enabled.layers, enabled.options, strict=True))
@@ -210,6 +224,7 @@ def enable(
     state: str | Sequence[Any] = "auto",
     example_inputs: dict[str, Any] | None = None,
     planner: str = "joint",
+    repeats: int = 3,
 ) -> Enabled:
     """Checkpoint ``model``'s ``GradientCheckpointingLayer`` s with our transactional checkpoint.
 
@@ -220,12 +235,17 @@ def enable(
     model's keyword arguments, e.g. ``{"input_ids": ids, "labels": ids}``; default
     ``model.dummy_inputs``, a 3×5 batch, where only a relative budget means anything),
     called with ``use_cache=False``, and only the layers the planner chose are checkpointed.
-    ``state``: see the module docstring. The model's parameters, buffers and RNG state are
+    ``state``: see the module docstring; ``repeats``: timed runs per option when
+    profiling. The model's parameters, buffers and RNG state are
     left as they were by profiling. Returns an ``Enabled`` (layers, options, plan).
 
     As with HF's own checkpointing, only training calls (``model.train()``, gradients
     enabled) checkpoint, and a checkpointed layer runs without its key/value cache.
-    ``ValueError`` for a model without such layers, or a budget no policy fits.
+    With a budget the layers are chosen by ``stateaware.auto``'s budget loop (each choice
+    measured for one step on the example inputs; ``stateaware.auto.fit``): ``Enabled.plan``
+    says what was measured, its card names the model's own layers. ``ValueError`` for a
+    model without such layers; ``stateaware.auto.fit.BudgetNotKept`` (a ``ValueError``)
+    for a budget no plan keeps.
     """
     from stateaware.auto.profiler import check_arguments, profile
     from stateaware.auto.snapshot import ModelSnapshot
@@ -264,14 +284,14 @@ def enable(
         segments = [f"m.{n}" for n in names]
         if budget is not None:
             card = profile(
-                call, inputs, segments=segments, state=state if state == "auto" else _resolve(model, state, "m.")
+                call,
+                inputs,
+                segments=segments,
+                state=state if state == "auto" else _resolve(model, state, "m."),
+                repeats=repeats,
             )
-            chosen = auto.plan(card, budget, planner)
-            if not chosen.feasible:
-                raise ValueError(
-                    f"no choice of {type(model).__name__}'s layers fits budget {budget!r} ({chosen.budget_bytes} "
-                    f"bytes; least achievable peak {chosen.min_peak_bytes} bytes). Tip: raise the budget."
-                )
+            measured = auto.fit_applied(call, inputs, card, budget, planner)  # BudgetNotKept: nothing fits
+            chosen = dataclasses.replace(measured, card=_unprefixed(card))
             found_names, found_state = card_segments(card)
             options = list(chosen.policy)
         else:

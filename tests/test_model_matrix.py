@@ -1,0 +1,47 @@
+"""The model matrix (``tests/model_zoo.py``): real architectures trained with stateaware.
+
+Each model is trained two SGD steps three ways from the same seed: eagerly, through the
+automatic path (``stateaware.auto.wrap`` with no state declared and segments found by
+block type; for Hugging Face models ``stateaware.integrations.transformers.enable``), and
+with our checkpoint around every block declaring the block as its state. Losses, every
+gradient, every ``state_dict`` entry (BatchNorm statistics and counters included) and the
+RNG state must be equal byte for byte. The automatic path's budget loop must keep the
+budget as measured: one step's measured peak at most the plan's budget.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stateaware.auto as auto
+from tests import model_zoo as zoo
+
+pytest.importorskip("torchvision")
+pytest.importorskip("timm")
+pytest.importorskip("transformers")
+
+BUDGET = "50%"
+
+
+def _automatic(case: zoo.Case) -> tuple[torch.nn.Module, auto.AutoPlan]:
+    model = case.build()
+    args, kwargs = case.example()
+    if case.hugging_face:
+        from stateaware.integrations import transformers as hf
+
+        enabled = hf.enable(model, budget=BUDGET, example_inputs=kwargs, repeats=1)
+        return model, enabled.plan
+    return auto.wrap(model, args, budget=BUDGET, segments=zoo.block_of(case), repeats=1)
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("name", zoo.CI_CASES)
+def test_automatic_and_declared_training_are_bit_identical_to_eager_and_keep_the_budget(name):
+    case = zoo.CASES[name]
+    eager = zoo.train(case, case.build())
+    model, plan = _automatic(case)
+    assert plan.measured_peak_bytes is not None
+    assert plan.measured_peak_bytes <= plan.budget_bytes, (plan.measured_peak_bytes, plan.budget_bytes)
+    zoo.assert_identical(eager, zoo.train(case, model))
+    zoo.assert_identical(eager, zoo.train(case, zoo.checkpoint_blocks(case, declare=True)))
