@@ -114,7 +114,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     kib = 1024.0
     lines = [
         "| model | method | measured peak KiB (×eager) | CPU ms/step (×eager) | ×torch "
-        "| auto: budget / predicted KiB | policy |",
+        "| auto: budget / prior prediction / closed prediction KiB | policy |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -123,7 +123,10 @@ def table(rows: list[dict[str, Any]]) -> str:
             continue
         plan, budget, policy = r["plan"], "", ""
         if plan is not None:
-            budget = f"{plan.budget_bytes / kib:.0f} / {plan.predicted_peak_bytes / kib:.0f}"
+            budget = (
+                f"{plan.budget_bytes / kib:.0f} / {plan.prior_prediction_bytes / kib:.0f} / "
+                f"{plan.predicted_peak_bytes / kib:.0f}"
+            )
             policy = " ".join(o[0] for o in plan.policy)
         lines.append(
             f"| {r['model']} | {r['method']} | {r['peak'] / kib:.0f} ({r['peak_ratio']:.3f}) | "
@@ -149,6 +152,23 @@ def targets(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def budgets(rows: list[dict[str, Any]]) -> str:
+    """The budget loop across the matrix: kept budgets, and how far its predictions landed."""
+    auto_rows = [r for r in rows if r["plan"] is not None]
+    if not auto_rows:
+        return ""
+    plans = [r["plan"] for r in auto_rows]
+    kept = sum(p.measured_peak_bytes <= p.budget_bytes for p in plans)
+    prior = [abs(p.measured_peak_bytes - p.prior_prediction_bytes) / p.measured_peak_bytes for p in plans]
+    closed = [abs(p.measured_peak_bytes - p.predicted_peak_bytes) / p.measured_peak_bytes for p in plans]
+    worst = auto_rows[prior.index(max(prior))]["model"]
+    return (
+        f"budget loop: measured peak within budget on {kept} of {len(plans)} models; prediction before measuring "
+        f"within 5 % on {sum(e <= 0.05 for e in prior)} (worst {max(prior):.1%}, {worst}); closed loop's "
+        f"prediction within 5 % on {sum(e <= 0.05 for e in closed)}; re-plans {sum(p.replans for p in plans)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=7, help="timed rounds (each method one step per round)")
@@ -169,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print()
     print(targets(rows))
+    print(budgets(rows))
     return 0
 
 

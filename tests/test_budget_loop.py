@@ -69,7 +69,10 @@ def test_the_returned_plan_was_measured_within_the_budget(seed, n, outside, drif
     assert plan["measured_peak_bytes"] == measure(plan["policy"])
     assert plan["measured_peak_bytes"] <= plan["budget_bytes"]
     if drift == 0:  # what the loop learned from the eager step is all there is: the first guess is exact
-        assert plan["predicted_peak_bytes"] == plan["measured_peak_bytes"]
+        assert plan["prior_prediction_bytes"] == plan["measured_peak_bytes"]
+    # The closed loop's model explains the plan's step within the tolerance (two terms, at
+    # most three measured steps, one simulated drift: it can).
+    assert abs(plan["predicted_peak_bytes"] - plan["measured_peak_bytes"]) <= 0.05 * plan["measured_peak_bytes"]
 
 
 def test_an_unknown_planner_and_an_impossible_budget_are_errors_that_name_them():
@@ -109,7 +112,7 @@ def test_wrap_keeps_a_byte_budget_that_the_card_model_alone_breaks():
     wrapped, plan = auto.wrap(copy.deepcopy(model), (x,), budget=budget, segments=segments, repeats=1)
     measured = auto.step_peak_bytes(wrapped, (x,))
     assert plan.measured_peak_bytes == measured <= budget == plan.budget_bytes
-    assert plan.correction_bytes > 0  # the head's bytes, learned from the measured eager step
+    assert plan.correction.throughout > 0  # the head's bytes, learned from the measured eager step
 
 
 def test_a_budget_nothing_keeps_is_refused_naming_the_budget(monkeypatch):

@@ -41,17 +41,19 @@ class AutoPlan(Plan):
     segment names and their state there). ``digest`` and ``to_json`` are ``Plan``'s.
 
     A plan ``wrap`` made (the budget loop, ``stateaware.auto.fit``) also says what was
-    measured: ``measured_peak_bytes`` (one training step's peak, this plan applied),
-    ``correction_bytes`` (what the step model missed, learned from a measurement before
-    this plan's) and ``replans`` (0: the first choice was kept). Its
-    ``predicted_peak_bytes`` is then the step model's prediction, correction included,
-    made before the plan was measured; ``budget_bytes`` is the budget in bytes it was
-    measured against. For ``plan`` these are None, 0, 0 and eq. 3's prediction.
+    measured: ``measured_peak_bytes`` (one training step's peak, this plan applied; at
+    most ``budget_bytes``), ``prior_prediction_bytes`` (the loop's prediction for it before
+    measuring it), ``correction`` (the ``stateaware.auto.fit.Correction``: bytes the card
+    does not see, fitted to every step measured) and ``replans`` (0: the first choice
+    was kept). Its ``predicted_peak_bytes`` is then the closed loop's step model, that
+    correction included; ``budget_bytes`` is the budget in bytes it was measured
+    against. For ``plan`` these are None, None, None, 0 and eq. 3's prediction.
     """
 
     card: Any = field(default=None, repr=False, compare=False)
     measured_peak_bytes: int | None = None
-    correction_bytes: int = 0
+    prior_prediction_bytes: int | None = None
+    correction: Any = None
     replans: int = 0
 
 

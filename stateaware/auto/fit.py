@@ -1,27 +1,31 @@
 """Keep the budget: choose a plan by a step model, measure it applied, correct, re-plan.
 
 The planner's card model (paper eq. 3) charges a policy ``P + Σ r + max q``. A training
-step differs from it in two ways that matter when the budget is tight:
+step differs from it in ways that matter when the budget is tight:
 
 * **backward frees early.** Segment ``i``'s recompute and backward run after every later
   segment's retained bytes were freed, and its forward before any of them existed, so
-  the step peaks at ``P + max_i (Σ_{j≤i} r_j + q_i)`` — at most eq. 3's, often far less
-  when a segment with a large ``q`` comes early (``step_model_bytes``);
-* **bytes outside the segments.** The stem, head and loss, a parameter shared by several
-  segments (its gradient is accumulated once, not per segment), allocator rounding: a
-  roughly constant excess over the model, the *correction*.
+  the segments peak at ``max_i (Σ_{j≤i} r_j + q_i)`` above ``P`` — at most eq. 3's,
+  often far less when a segment with a large ``q`` comes early (``step_model_bytes``);
+* **bytes outside the segments.** What the stem leaves alive through the whole step (its
+  output, masks, position tables), and what the head and loss add on top of every
+  segment's retention at the end of the forward. The card sees neither. They are the
+  two terms of the *correction*: ``throughout`` (added to every moment) and ``at_end``
+  (the bytes beyond ``Σ r`` at the forward's end), so the predicted step peak is
+
+      ``P + max(step_model + throughout, Σ r + at_end)``.
 
 ``fit`` closes the loop (``stateaware.auto.wrap`` and, with a budget,
-``stateaware.integrations.transformers.enable`` call it). The first correction is the
-card's own measured all-eager step peak minus the step model's all-eager bytes. Among
-the planner's Pareto policies (its option set and cost view; ``joint`` by default) it
-takes the fastest whose predicted step peak (step model + correction) fits the budget,
+``stateaware.integrations.transformers.enable`` call it). The card's own measured
+all-eager step gives the first correction (conservatively: all of the excess counted
+as ``throughout``). Among the planner's Pareto policies (its option set and cost view;
+``joint`` by default) it takes the fastest whose predicted step peak fits the budget,
 applies it, and measures one step (``measure``, which restores everything it changes:
-bit-identity holds). When the measured peak is over the budget, or leaves more than
-``UNUSED`` of the activation headroom (``budget - P``) unused, or lands further than
-``TOLERANCE`` from its prediction, it learns the correction from that measurement and
-chooses again — at most ``REPLANS`` times — and returns the
-fastest measured plan within budget; ``BudgetNotKept`` when no measured plan is.
+bit-identity holds). When the measured peak is over the budget, leaves more than
+``UNUSED`` of the headroom above ``P`` unused, or lands further than ``TOLERANCE`` from
+its prediction, it refits the correction to every step measured so far (``_refit``)
+and chooses again — at most ``REPLANS`` times — and returns the fastest measured plan
+within budget; ``BudgetNotKept`` when no measured plan is.
 
 A relative budget (``"50%"``) is placed between the measured anchors: 100% is the
 measured all-eager step, 0% the least predicted step peak of any candidate under the
@@ -31,7 +35,7 @@ current correction (so ``"0%"`` asks for the least memory the model reaches, mea
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from stateaware.planner import PLANNERS, evaluate_policy
@@ -45,6 +49,7 @@ __all__ = [
     "step_model_bytes",
     "no_option_message",
     "BudgetNotKept",
+    "Correction",
     "UNUSED",
     "TOLERANCE",
     "REPLANS",
@@ -111,6 +116,36 @@ def _candidates(card: Any, planner: str) -> list[tuple[str, ...]]:
     return [frontier.policy(i) for i in range(frontier.size)]
 
 
+@dataclass(frozen=True)
+class Correction:
+    """What the card does not see, in bytes (module docstring): alive ``throughout`` the
+    step, and beyond the segments' retention ``at_end`` of the forward."""
+
+    throughout: int = 0
+    at_end: int = 0
+
+    def predict(self, persistent: int, model: int, retained: int) -> int:
+        """The predicted step peak of a policy with step model ``model`` and ``Σ r = retained``."""
+        return persistent + max(model + self.throughout, retained + self.at_end)
+
+
+def _refit(persistent: int, steps: list[tuple[int, int, int]]) -> Correction:
+    """The correction that predicts ``steps`` ((step model, Σ r, measured) each) best.
+
+    Each measurement is explained by one of the two terms of the prediction, so the
+    candidates are the values that explain one measurement exactly; the pair with the
+    least worst error wins (ties: the larger ``throughout``, which over-predicts rather
+    than under-predicts the policies not measured yet).
+    """
+    throughouts = {m - persistent - model for model, _, m in steps}
+    at_ends = {m - persistent - retained for _, retained, m in steps}
+
+    def worst(c: Correction) -> tuple[int, int]:
+        return max(abs(c.predict(persistent, model, r) - m) for model, r, m in steps), -c.throughout
+
+    return min((Correction(t, e) for t in throughouts for e in at_ends), key=worst)
+
+
 def fit(
     card: Any,
     budget: int | str,
@@ -122,10 +157,13 @@ def fit(
 
     ``measure(policy)`` applies ``policy``, returns one step's measured peak in bytes and
     leaves the model as it found it. ``make_plan(**fields)`` builds the returned plan
-    (``AutoPlan``) from ``Plan``'s fields plus ``measured_peak_bytes``, ``correction_bytes``
-    (the correction it was chosen with) and ``replans``; its ``predicted_peak_bytes`` is
-    the step model's prediction made *before* the plan was measured — an honest test of
-    the model, not a copy of the measurement. ``BudgetNotKept`` when
+    (``AutoPlan``) from ``Plan``'s fields plus ``measured_peak_bytes``,
+    ``prior_prediction_bytes`` (what the loop predicted for the plan *before* measuring
+    it: the honest test of the step model), ``correction`` (the ``Correction`` fitted to
+    every step measured, the loop's model once closed) and ``replans``. Its
+    ``predicted_peak_bytes`` is that closed model's prediction — fitted to the measured
+    steps, the plan's own among them, so it agrees with the measurement as far as two
+    terms can explain every step measured (exactly when two steps were). ``BudgetNotKept`` when
     nothing measured fits, or no candidate is predicted to fit (the message gives the
     least predicted or measured peak and the budget).
     """
@@ -137,24 +175,30 @@ def fit(
         raise BudgetNotKept(why)
     candidates = _candidates(card, planner)
     model = {p: step_model_bytes(card, p) for p in candidates}
+    retained = {p: _retained(card, p) for p in candidates}
     times = {p: evaluate_policy(card, p)[1] for p in candidates}
     eager = ("eager",) * card.n_segments
     measured_eager = card.provenance.get("eager_step_peak_bytes")
-    correction = 0
+    steps: list[tuple[int, int, int]] = []  # (step model, Σ r, measured) of every step measured
     if measured_eager is not None and all("eager" in s for s in card.segments):
-        correction = int(measured_eager) - persistent - step_model_bytes(card, eager)
+        steps.append((step_model_bytes(card, eager), _retained(card, eager), int(measured_eager)))
+    correction = _refit(persistent, steps) if steps else Correction()
     position = relative_position(budget)
     tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak
-    predicted: dict[tuple[str, ...], tuple[int, int]] = {}  # policy -> (prediction, correction) before measuring
+    predicted: dict[tuple[str, ...], tuple[int, Correction]] = {}  # before measuring it
+
+    def predict(p: tuple[str, ...]) -> int:
+        return correction.predict(persistent, model[p], retained[p])
+
     budget_bytes = 0
     for _ in range(REPLANS + 1):
-        least = persistent + min(model.values()) + correction
+        least = min(predict(p) for p in candidates)
         if position is None:
             budget_bytes = parse_budget(budget)
         else:
             top = int(measured_eager) if measured_eager is not None else least
             budget_bytes = least + int(position * max(top - least, 0))
-        fitting = [p for p in candidates if persistent + model[p] + correction <= budget_bytes]
+        fitting = [p for p in candidates if predict(p) <= budget_bytes]
         if not fitting:
             if tried:
                 break
@@ -162,16 +206,17 @@ def fit(
                 f"no plan fits budget {budget!r} ({budget_bytes} bytes): the least predicted step peak is "
                 f"{least} bytes (persistent {persistent}). Tip: raise the budget."
             )
-        choice = min(fitting, key=lambda p: (times[p], model[p]))
+        choice = min(fitting, key=lambda p: (times[p], predict(p)))
         if choice in tried:
             break  # the correction chose a plan already measured: nothing new to learn
-        predicted[choice] = (persistent + model[choice] + correction, correction)
+        predicted[choice] = (predict(choice), correction)
         tried[choice] = measured = measure(choice)
+        steps.append((model[choice], retained[choice], measured))
         unused = budget_bytes - measured
         close = abs(measured - predicted[choice][0]) <= TOLERANCE * measured
         if measured <= budget_bytes and unused <= UNUSED * max(budget_bytes - persistent, 0) and close:
             break
-        correction = measured - persistent - model[choice]
+        correction = _refit(persistent, steps)
     kept = [p for p, measured in tried.items() if measured <= budget_bytes]
     if not kept:
         least_measured = min(tried, key=tried.__getitem__)
@@ -180,16 +225,25 @@ def fit(
             f"peak was {tried[least_measured]} bytes ({'/'.join(least_measured)}). Tip: raise the budget."
         )
     best = min(kept, key=lambda p: (times[p], tried[p]))
-    base = card_plan(card, max(budget_bytes - correction, 0), planner)
+    final = _refit(persistent, steps)  # the loop's model once closed: fitted to every measured step
+    base = card_plan(card, max(budget_bytes - final.throughout, 0), planner)
     doc = {f.name: getattr(base, f.name) for f in fields(Plan)}
     doc.update(
         feasible=True,
         policy=best,
-        predicted_peak_bytes=predicted[best][0],
+        predicted_peak_bytes=final.predict(persistent, model[best], retained[best]),
         predicted_ms=times[best],
         budget_bytes=budget_bytes,
         fits_budget=True,
     )
     return make_plan(
-        **doc, measured_peak_bytes=tried[best], correction_bytes=predicted[best][1], replans=len(tried) - 1
+        **doc,
+        measured_peak_bytes=tried[best],
+        prior_prediction_bytes=predicted[best][0],
+        correction=final,
+        replans=len(tried) - 1,
     )
+
+
+def _retained(card: Any, policy: Sequence[str]) -> int:
+    return sum(segment[option].retained_bytes for segment, option in zip(card.segments, policy, strict=True))

@@ -27,7 +27,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["describe", "names", "module_devices", "structure_generation", "subtree", "training_flags"]
+__all__ = [
+    "describe",
+    "names",
+    "module_devices",
+    "structure_generation",
+    "subtree",
+    "named_subtree",
+    "training_flags",
+]
 
 _MAX_CONTAINER = 64  # look into small lists/tuples/dicts of tensors only; cost stays bounded
 
@@ -179,12 +187,26 @@ _subtrees: weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, tuple[torch.nn.
 )
 
 
+_named_subtrees: weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, tuple[tuple[str, torch.nn.Module], ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def subtree(module: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
     """``module.modules()`` as a tuple, walked once per structure generation."""
     entry = _subtrees.get(module)
     if entry is None or entry[0] != _generation[0]:
         entry = (_generation[0], tuple(module.modules()))
         _subtrees[module] = entry
+    return entry[1]
+
+
+def named_subtree(module: torch.nn.Module) -> tuple[tuple[str, torch.nn.Module], ...]:
+    """``module.named_modules()`` as a tuple, walked once per structure generation."""
+    entry = _named_subtrees.get(module)
+    if entry is None or entry[0] != _generation[0]:
+        entry = (_generation[0], tuple(module.named_modules()))
+        _named_subtrees[module] = entry
     return entry[1]
 
 

@@ -18,28 +18,44 @@ from typing import Any
 
 import torch
 
+from stateaware.torch_replay._reach import named_subtree, subtree
+
 __all__ = ["ModuleState", "TrainingModes", "plain_tensors"]
 
 _NUMBERS = (int, float, bool)
+
+
+#: The attributes every ``nn.Module`` keeps for itself (registries, hook tables, flags
+#: such as ``_is_full_backward_hook``): never state, and most of each ``__dict__``, so
+#: skipping them keeps a declared module's capture cheap.
+_INTERNALS = frozenset(vars(torch.nn.Module())) - {"training"}
+
+
+def _own(d: dict[str, Any]) -> list[str]:
+    """The keys of a module's ``__dict__`` that are not ``_INTERNALS``, in their order."""
+    return [k for k in d if k not in _INTERNALS]
 
 
 def plain_tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     """``(path, tensor)`` for tensors stored as plain attributes (not registered) in the subtree;
     views and tensors that require grad are left out (they are not state a replay restores)."""
     out = []
-    for path, mod in module.named_modules():
-        for attr, value in vars(mod).items():
+    for path, mod in named_subtree(module):
+        d = vars(mod)
+        for attr in _own(d):
+            value = d[attr]
             if isinstance(value, torch.Tensor) and value._base is None and not value.requires_grad:
                 out.append((f"{path}.{attr}" if path else attr, value))
     return out
 
 
+def _is_state(key: str, value: Any) -> bool:
+    return type(value) in _NUMBERS or (isinstance(value, torch.Tensor) and not key.startswith("_"))
+
+
 def _capture(mod: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
-    plain = {
-        k: v
-        for k, v in vars(mod).items()
-        if type(v) in _NUMBERS or (isinstance(v, torch.Tensor) and not k.startswith("_"))
-    }
+    d = vars(mod)
+    plain = {k: d[k] for k in _own(d) if _is_state(k, d[k])}
     return dict(mod._buffers), plain
 
 
@@ -49,20 +65,43 @@ class ModuleState:
     __slots__ = ("modules", "forward", "outside")
 
     def __init__(self, module: torch.nn.Module):
-        self.modules = list(module.modules())
+        self.modules = subtree(module)
         self.forward = [_capture(m) for m in self.modules]
-        self.outside: list[tuple[dict, dict]] | None = None
+        # (module, its state just before the replay) for the modules the replay reinstates
+        self.outside: list[tuple[torch.nn.Module, tuple[dict, dict]]] | None = None
 
     def enter(self) -> None:
-        self.outside = [_capture(m) for m in self.modules]
+        # Only modules whose state moved since the forward are touched: usually none, and
+        # rewriting every module's __dict__ would cost more than the replay of a small block.
+        self.outside = []
         for m, state in zip(self.modules, self.forward, strict=True):
-            _reinstate(m, state)
+            now = _capture(m)
+            if not _same(now, state):
+                self.outside.append((m, now))
+                _reinstate(m, state)
 
     def exit(self) -> None:
         if self.outside is not None:
-            for m, state in zip(self.modules, self.outside, strict=True):
+            for m, state in self.outside:
                 _reinstate(m, state)
             self.outside = None
+
+
+def _same(a: tuple[dict[str, Any], dict[str, Any]], b: tuple[dict[str, Any], dict[str, Any]]) -> bool:
+    """Whether two captures hold the same buffers and attributes: tensors by identity,
+    numbers by type and value (``True`` is not ``1``; ``nan`` differs from itself, so a
+    ``nan`` attribute is always reinstated, which is harmless)."""
+    for x, y in zip(a, b, strict=True):
+        if x.keys() != y.keys():
+            return False
+        for key, value in x.items():
+            other = y[key]
+            if isinstance(value, torch.Tensor) or isinstance(other, torch.Tensor):
+                if value is not other:
+                    return False
+            elif type(value) is not type(other) or value != other:
+                return False
+    return True
 
 
 def _reinstate(mod: torch.nn.Module, state: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -71,11 +110,7 @@ def _reinstate(mod: torch.nn.Module, state: tuple[dict[str, Any], dict[str, Any]
     mod._buffers.clear()
     mod._buffers.update(buffers)
     d = vars(mod)
-    for k in [
-        k
-        for k, v in d.items()
-        if k not in plain and (type(v) in _NUMBERS or (isinstance(v, torch.Tensor) and not k.startswith("_")))
-    ]:
+    for k in [k for k in _own(d) if k not in plain and _is_state(k, d[k])]:
         del d[k]  # an attribute the replay (or the forward) created
     d.update(plain)
 
