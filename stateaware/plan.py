@@ -10,7 +10,9 @@ predicted totals; ``--json`` prints only ``{"feasible", "policy", "predicted_pea
 "min_peak_bytes", "card_digest"}``; ``--plot`` writes the frontier (predicted peak
 against predicted time) with the budget line, and the text then gives the number of
 points it plotted. ``--budget P%`` places the budget P percent of the way from the least
-achievable peak to the all-eager peak (``stateaware.planner.budget``). Exit status 0
+achievable peak to the all-eager peak (``stateaware.planner.budget``); above 100% it is
+accepted with one warning line (every policy fits). A unitless ``--budget`` below 1 MiB
+(``--budget 50``) is refused, suggesting ``50%`` (NOTE [ Unitless budgets ]). Exit status 0
 whether or not the plan is feasible (infeasible is an outcome, not an error); 2 for a bad
 argument or a malformed card (one line naming it); 130 after Ctrl-C.
 
@@ -48,10 +50,9 @@ from stateaware.planner import (
     format_bytes,
     load_card,
     min_peak_bytes,
-    parse_budget,
     plan,
 )
-from stateaware.planner.budget import budget_on_card, relative_position
+from stateaware.planner.budget import UnitlessBudget, budget_on_card, parse_budget_text, relative_position
 from stateaware.planner.profile_card import MAX_CARD_BYTES, MAX_SEGMENTS
 
 __all__ = ["main", "plot_frontier"]
@@ -86,18 +87,6 @@ def _pyplot():
     return plt
 
 
-def _budget(text: str) -> str:
-    # A relative budget (50%) needs the card; it is placed after the card is loaded.
-    if relative_position(text) is not None:
-        return text
-    try:
-        parse_budget(text)
-        return text
-    except ValueError as error:
-        # argparse prefixes "argument --budget:", so the message names the flag.
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def _plot_path(text: str) -> str:
     path = Path(text)
     if path.suffix.lstrip(".").lower() not in PLOT_FORMATS:
@@ -126,9 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--budget",
         required=True,
-        type=_budget,
-        help="logical memory budget: bytes (123456), a number with B, KiB, MiB, GiB or TiB (44GiB, 1.5GiB), "
-        "or P%% of the way from the least achievable peak to the all-eager peak (50%%)",
+        help="logical memory budget: a number with B, KiB, MiB, GiB or TiB (44GiB, 1.5GiB), bytes (47244640256; "
+        "a unitless number below 1 MiB is refused: did you mean 50%%?), or P%% of the way from the least achievable "
+        "peak to the all-eager peak (50%%; above 100%% every policy fits)",
     )
     parser.add_argument("--planner", default="joint", choices=list(PLANNERS), help="default: %(default)s")
     parser.add_argument(
@@ -247,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    try:  # before the card is read, so a misread budget costs nothing
+        parse_budget_text(args.budget, field="--budget")
+    except UnitlessBudget as error:
+        parser.error(str(error))  # it names the flag itself
+    except ValueError as error:
+        parser.error(f"argument --budget: {error}")
     try:
         card = load_card(args.card)
     except CardError as error:

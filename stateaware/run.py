@@ -269,18 +269,43 @@ def _clock(cohort: dict[str, Any], hardware: dict[str, Any]) -> None:
 
 
 def _budgets(data: dict[str, Any]) -> None:
+    """Every ``*budget*`` key a size. A key ending in ``budget`` takes budget text (its
+    unit written, or ``P%``), read by the planner's one reader,
+    :func:`~stateaware.planner.budget.parse_budget_text`: a unitless number there below
+    1 MiB is refused naming the key (NOTE [ Unitless budgets ]). ``…budget_bytes`` and
+    ``…budget_gib`` name their unit in the key and take a non-negative size."""
+    from stateaware.planner.budget import UnitlessBudget, parse_budget_text
     from stateaware.units import FORMS, parse_bytes
 
     for path, value in _budget_values(data):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            ok = value >= 0
+        if str(path).endswith("budget"):
+            try:
+                parse_budget_text(_as_text(value), field=path)
+                ok = True
+            except UnitlessBudget as exc:
+                raise ConfigError(f"invalid {exc}") from None
+            except ValueError:
+                ok = False
+            _check(ok, path, value, f"a non-negative size: {FORMS}, or P% between the card's anchors")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            _check(value >= 0, path, value, f"a non-negative size: {FORMS}")
         else:
             try:
                 parse_bytes(value)
                 ok = True
             except ValueError:
                 ok = False
-        _check(ok, path, value, f"a non-negative size: {FORMS}")
+            _check(ok, path, value, f"a non-negative size: {FORMS}")
+
+
+def _as_text(value: Any) -> str:
+    """A config value as the text a user wrote for it: Hydra reads ``budget=50`` as the int 50."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        if value.is_integer():
+            return str(int(value))
+        text = repr(value)
+        return format(value, "f") if "e" in text else text
+    return str(value)
 
 
 def _budget_values(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

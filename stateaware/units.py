@@ -15,8 +15,10 @@ __all__ = ["UNITS", "FORMS", "parse_bytes", "format_bytes"]
 #: unit is refused rather than guessed.
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
-#: The accepted forms, as error messages state them.
-FORMS = "bytes as an integer (123456) or a number with a unit B, KiB, MiB, GiB or TiB (512MiB, 44GiB, 1.5GiB)"
+#: The accepted forms, as error messages state them. The integer example is 44 GiB, at
+#: least 1 MiB: a unitless budget below that is refused (stateaware.planner.budget NOTE
+#: [ Unitless budgets ]), so an error message never suggests a form that would be.
+FORMS = "bytes as an integer (47244640256) or a number with a unit B, KiB, MiB, GiB or TiB (512MiB, 44GiB, 1.5GiB)"
 
 _SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\s*$")
 

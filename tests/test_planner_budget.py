@@ -28,7 +28,7 @@ def test_accepted_forms(text, expected):
 
 @pytest.mark.parametrize("text", ["-1", "-3GiB", "44GB", "44 gigs", "1e9", "", "GiB", "1.5.2MiB", -5, True])
 def test_rejected_forms_list_what_is_accepted(text):
-    with pytest.raises(ValueError, match=r"123456.*512MiB, 44GiB, 1\.5GiB"):
+    with pytest.raises(ValueError, match=r"47244640256.*512MiB, 44GiB, 1\.5GiB"):
         parse_budget(text)
 
 

@@ -445,7 +445,7 @@ def _run_throttled(
                 queue.appendleft(spec)
                 break
             if inline:
-                _advance(bar, summary, collect(job, spec))
+                _advance(bar, summary, collect(job, spec), running=0)
             else:
                 running[job] = spec
         if summary.disk_full and queue:  # nothing more can be recorded: start nothing else
@@ -454,7 +454,8 @@ def _run_throttled(
         _postfix(bar, summary, len(running))
         finished = [job for job in running if job.done()]
         for job in finished:
-            _advance(bar, summary, collect(job, running.pop(job)))
+            result = collect(job, running.pop(job))
+            _advance(bar, summary, result, running=len(running))
         if running and not finished:
             time.sleep(poll_s)
 
@@ -471,10 +472,15 @@ def _progress(total: int, cohort: str, *, enabled: bool) -> Any:
     )
 
 
-def _advance(bar: Any, summary: Summary, result: ProcessResult) -> None:
+def _advance(bar: Any, summary: Summary, result: ProcessResult, *, running: int | None = None) -> None:
+    """Count ``result`` and move the bar; with ``running`` (the processes still running after
+    it), the counts shown move first, so the line the bar draws, the last one included,
+    counts every finished process (not ``6/6 done=5 running=1``)."""
     summary.results.append(result)
     if result.disk_full and not summary.disk_full:
         summary.disk_full = result.disk_full
+    if running is not None:
+        _postfix(bar, summary, running)
     bar.update(1)
 
 

@@ -1,5 +1,5 @@
-"""Budgets as people write them: ``44GiB``, ``512MiB``, ``1.5GiB``, ``123456`` (bytes), or a
-relative position on a card, ``50%``.
+"""Budgets as people write them: ``44GiB``, ``512MiB``, ``1.5GiB``, ``47244640256`` (bytes), or
+a relative position on a card, ``50%``.
 
 The byte parsing itself is :func:`stateaware.units.parse_bytes`, shared with the configs.
 
@@ -12,11 +12,22 @@ NOTE [ Relative budgets ]
     fits). Both are the static model's, so a relative budget is as logical as a byte
     budget and needs no measurement; ``0%`` is feasible for ``joint``, ``100%`` admits
     all-eager.
+
+NOTE [ Unitless budgets ]
+    A budget typed as text (``--budget``, a config's ``…budget`` key) without a unit is
+    bytes, and ``50`` bytes is never what anyone meant: it is a percentage missing its
+    ``%``. So :func:`parse_budget_text`, the one reader of budget text, refuses a
+    unitless number below 1 MiB (``UNITLESS_FLOOR``) with one line that names the field
+    and suggests ``P%``; an explicit unit (``512KiB``, ``100B``) is always accepted, and
+    so is a Python ``int`` handed to :func:`parse_budget` or ``stateaware.auto`` (tiny
+    models have sub-MiB budgets). A relative budget above ``100%`` is accepted with one
+    warning line on stderr: it is above all-eager, so every policy fits.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from fractions import Fraction
 from typing import TYPE_CHECKING, cast
 
@@ -26,9 +37,59 @@ from stateaware.units import format_bytes, parse_bytes
 if TYPE_CHECKING:  # at run time the card's module is imported where it is used
     from .profile_card import ProfileCard
 
-__all__ = ["BUDGET_UNITS", "parse_budget", "format_bytes", "relative_position", "budget_on_card"]
+__all__ = [
+    "BUDGET_UNITS",
+    "UNITLESS_FLOOR",
+    "UnitlessBudget",
+    "parse_budget",
+    "parse_budget_text",
+    "format_bytes",
+    "relative_position",
+    "budget_on_card",
+]
 
 _PERCENT = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*%\s*$")
+_UNITLESS = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*$")
+
+#: Budget text without a unit below this many bytes is refused (NOTE [ Unitless budgets ]).
+UNITLESS_FLOOR = 2**20
+
+
+class UnitlessBudget(ValueError):
+    """A unitless budget text below ``UNITLESS_FLOOR`` bytes: its message names the field."""
+
+
+def _spelled(field: str, text: str) -> str:
+    # As the user typed it: ``--budget 50`` on a command line, ``cohort.params.budget=50`` in a config.
+    return f"{field} {text}" if field.startswith("-") else f"{field}={text}"
+
+
+def parse_budget_text(text: str, field: str = "budget") -> int | Fraction:
+    """The budget that ``text`` (from a command line or a config) denotes: bytes as an
+    ``int``, or ``P/100`` as a ``Fraction`` for ``P%`` (place it with :func:`budget_on_card`).
+
+    The one reader of budget text (NOTE [ Unitless budgets ]): :class:`UnitlessBudget`
+    naming ``field`` for a unitless number below 1 MiB, ``ValueError`` (from
+    :func:`stateaware.units.parse_bytes`) for a malformed one; a relative budget above 100%
+    prints one warning line to stderr. ``field`` is the flag (``--budget``) or the dotted
+    config key (``cohort.params.budget``).
+    """
+    position = relative_position(text)
+    if position is not None:
+        if position > 1:
+            print(
+                f"warning: {_spelled(field, text.strip())} is above all-eager (100%), so every policy fits",
+                file=sys.stderr,
+            )
+        return position
+    unitless = _UNITLESS.match(text) if isinstance(text, str) else None
+    if unitless is not None and Fraction(unitless["number"]) < UNITLESS_FLOOR:
+        number = unitless["number"]
+        raise UnitlessBudget(
+            f"{_spelled(field, number)}: a budget without a unit is bytes, and {number} bytes is below 1 MiB; "
+            f"did you mean {number}%? (units: B, KiB, MiB, GiB, ...; or P%)"
+        )
+    return parse_budget(text)
 
 
 def parse_budget(text: str | int) -> int:
