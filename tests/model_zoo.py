@@ -117,6 +117,12 @@ def _convnext_tiny() -> nn.Module:
     return torchvision.models.convnext_tiny(weights=None, num_classes=CLASSES)
 
 
+def _swin_t() -> nn.Module:
+    import torchvision
+
+    return torchvision.models.swin_t(weights=None, num_classes=CLASSES)
+
+
 def _swin() -> nn.Module:
     # swin_t's blocks (relative-position buffers that view a table) at a toy size.
     from torchvision.models.swin_transformer import SwinTransformer
@@ -220,6 +226,7 @@ def _cases() -> dict[str, Case]:
         ("resnet18", _resnet18, (f"{tv}.resnet", "BasicBlock")),
         ("efficientnet_b0", _efficientnet_b0, "repeated"),
         ("swin", _swin, (f"{tv}.swin_transformer", "SwinTransformerBlock")),
+        ("swin_t", _swin_t, (f"{tv}.swin_transformer", "SwinTransformerBlock")),
         ("timm_vit", _timm("vit_tiny_patch16_224", img_size=SIDE, patch_size=8, depth=2, embed_dim=32,
                            num_heads=2, drop_path_rate=0.1),
          ("timm.models.vision_transformer", "Block")),
@@ -291,7 +298,7 @@ def assert_identical(eager: dict[str, Any], ours: dict[str, Any]) -> None:
 def checkpoint_blocks(case: Case, *, declare: bool) -> nn.Module:
     """``case``'s model with our checkpoint around every block, the block itself declared
     as its state when ``declare`` (else nothing declared). A Hugging Face model goes
-    through ``stateaware.integrations.transformers.enable`` (its layers declared)."""
+    through ``stateaware.integrations.transformers.enable`` (``state=`` its layers, or ``[]``)."""
     from stateaware.auto.segment import select_segments
     from stateaware.torch_replay import checkpoint
 

@@ -129,21 +129,28 @@ class Correction:
         return persistent + max(model + self.throughout, retained + self.at_end)
 
 
-def _refit(persistent: int, steps: list[tuple[int, int, int]]) -> Correction:
+def _refit(persistent: int, steps: list[tuple[int, int, int]], first: int | None = None) -> Correction:
     """The correction that predicts ``steps`` ((step model, Σ r, measured) each) best.
 
     Each measurement is explained by one of the two terms of the prediction, so the
     candidates are the values that explain one measurement exactly; the pair with the
     least worst error wins (ties: the larger ``throughout``, which over-predicts rather
-    than under-predicts the policies not measured yet).
+    than under-predicts the policies not measured yet). With ``first`` (an index into
+    ``steps``), that step's error counts first: the closed loop's model of the plan it
+    returns explains that plan's own step before the others.
     """
     throughouts = {m - persistent - model for model, _, m in steps}
     at_ends = {m - persistent - retained for _, retained, m in steps}
 
-    def worst(c: Correction) -> tuple[int, int]:
-        return max(abs(c.predict(persistent, model, r) - m) for model, r, m in steps), -c.throughout
+    def error(c: Correction, step: tuple[int, int, int]) -> int:
+        model, retained, measured = step
+        return abs(c.predict(persistent, model, retained) - measured)
 
-    return min((Correction(t, e) for t in throughouts for e in at_ends), key=worst)
+    def rank(c: Correction) -> tuple[int, int, int]:
+        own = 0 if first is None else error(c, steps[first])
+        return own, max(error(c, step) for step in steps), -c.throughout
+
+    return min((Correction(t, e) for t in throughouts for e in at_ends), key=rank)
 
 
 def fit(
@@ -185,6 +192,7 @@ def fit(
     correction = _refit(persistent, steps) if steps else Correction()
     position = relative_position(budget)
     tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak
+    step_of: dict[tuple[str, ...], int] = {}  # policy -> its index in steps
     predicted: dict[tuple[str, ...], tuple[int, Correction]] = {}  # before measuring it
 
     def predict(p: tuple[str, ...]) -> int:
@@ -211,6 +219,7 @@ def fit(
             break  # the correction chose a plan already measured: nothing new to learn
         predicted[choice] = (predict(choice), correction)
         tried[choice] = measured = measure(choice)
+        step_of[choice] = len(steps)
         steps.append((model[choice], retained[choice], measured))
         unused = budget_bytes - measured
         close = abs(measured - predicted[choice][0]) <= TOLERANCE * measured
@@ -225,7 +234,8 @@ def fit(
             f"peak was {tried[least_measured]} bytes ({'/'.join(least_measured)}). Tip: raise the budget."
         )
     best = min(kept, key=lambda p: (times[p], tried[p]))
-    final = _refit(persistent, steps)  # the loop's model once closed: fitted to every measured step
+    # The loop's model once closed: fitted to every measured step, the returned plan's first.
+    final = _refit(persistent, steps, first=step_of[best])
     base = card_plan(card, max(budget_bytes - final.throughout, 0), planner)
     doc = {f.name: getattr(base, f.name) for f in fields(Plan)}
     doc.update(

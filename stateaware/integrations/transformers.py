@@ -20,7 +20,8 @@ What each checkpointed layer declares as its state:
   tensor attributes and Python numbers, preserved whole) — nothing to trace, so the
   whole module is declared; undeclared writes elsewhere still raise ``UndeclaredStateError``;
 * ``state=[...]`` (the layers' tensors or submodules): checked against discovery when
-  profiling, declared by every checkpointed layer otherwise.
+  profiling, declared by every checkpointed layer otherwise; ``state=[]`` declares
+  nothing (a layer that writes state then raises ``UndeclaredStateError``).
 
 Later calls of ``model.activation_checkpointing_enable()`` / ``gradient_checkpointing_enable()``
 (``Trainer`` makes one when ``activation_checkpointing``/``gradient_checkpointing`` is on)
@@ -78,9 +79,9 @@ class Enabled:
 class _LayerPlan:
     option: str
     # (name relative to the layer, entry) pairs discovered by stateaware.auto, or None:
-    # declare the items of `declared` (the layer itself when empty)
+    # declare the items of `declared` (None: the layer itself; () declares nothing)
     state: tuple[tuple[str, StateEntry], ...] | None
-    declared: tuple[Any, ...] = ()
+    declared: tuple[Any, ...] | None = None
 
 
 def _layer_of(function: Any) -> torch.nn.Module | None:
@@ -104,9 +105,9 @@ def _checkpoint_layer(function: Callable[..., Any], *args: Any, **kwargs: Any) -
     plan = None if layer is None else layer.__dict__.get(_ATTR)
     if plan is not None and plan.state is not None:
         return run_segment(layer, function, plan.option, plan.state, args, kwargs)  # type: ignore[arg-type]
-    declared: list[Any] = list(plan.declared) if plan is not None and plan.declared else []
-    if not declared and layer is not None:
-        declared = [layer]  # nothing was traced: the layer module itself is its state
+    given = None if plan is None else plan.declared
+    # Nothing traced and nothing listed: the layer module itself is its state.
+    declared: list[Any] = list(given) if given is not None else ([layer] if layer is not None else [])
     option = "whole" if plan is None else plan.option
     return checkpoint(transaction(function, state=declared, preserve=option), *args, **kwargs)
 
@@ -269,7 +270,7 @@ def enable(
     names = [n for n, _ in layers]
     plans: dict[str, _LayerPlan] = {}
     chosen = None
-    declared = tuple(_resolve(model, state, "")) if state != "auto" else ()
+    declared = tuple(_resolve(model, state, "")) if state != "auto" else None
     if budget is not None or example_inputs is not None:
         import stateaware.auto as auto
         from stateaware.auto.discover import trace
