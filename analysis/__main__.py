@@ -2,7 +2,7 @@
 
 Commands::
 
-    sql [--results DIR] [--run-id ID ...] [--format table|csv|json] [--max-rows N]
+    sql [--results DIR] [--run-id ID ...] [--cohort NAME ...] [--format table|csv|json] [--max-rows N]
         [--timeout SECONDS] [--memory-limit SIZE] [QUERY | --file F | -]
         run a read-only query over the views (runs, processes, attempts, records,
         timings, policies, profiles, epochs, peaks, artifacts, ...); QUERY "-" or no
@@ -20,8 +20,9 @@ Commands::
     check [--results DIR] [--run-id ID] [--max-cv X] ...
         the stability flags of timing runs: unstable methods (step-time CV, wall/CPU)
         and loaded processes; exit 0 when clean, 1 when any flag
-    compare RUN_A RUN_B [--results DIR] [--metric M]
-        per method, the ratio of run B to run A with a bootstrap interval (compare --help)
+    compare RUN_A RUN_B [--results DIR] [--metric M] [--equivalence D]
+        per method, the ratio of run B to run A with a bootstrap interval and a verdict
+        (faster, slower, same, inconclusive, unreliable), on the runs' declared clock (compare --help)
 
 ``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
 ``out``; it must be a directory holding at least one record table folder. A part file
@@ -72,24 +73,43 @@ def _query_text(args: argparse.Namespace) -> str:
     return args.query
 
 
+def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> None:
+    """An unknown ``--run-id`` or ``--cohort`` is an error naming what the results hold, as in
+    report and check, not empty views; found from the partition folders, no part opened."""
+    from stateaware.analysis.views import runs_present
+
+    if run_ids is None and cohorts is None:
+        return
+    present = runs_present(results)
+    unknown = sorted(set(run_ids or ()) - set(present))
+    if unknown:
+        raise ValueError(f"--run-id {unknown} not in the results; runs there: {', '.join(sorted(present)) or '(none)'}")
+    known_cohorts = {c for cs in present.values() for c in cs}
+    unknown = sorted(set(cohorts or ()) - known_cohorts)
+    if unknown:
+        raise ValueError(
+            f"--cohort {unknown} not in the results; cohorts there: {', '.join(sorted(known_cohorts)) or '(none)'}"
+        )
+
+
 def _sql(args: argparse.Namespace) -> int:
     import duckdb
-    from stateaware.analysis.report import select_runs
     from stateaware.analysis.sql import LimitError, Limits, ReadOnlyError, run
-    from stateaware.analysis.views import connect, snapshot
+    from stateaware.analysis.views import snapshot
 
     results = results_dir(args.results)
     text = _query_text(args)
     try:
-        parts = snapshot(results)  # one check of every part, for the run ids and the views
-        if args.run_id:  # an unknown run is an error, as in report and check, not empty views
-            select_runs(connect(results, parts=parts), args.run_id)
+        _check_chosen_runs(results, args.run_id, args.cohort)
+        # Only the chosen runs' partitions are checked and read (views NOTE [ Pruning by run ]).
+        parts = snapshot(results, args.run_id, cohorts=args.cohort)
         run(
             results,
             text,
             sys.stdout,
             fmt=args.format,
             run_ids=args.run_id,
+            cohorts=args.cohort,
             max_rows=args.max_rows,
             limits=Limits(timeout_s=args.timeout, memory_limit=args.memory_limit),
             warn=lambda line: print(line, file=sys.stderr),
@@ -208,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="ID",
         help="restrict every view to this run (repeatable; default: every run); a run not in the results exits 2",
+    )
+    sql.add_argument(
+        "--cohort",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="restrict every view to this cohort's runs (repeatable; default: every cohort); unknown exits 2",
     )
     sql.add_argument(
         "--format",

@@ -298,9 +298,11 @@ def _views(
     limits: Limits | None,
     warn: Callable[[str], None] | None,
     parts: Snapshot | None,
+    cohorts: Sequence[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """The locked connection over ``results``, with ``limits``' settings, after warning of damaged parts."""
-    con = connect(results, run_ids, read_only=True, parts=parts, config=limits.settings() if limits else None)
+    settings = limits.settings() if limits else None
+    con = connect(results, run_ids, cohorts=cohorts, read_only=True, parts=parts, config=settings)
     if warn is not None:
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")
@@ -338,6 +340,7 @@ def run(
     limits: Limits | None = None,
     warn: Callable[[str], None] | None = None,
     parts: Snapshot | None = None,
+    cohorts: Sequence[str] | None = None,
 ) -> None:
     """Run every statement of ``sql`` over ``results``, writing each result to ``out`` as ``fmt``.
 
@@ -346,14 +349,15 @@ def run(
     and a line saying how many it left out. Raises as :func:`read_statements` before
     anything runs (or is read), :class:`LimitError` when ``limits`` stop a statement (what
     was written by then stays written), and ``duckdb.Error`` for what DuckDB refuses.
-    ``run_ids``, ``warn``: as for :func:`query`; ``parts``: a snapshot of ``results`` to
-    build the views from (see :func:`stateaware.analysis.views.snapshot`).
+    ``run_ids``, ``warn``: as for :func:`query`; ``cohorts`` restricts every view to those
+    cohorts' runs; ``parts``: a snapshot of ``results`` to build the views from (see
+    :func:`stateaware.analysis.views.snapshot`; by default one of the chosen runs only).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; valid formats are: {', '.join(FORMATS)}")
     limits = limits if limits is not None else Limits()
     statements = read_statements(sql)
-    con = _views(results, run_ids, limits, warn, parts)
+    con = _views(results, run_ids, limits, warn, parts, cohorts)
     # Closed here, not at exit: a result left streaming (a reader that closed the pipe) would
     # otherwise be torn down during interpreter shutdown, which aborts the process.
     with closing(con), _within(con, limits) as expired:

@@ -36,6 +36,16 @@ verification failure: it belongs to no table). Hidden entries (``.quarantine``,
 ``.snapshots``) and folders without Parquet files (a report's figures) are passed over
 silently.
 
+NOTE [ Pruning by run ]
+A query on chosen runs (``--run-id``, ``--cohort``; :func:`snapshot`/:func:`connect` with
+``run_ids``/``cohorts``) walks only their partitions, ``table/cohort=C/run_id=R/``
+(``cohort=*`` when only run ids are given), so it checks and reads the same files however
+many other runs the store holds. Part files lying directly in a table folder or a cohort
+folder are listed all the same (they belong to no run's partition: damaged, and named);
+a part in any other sub-folder of a table is seen only by a scan of every run. The views
+still filter ``run_id``/``cohort``, so a pruned and an unpruned connection show the chosen
+runs' rows alike.
+
 NOTE [ Read-only by construction ]
 :func:`connect` reads the parts through Arrow datasets handed to DuckDB, so DuckDB itself
 needs no file access; with ``read_only=True`` (the default) it gets none: external access
@@ -50,7 +60,7 @@ under the directory it names (a ``COPY … TO`` a part file would pass).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +116,37 @@ _LOCKDOWN = (
 
 
 @dataclass(frozen=True)
+class RunFilter:
+    """Which runs a scan reads: ``run_ids`` and ``cohorts`` (None: any). NOTE [ Pruning by run ]."""
+
+    run_ids: tuple[str, ...] | None = None
+    cohorts: tuple[str, ...] | None = None
+
+    def admits_run(self, run_id: str) -> bool:
+        return self.run_ids is None or run_id in self.run_ids
+
+    def admits_cohort(self, cohort: str) -> bool:
+        return self.cohorts is None or cohort in self.cohorts
+
+    def admits(self, part: DamagedPart) -> bool:
+        """Whether a damaged part belongs to the chosen runs (or to no run at all)."""
+        run = part.run_id
+        cohort = next((p[len("cohort=") :] for p in part.path.parts if p.startswith("cohort=")), None)
+        return (run is None or self.admits_run(run)) and (cohort is None or self.admits_cohort(cohort))
+
+    @classmethod
+    def of(cls, run_ids: Sequence[str] | None, cohorts: Sequence[str] | None = None) -> RunFilter | None:
+        """The filter for these choices, or None when nothing is chosen (read every run)."""
+        if run_ids is None and cohorts is None:
+            return None
+        return cls(None if run_ids is None else tuple(run_ids), None if cohorts is None else tuple(cohorts))
+
+
+#: A scan's choice of runs: None reads every run.
+Runs = RunFilter | None
+
+
+@dataclass(frozen=True)
 class DamagedPart:
     """A ``*.parquet`` file under a results folder that no view includes, and why.
 
@@ -131,7 +172,12 @@ class DamagedPart:
 
 
 def scan_parts(
-    results: Path | str, folder: str, schema: pa.Schema | None = None, *, checks: PartChecks | None = None
+    results: Path | str,
+    folder: str,
+    schema: pa.Schema | None = None,
+    *,
+    checks: PartChecks | None = None,
+    runs: Runs = None,
 ) -> tuple[list[Path], list[DamagedPart]]:
     """The part files of ``results/folder`` that pass the part check, and those that do not.
 
@@ -141,17 +187,18 @@ def scan_parts(
     ``results`` (a symbolic link out) is damaged too: nothing outside is ever read. Links to
     folders are not followed, and a folder that cannot be listed is named, not skipped.
     ``checks``: the cache to check through (one per scan of many folders; by default one
-    for this call, saved at its end).
+    for this call, saved at its end). ``runs``: only the partitions of these runs are
+    walked (NOTE [ Pruning by run ]); None walks the whole table.
     """
     if schema is None and folder not in _KNOWN:
         raise KeyError(f"no table {folder!r}; tables: {', '.join(_KNOWN)}")
     schema = schema if schema is not None else _KNOWN[folder]
     if checks is None:
         with PartChecks(results) as own:
-            return scan_parts(results, folder, schema, checks=own)
+            return scan_parts(results, folder, schema, checks=own, runs=runs)
     results = Path(results)
     root = results.resolve()
-    files, damaged = _part_files(results, folder)
+    files, damaged = _part_files(results, folder, runs)
     good: list[Path] = []
     for path in files:
         if not path.resolve().is_relative_to(root):
@@ -165,8 +212,10 @@ def scan_parts(
     return good, sorted(damaged, key=lambda d: d.path)
 
 
-def _part_files(results: Path, folder: str) -> tuple[list[Path], list[DamagedPart]]:
-    """The ``*.parquet`` files under ``results/folder`` (sorted), and what kept any from being listed."""
+def _part_files(results: Path, folder: str, runs: Runs = None) -> tuple[list[Path], list[DamagedPart]]:
+    """The ``*.parquet`` files under ``results/folder`` (sorted), and what kept any from being listed.
+
+    With ``runs``, only their partition folders are walked (NOTE [ Pruning by run ])."""
     base = results / folder
     if base.is_symlink() and not base.exists():
         return [], [DamagedPart(folder, base, "a link that leads nowhere (a loop or a missing target): no parts read")]
@@ -181,13 +230,56 @@ def _part_files(results: Path, folder: str) -> tuple[list[Path], list[DamagedPar
         problem = f"unreadable folder ({exc.strerror or exc}): its parts cannot be checked"
         damaged.append(DamagedPart(folder, Path(exc.filename or base), problem))
 
-    for top, dirs, names in os.walk(base, onerror=unreadable):  # links to folders are not followed
-        for name in sorted(dirs):
-            if os.path.islink(os.path.join(top, name)):
-                link = Path(top, name)
-                damaged.append(DamagedPart(folder, link, "a link to a folder: not followed, its parts not read"))
-        files += [Path(top, n) for n in names if n.endswith(".parquet")]
+    for root in [base] if runs is None else _run_partitions(base, runs, files, unreadable):
+        for top, dirs, names in os.walk(root, onerror=unreadable):  # links to folders are not followed
+            for name in sorted(dirs):
+                if os.path.islink(os.path.join(top, name)):
+                    link = Path(top, name)
+                    damaged.append(DamagedPart(folder, link, "a link to a folder: not followed, its parts not read"))
+            files += [Path(top, n) for n in names if n.endswith(".parquet")]
     return sorted(files), damaged
+
+
+def _run_partitions(
+    base: Path, runs: RunFilter, files: list[Path], unreadable: Callable[[OSError], None]
+) -> list[Path]:
+    """The ``cohort=C/run_id=R`` folders of ``base`` that ``runs`` chooses; the part files
+    lying directly in ``base`` or in a cohort folder (outside every run) go to ``files``,
+    so a pruned scan still names them (they are damaged: no run's partition holds them)."""
+    chosen = []
+    for level, is_cohort in ((base, False), *((c, True) for c in _subfolders(base, "cohort=", unreadable))):
+        try:
+            files += [level / n for n in sorted(os.listdir(level)) if n.endswith(".parquet")]
+        except OSError as exc:
+            unreadable(exc)
+            continue
+        if not is_cohort or not runs.admits_cohort(level.name[len("cohort=") :]):
+            continue
+        chosen += [r for r in _subfolders(level, "run_id=", unreadable) if runs.admits_run(r.name[len("run_id=") :])]
+    return chosen
+
+
+def runs_present(results: Path | str) -> dict[str, set[str]]:
+    """``run id -> cohorts`` of every run with a partition folder in any table of ``results``:
+    a directory listing, no part opened (what a pruned query checks its choice against)."""
+    found: dict[str, set[str]] = {}
+    for folder in _KNOWN:
+        for cohort in _subfolders(Path(results) / folder, "cohort=", lambda exc: None):
+            for run in _subfolders(cohort, "run_id=", lambda exc: None):
+                found.setdefault(run.name[len("run_id=") :], set()).add(cohort.name[len("cohort=") :])
+    return found
+
+
+def _subfolders(folder: Path, prefix: str, unreadable: Callable[[OSError], None]) -> list[Path]:
+    """The folders of ``folder`` named ``prefix…`` (links not followed), sorted."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(
+                Path(e.path) for e in entries if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)
+            )
+    except OSError as exc:
+        unreadable(exc)
+        return []
 
 
 def _first_schema(path: Path) -> pa.Schema | None:
@@ -275,11 +367,13 @@ def _view_name(folder: str) -> str:
     return _quoted("attempts" if folder == "processes" else folder)
 
 
-def _scope(run_ids: Sequence[str] | None) -> str:
-    if run_ids is None:
-        return ""
-    quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids) or "NULL"
-    return f" WHERE run_id IN ({quoted})"
+def _scope(run_ids: Sequence[str] | None, cohorts: Sequence[str] | None = None) -> str:
+    def listed(values: Sequence[str]) -> str:
+        return ", ".join("'" + v.replace("'", "''") + "'" for v in values) or "NULL"
+
+    conditions = [f"{column} IN ({listed(values)})" for column, values in (("run_id", run_ids), ("cohort", cohorts))
+                  if values is not None]  # fmt: skip
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
 _LATEST_ATTEMPT = (
@@ -306,23 +400,30 @@ class Snapshot:
     folders: tuple[tuple[str, pa.Schema, dict[tuple[tuple[str, str], ...], list[Path]], list[DamagedPart]], ...]
     #: Entries of the results directory that are not tables (NOTE [ Only the known tables are read ]).
     ignored: tuple[DamagedPart, ...] = ()
+    #: The runs the scan read (None: all of them; NOTE [ Pruning by run ]).
+    runs: Runs = None
 
 
-def snapshot(results: Path | str) -> Snapshot:
+def snapshot(
+    results: Path | str, run_ids: Sequence[str] | None = None, *, cohorts: Sequence[str] | None = None
+) -> Snapshot:
     """Check every part file under ``results`` once, for several :func:`connect` calls.
 
     A report opens one connection per section (each holding only that section's runs);
     scanning once and connecting from the scan checks every part once instead of once per
     connection (and every page once per version of a file, through the part-check cache).
-    Parts written after the scan are not in it: scan again to see them.
+    Parts written after the scan are not in it: scan again to see them. ``run_ids`` and
+    ``cohorts`` prune the scan to those runs' partitions (NOTE [ Pruning by run ]): a
+    connection from the snapshot then holds only their rows.
     """
     results = Path(results)
+    runs = RunFilter.of(run_ids, cohorts)
     folders = []
     with PartChecks(results) as checks:
         for folder, schema in _KNOWN.items():
-            good, bad = scan_parts(results, folder, schema, checks=checks)
+            good, bad = scan_parts(results, folder, schema, checks=checks, runs=runs)
             folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
-    return Snapshot(tuple(folders), tuple(_ignored(results)))
+    return Snapshot(tuple(folders), tuple(_ignored(results)), runs)
 
 
 _DUCKDB_TYPES = {
@@ -384,7 +485,7 @@ def damaged_parts(
 
     ``parts``: as for :func:`connect`.
     """
-    parts = parts if parts is not None else snapshot(results)
+    parts = parts if parts is not None else snapshot(results, run_ids)
     found = [d for _folder, _schema, _groups, damaged in parts.folders for d in damaged]
     found += parts.ignored
     return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
@@ -394,6 +495,7 @@ def connect(
     results: Path | str,
     run_ids: Sequence[str] | None = None,
     *,
+    cohorts: Sequence[str] | None = None,
     read_only: bool = True,
     parts: Snapshot | None = None,
     config: Mapping[str, str] | None = None,
@@ -409,14 +511,16 @@ def connect(
     to ``COPY`` a result out. The views are a snapshot
     of the parts present now, or of those in ``parts`` (a :func:`snapshot` of ``results``).
     ``config``: DuckDB settings the database starts with (``memory_limit``, ...), fixed
-    before the configuration is locked.
+    before the configuration is locked. ``run_ids`` and ``cohorts`` restrict every view to
+    those runs; without ``parts`` only their partitions are scanned (NOTE [ Pruning by run ]).
     """
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-    parts = parts if parts is not None else snapshot(results)
+    parts = parts if parts is not None else snapshot(results, run_ids, cohorts=cohorts)
     con = duckdb.connect(":memory:", config=dict(config or {}))
-    scope = _scope(run_ids)
+    scope = _scope(run_ids, cohorts)
+    chosen = RunFilter.of(run_ids, cohorts)
     damaged: list[DamagedPart] = []
     for folder, schema, groups, bad in parts.folders:
         damaged += bad
@@ -453,7 +557,7 @@ def connect(
     rows = [
         (d.folder, d.path.as_posix(), d.run_id, d.problem, d.ignored)
         for d in [*damaged, *parts.ignored]
-        if run_ids is None or d.run_id is None or d.run_id in run_ids
+        if chosen is None or chosen.admits(d)
     ]
     if rows:
         con.executemany("INSERT INTO damaged_parts VALUES (?, ?, ?, ?, ?)", rows)

@@ -101,12 +101,13 @@ def test_compare_prints_the_verdict_the_full_install_prints(venv: Path, results:
     args = ("compare", "first", "second", "--results", str(results), "--draws", "500")
     alone = _checked(_analysis(venv / "bin" / "python", *args, cwd=results)).stdout
     full = _checked(_analysis(sys.executable, *args, cwd=results)).stdout
-    header, columns, row = alone.splitlines()
+    header, clock, columns, row = alone.splitlines()[:4]  # "unreliable:" lines may follow the row
     assert header == "B = second against A = first; intervals at 95.00% each (Bonferroni over 1 rows)"
-    assert columns.split() == ["cell", "method", "A", "step_ms", "B", "step_ms", "B/A", "interval", "processes"]
+    assert clock.startswith("clock: cpu (cpu_ms), the cohort's declared clock")  # the demo's CPU profile
+    assert columns.split() == ["cell", "method", "A", "cpu_ms", "B", "cpu_ms", "B/A", "interval", "processes"]
     cells = row.split()
     assert cells[:2] == ["—", "matmul"] and cells[-3:-1] == ["3", "paired"]
-    assert cells[-1] in ("faster", "slower", "same", "unreliable")  # the verdict, by the interval
+    assert cells[-1] in ("faster", "slower", "same", "inconclusive", "unreliable")  # the verdict, by the interval
     assert alone == full  # the bootstrap is seeded: the same data give the same line, digit for digit
 
 
