@@ -1,10 +1,15 @@
 """``python -m stateaware.analysis report``: the Markdown report and figures of a results directory.
 
-For whatever cohorts the directory holds, the report takes the latest run of each cohort
-(or the runs named with ``--run-id``), verifies it (every process completed, one source
+For whatever cohorts the directory holds, the report takes the latest *complete* run of each
+cohort — every declared process's latest attempt completed; the latest run when none is —
+(or the runs named with ``--run-id``), says which it took and lists the runs it left out with
+the ``--run-id`` that renders each, verifies it (every process completed, one source
 hash, one card/plan digest, the expected rows, no duplicated parts — or, with
 ``--partial``, says "partial" with the counts), computes the cohort's prespecified
-comparisons and writes them as the ``comparisons`` table, then renders the sections.
+comparisons and writes them as the ``comparisons`` table, then renders the sections and the
+stability of the timings (a summary per run; every flag in ``stability.csv`` beside
+``report.md``). A section's figures may come with captions (``(path, caption)`` pairs), which
+become the images' text.
 
 NOTE [ Sections come from the recorded kind ]
 Each run's ``runs`` row records its cohort ``kind`` and the ``report_sections`` the kind
@@ -34,8 +39,10 @@ __all__ = [
     "PAPER_ORDER",
     "SECTIONS_OF_OLD_KINDS",
     "SelectedRun",
+    "OtherRun",
     "UnstableError",
     "select_runs",
+    "other_runs",
     "sections_of",
     "build_report",
     "main",
@@ -75,16 +82,60 @@ class SelectedRun:
     config_yaml: str
     kind: str
     sections: tuple[str, ...]  # the kind's REPORT; empty: the generic section
+    completed: int | None = None  # processes whose latest attempt completed (None: not counted)
+
+    @property
+    def complete(self) -> bool:
+        """Every declared process's latest attempt completed."""
+        return self.completed is not None and self.completed >= self.processes
+
+
+@dataclass(frozen=True)
+class OtherRun:
+    """A run in the results that the report did not render, and how to render it."""
+
+    cohort: str
+    run_id: str
+    started_at: Any
+    processes: int
+    completed: int
+
+    @property
+    def state(self) -> str:
+        """``complete (n of n processes)`` or ``incomplete (k of n processes completed)``."""
+        if self.completed >= self.processes:
+            return f"complete ({self.completed} of {self.processes} processes)"
+        return f"incomplete ({self.completed} of {self.processes} processes completed)"
+
+
+#: Per run: its cohort, id, start, declared processes and how many of them completed (their
+#: latest attempt, whatever the processes view keeps), in start order within each cohort.
+_RUNS_SQL = """
+WITH latest AS (
+    SELECT run_id, process_index, status FROM processes
+    QUALIFY row_number() OVER (
+        PARTITION BY run_id, process_index ORDER BY attempt DESC NULLS LAST, finished_at DESC NULLS LAST
+    ) = 1),
+     done AS (SELECT run_id, count(DISTINCT process_index) AS completed FROM latest
+              WHERE status = 'completed' GROUP BY run_id)
+SELECT r.cohort, r.run_id, r.processes, r.config_yaml, r.kind, r.report_sections, r.started_at,
+       coalesce(d.completed, 0) AS completed
+FROM runs r LEFT JOIN done d USING (run_id)
+ORDER BY r.cohort, r.started_at NULLS FIRST, r.run_id
+"""
 
 
 def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]:
-    """The named runs (in start order), else the latest run per cohort, with their kinds and sections."""
+    """The named runs (in start order), else per cohort the latest complete run (the latest run
+    when none is complete), with their kinds and sections.
+
+    An incomplete run is passed over by default because the report of it would stop at
+    verification (or, with ``--partial``, cover fewer processes) while a complete run of the
+    same cohort is there; naming it with ``--run-id`` still renders it.
+    """
     from stateaware.analysis.run_config import cohort_config
 
-    rows = con.execute(
-        "SELECT cohort, run_id, processes, config_yaml, kind, report_sections, started_at FROM runs "
-        "ORDER BY cohort, started_at"
-    ).fetchall()
+    rows = con.execute(_RUNS_SQL).fetchall()
     if run_ids:
         unknown = sorted(set(run_ids) - {r[1] for r in rows})
         if unknown:
@@ -92,16 +143,59 @@ def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]
         rows = [r for r in rows if r[1] in run_ids]
     else:
         latest: dict[str, tuple] = {}
-        for row in rows:
-            latest[row[0]] = row  # rows are ordered by start time within a cohort
+        for row in rows:  # ordered by start time within a cohort: the last complete one wins
+            if row[0] not in latest or row[7] >= row[2] or latest[row[0]][7] < latest[row[0]][2]:
+                latest[row[0]] = row
         rows = list(latest.values())
     selected = []
-    for cohort, run_id, processes, config_yaml, kind, sections, _ in rows:
+    for cohort, run_id, processes, config_yaml, kind, sections, _, completed in rows:
         if kind is None:  # recorded before version 5: the kind is in the config
             kind = str(cohort_config(config_yaml).get("kind") or "")
             sections = SECTIONS_OF_OLD_KINDS.get(kind, ())
-        selected.append(SelectedRun(cohort, run_id, processes, config_yaml, kind, tuple(sections or ())))
+        selected.append(
+            SelectedRun(cohort, run_id, processes, config_yaml, kind, tuple(sections or ()), int(completed))
+        )
     return selected
+
+
+def other_runs(con: Any, selected: Sequence[SelectedRun]) -> list[OtherRun]:
+    """Every run in the results that is not in ``selected``, by cohort and start time."""
+    chosen = {run.run_id for run in selected}
+    return [
+        OtherRun(cohort, run_id, started, int(processes), int(completed))
+        for cohort, run_id, processes, _, _, _, started, completed in con.execute(_RUNS_SQL).fetchall()
+        if run_id not in chosen
+    ]
+
+
+def _run_choice(selected: Sequence[SelectedRun], others: Sequence[OtherRun], named: bool) -> list[str]:
+    """The report's lines saying which runs it rendered and how to render the others."""
+    if named:
+        lines = ["Rendered the runs named with `--run-id`."]
+    else:
+        lines = [
+            "Rendered the latest complete run of each cohort (every process's latest attempt completed; the "
+            "latest run where none is complete); pass `--run-id ID` (repeatable) to render others."
+        ]
+        lines += [
+            f"- {run.cohort}: no complete run; rendered the latest, `{run.run_id}`"
+            for run in selected
+            if not run.complete
+        ]
+    if others:
+        lines += [
+            "",
+            "Other runs in these results (not rendered):",
+            "",
+            "| cohort | run | started | processes | state | render it with |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {o.cohort} | `{o.run_id}` | {o.started_at if o.started_at is not None else '—'} | {o.processes} | "
+            f"{o.state} | `--run-id {o.run_id}` |"
+            for o in others
+        ]
+    return lines
 
 
 def sections_of(selected: Sequence[SelectedRun]) -> list[tuple[str, str | None, list[list[SelectedRun]]]]:
@@ -199,6 +293,7 @@ def build_report(
             f"no runs under {results}; launch a cohort first: python -m stateaware cohort=NAME out={results}"
         )
     chosen = [run.run_id for run in selected]
+    others = other_runs(connect(results, parts=parts), selected)
 
     con = connect(results, run_ids=chosen, parts=parts)
     if strict:
@@ -246,6 +341,7 @@ def build_report(
                 continue
             write_comparisons(results, computed, run=run)
 
+    lines += ["", *_run_choice(selected, others, named=bool(run_ids))]
     if notes:
         lines += ["", *notes]
     parts = snapshot(results)  # now with the comparisons just written
@@ -268,12 +364,18 @@ def build_report(
                 body = body.split("\n", 1)[1].strip() if "\n" in body else ""
             lines += ["", f"## {title}", "", body]
             if callable(getattr(module, "figures", None)):
-                for path in module.figures(section_con, where):
-                    lines += ["", f"![{path.stem}]({path.relative_to(out).as_posix()})"]
+                # A figure is a path, or (path, caption): the caption (e.g. the figure's title,
+                # naming the clock of its times) becomes the image's text in the Markdown.
+                for item in module.figures(section_con, where):
+                    path, caption = (item, None) if isinstance(item, Path) else (Path(item[0]), str(item[1]))
+                    link = path.relative_to(out).as_posix()
+                    lines += ["", f"![{caption or path.stem}]({link})"]
+                    if caption:
+                        lines += ["", f"*{caption}*"]
     con = connect(results, run_ids=chosen, parts=parts)
     from stateaware.analysis import stability
 
-    section = stability.render(con)
+    section = stability.render(con, out)
     if section:
         lines += ["", "## Stability of the timings (clocks, load, step variation)", "", section]
     if verification.partial:
@@ -306,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         "--run-id",
         action="append",
         default=None,
-        help="report this run (repeatable; two runs of one cohort: one section each); default: latest per cohort",
+        help="report this run (repeatable; two runs of one cohort: one section each); default: the latest "
+        "complete run per cohort (the report lists the others)",
     )
     parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
     parser.add_argument("--draws", type=positive_int, default=None, help="bootstrap draws (default 20,000)")

@@ -44,6 +44,10 @@ __all__ = [
     "flags",
     "describe",
     "run_summary",
+    "KINDS",
+    "FLAGS_FILE",
+    "FLAG_COLUMNS",
+    "write_flags",
     "render",
     "main",
 ]
@@ -66,6 +70,9 @@ MAX_WALL_OVER_CPU = 1.15
 #: machine's daemons and the launcher's own polling take a few percent; one busy process
 #: beside a one-CPU pin takes ~50 %. 10 % is well above the first and far below the second.
 MAX_OTHER_SHARE = 0.10
+
+#: The kinds of :class:`Flag`, in the order tables list them.
+KINDS = ("unstable", "waited", "loaded")
 
 
 @dataclass(frozen=True)
@@ -217,7 +224,7 @@ def describe(found: Sequence[Flag], *, limit: int = 20) -> str:
     """A short text block: ``stability: ok`` or the counts and the first ``limit`` flags."""
     if not found:
         return "stability: ok (no unstable method, no loaded process)"
-    kinds = {k: sum(f.kind == k for f in found) for k in ("unstable", "waited", "loaded")}
+    kinds = {k: sum(f.kind == k for f in found) for k in KINDS}
     lines = [
         f"stability: {len(found)} flag(s) — "
         + ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
@@ -239,18 +246,50 @@ def run_summary(results: Path | str, run_id: str) -> str | None:
     return describe(flags(con))
 
 
-def render(con: Any) -> str:
-    """The report's stability section: per run the worst CV, wall/CPU and other-process share,
-    then every flag."""
+#: The file beside ``report.md`` that lists every flag (the report's section only counts them).
+FLAGS_FILE = "stability.csv"
+
+#: Its columns, one row per :class:`Flag`.
+FLAG_COLUMNS = ("cohort", "run_id", "process_index", "method", "kind", "clock", "value", "threshold")
+
+
+def write_flags(found: Sequence[Flag], path: Path | str) -> Path:
+    """Write every flag to ``path`` as CSV (:data:`FLAG_COLUMNS`), atomically; return the path."""
+    import csv
+    import io
+
+    from stateaware.records.writer import write_bytes_atomic
+
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(FLAG_COLUMNS)
+    for f in found:
+        writer.writerow(
+            [f.cohort, f.run_id, f.process_index, f.method or "", f.kind, f.clock or "", f"{f.value:.6g}", f.threshold]
+        )
+    return write_bytes_atomic(text.getvalue().encode(), Path(path))
+
+
+def render(con: Any, out: Path | str | None = None) -> str:
+    """The report's stability section: per run the flag counts by kind and the worst CV,
+    wall/CPU and other-process share beside their thresholds.
+
+    The flags themselves can run to hundreds of lines on a loaded machine, so the section
+    does not list them: with ``out`` (the report's folder) every flag goes to
+    ``out/stability.csv``, linked from the section (written, header only, when there are
+    none, so a stale list never survives a re-run); without it the section names
+    ``python -m stateaware.analysis check``, which prints them.
+    """
     stats = method_stability(con)
     if not stats:
         return ""
     load = process_load(con)
     settings = _run_settings(con, None)
+    found = flags(con)
     lines = [
-        "| cohort | run | clock | processes | max step CV | max wall/CPU | max other-process CPU share | "
-        "load before → after (max) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| cohort | run | clock | processes | flags: unstable | waited | loaded | max step CV | max wall/CPU | "
+        "max other-process CPU share | load before → after (max) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run_id in dict.fromkeys(r["run_id"] for r in stats):
         mine = [r for r in stats if r["run_id"] == run_id]
@@ -261,14 +300,26 @@ def render(con: Any) -> str:
         shares = [r["other_cpu_share"] for r in procs if r["other_cpu_share"] is not None]
         before = [r["load_before"] for r in procs if r["load_before"] is not None]
         after = [r["load_after"] for r in procs if r["load_after"] is not None]
+        counts = " | ".join(str(sum(f.run_id == run_id and f.kind == k for f in found)) for k in KINDS)
         lines.append(
-            f"| {mine[0]['cohort']} | `{run_id}` | {clock} | {len({r['process_index'] for r in mine})} | "
+            f"| {mine[0]['cohort']} | `{run_id}` | {clock} | {len({r['process_index'] for r in mine})} | {counts} | "
             f"{_max(cvs)} (≤ {limits.max_cv:g}) | {_max(ratios)} (≤ {limits.max_wall_over_cpu:g}) | "
             f"{_max(shares)} (≤ {limits.max_other_share:g}) | {_max(before)} → {_max(after)} |"
         )
-    found = flags(con)
-    lines += ["", describe(found, limit=50).replace("\n  ", "\n- ").replace("stability: ", "**Stability:** ", 1), ""]
-    return "\n".join(lines)
+    lines.append("")
+    if out is not None:
+        write_flags(found, Path(out) / FLAGS_FILE)
+        where = f"every flag, one per line: [{FLAGS_FILE}]({FLAGS_FILE})"
+    else:
+        where = "every flag: `python -m stateaware.analysis check`"
+    if found:
+        lines.append(
+            f"**Stability:** {len(found)} flag(s) — these timings were taken on a disturbed machine or vary "
+            f"more than a quiet one allows; {where}."
+        )
+    else:
+        lines.append("**Stability:** ok (no unstable method, no loaded process).")
+    return "\n".join(lines) + "\n"
 
 
 def _max(values: Sequence[float | None]) -> str:

@@ -5,7 +5,11 @@ Every "ours" number comes from ``analysis/sql/timing_methods.sql`` or
 the paper's published H100 figures and are labelled as such. Peaks are measured bytes
 (``peak_source`` says which instrument); predictions are the static model's, printed
 beside them, never in their place. Sizes print in MiB below 4 GiB (the CPU profile) and in
-GiB above. This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
+GiB above. Every time is on the cohort's declared clock and names it, the other clock beside
+it (:func:`~stateaware.analysis.timing_rows.cohort_clocks`); predicted times are the card's
+wall time, labelled so and printed next to the measured wall time. The comparisons table
+quotes the paper's ratio (:data:`PAPER_RATIOS`) beside ours where the paper reports one.
+This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
 
     python -m stateaware.analysis.timing --results DIR [--cohort confirm44]
 """
@@ -15,10 +19,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stateaware.analysis.timing_rows import method_rows, region_rows  # re-exported: the tables' rows
+from stateaware.analysis.timing_rows import (  # re-exported: the tables' rows
+    cohort_clocks,
+    mean_ms,
+    method_rows,
+    other_clock,
+    region_rows,
+)
 
 __all__ = [
     "TITLE",
@@ -27,6 +38,9 @@ __all__ = [
     "PAPER_T7",
     "PAPER_T8",
     "PAPER_T10",
+    "PAPER_RATIOS",
+    "PaperRatio",
+    "paper_ratio",
     "method_rows",
     "region_rows",
     "render",
@@ -139,6 +153,71 @@ PAPER_T10 = {
 }
 
 
+@dataclass(frozen=True)
+class PaperRatio:
+    """One ratio the paper prints: its estimate and, where the paper gives one, its interval."""
+
+    estimate: float
+    lower: float | None = None
+    upper: float | None = None
+    places: int = 3  # decimal places as the paper prints them (0.950, not 0.95)
+
+    def text(self) -> str:
+        """``0.3954 [0.3905, 0.4020]``, or the estimate alone where the paper prints no interval."""
+        if self.lower is None or self.upper is None:
+            return f"{self.estimate:.{self.places}f}"
+        return f"{self.estimate:.{self.places}f} [{self.lower:.{self.places}f}, {self.upper:.{self.places}f}]"
+
+
+#: The paper's (arXiv 2611.00590) headline ratios, keyed like a prespecified comparison:
+#: ``(cohort, numerator, denominator, quantity, workload)`` with ``quantity`` ``time`` (step
+#: time; the paper's H100 clock is synchronized wall time) or ``peak`` (peak allocated bytes)
+#: and ``workload`` the comparison's ``where`` (None for all rows). Keyed by what is compared,
+#: not by the comparison's name, so a renamed comparison still finds its paper value.
+#: Quoted only in the comparisons table's *paper* column, never in ours.
+PAPER_RATIOS: dict[tuple[str, str, str, str, str | None], PaperRatio] = {
+    # §11, 44 GiB budget: joint vs the correctly costed eager/whole control (Table 7 means:
+    # 3061.39 / 3740.91 ms); the paper prints the estimate without an interval.
+    ("confirm44", "joint", "eager_whole", "time", None): PaperRatio(0.818),
+    # §11, 32 GiB budget, where eager/whole is infeasible: joint vs fixed regions (3704.54 / 3898.82 ms).
+    ("confirm32", "joint", "regions", "time", None): PaperRatio(0.950),
+    # Table 8: regions/whole per workload, time and peak, with the paper's intervals (PAPER_T8).
+    **{
+        ("three_workload", "regions", "whole", quantity, workload): ratio
+        for workload, quantity, ratio in (
+            ("feature_queue", "time", PaperRatio(0.3954, 0.3905, 0.4020, places=4)),
+            ("feature_queue", "peak", PaperRatio(0.05055, 0.05055, 0.05055, places=5)),
+            ("prototype_memory", "time", PaperRatio(0.6085, 0.6078, 0.6091, places=4)),
+            ("prototype_memory", "peak", PaperRatio(0.15035, 0.15030, 0.15039, places=5)),
+            ("unrolled_recurrence", "time", PaperRatio(0.4895, 0.4890, 0.4900, places=4)),
+            ("unrolled_recurrence", "peak", PaperRatio(0.06476, 0.06476, 0.06476, places=5)),
+        )
+    },
+}
+
+
+def paper_ratio(comparison: dict[str, Any]) -> PaperRatio | None:
+    """The paper's value for a comparisons row (cohort, numerator, denominator, metric, subset), or None."""
+    import json
+
+    from stateaware.clocks import TIME_METRICS
+
+    metric = comparison.get("metric")
+    quantity = "time" if metric in TIME_METRICS else "peak" if metric == "peak_allocated_bytes" else None
+    subset = comparison.get("subset")
+    where = json.loads(subset) if subset else {}
+    if quantity is None or set(where) - {"workload"}:
+        return None  # the paper reports no ratio restricted by anything else
+    key = (
+        str(comparison.get("cohort")),
+        str(comparison.get("numerator")),
+        str(comparison.get("denominator")),
+        quantity,
+        where.get("workload"),
+    )
+    return PAPER_RATIOS.get(key)
+
+
 def _unit(rows: list[dict[str, Any]]) -> tuple[str, float]:
     largest = max((r.get("max_peak_bytes") or r.get("predicted_peak_bytes") or 0 for r in rows), default=0)
     return ("GiB", float(1 << 30)) if largest > 4 * (1 << 30) else ("MiB", float(1 << 20))
@@ -170,8 +249,20 @@ def _peak(row: dict[str, Any], scale: float) -> str:
     return _b(lo, scale) if lo == hi else f"{_b(lo, scale)}–{_b(hi, scale)}"
 
 
-def _method_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
+def _method_table(cohort: str, rows: list[dict[str, Any]], clock: str) -> list[str]:
+    """Table 4/6/7 rows of ``cohort``: measured step times on ``clock`` first, the other beside.
+
+    The plan's predicted time comes from a card the profiler timed with ``perf_counter``
+    (wall time), so it is labelled ``(wall)`` and sits next to the measured wall time,
+    whichever clock the cohort declared: a prediction is only checked against its own clock.
+    """
     unit, scale = _unit(rows)
+    other = other_clock(clock)
+    # Declared clock first; the wall column always next to the (wall) prediction.
+    order = [clock, other] if clock == "cpu" else [clock]
+    after = [] if clock == "cpu" else [other]
+    times = " | ".join(f"ours step ms ({c})" for c in order) + " | predicted ms (wall) | "
+    times += "".join(f"ours step ms ({c}) | " for c in after)
     out = []
     for cell in dict.fromkeys(r["cell"] for r in rows):
         cell_rows = [r for r in rows if r["cell"] == cell]
@@ -179,19 +270,27 @@ def _method_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
         out += [
             f"#### {cohort} / {cell} — budget {_b(budget, scale)} {unit}",
             "",
-            f"| method | policy | feasible | ours step ms | ours peak {unit} (measured) | predicted {unit} | "
-            f"predicted ms | fits/processes | peak source | paper ms | paper peak GiB | paper fits |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| method | policy | feasible | {times}ours peak {unit} (measured) | predicted {unit} | "
+            f"fits/processes | peak source | paper ms (wall, H100) | paper peak GiB | paper fits |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in cell_rows:
             paper = _paper_method(cohort, cell, r["method"])
+            measured = " | ".join(_ms(mean_ms(r, c)) for c in order) + f" | {_ms(r['predicted_ms'])} | "
+            measured += "".join(f"{_ms(mean_ms(r, c))} | " for c in after)
             out.append(
                 f"| {r['method']} | {_policy(r['policy'])} | {'yes' if r['feasible'] else 'no (not run)'} | "
-                f"{_ms(r['mean_step_ms'])} | {_peak(r, scale)} | {_b(r['predicted_peak_bytes'], scale)} | "
-                f"{_ms(r['predicted_ms'])} | {r['fits']}/{r['processes']} | {r['peak_source'] or '—'} | "
+                f"{measured}{_peak(r, scale)} | {_b(r['predicted_peak_bytes'], scale)} | "
+                f"{r['fits']}/{r['processes']} | {r['peak_source'] or '—'} | "
                 f"{paper[0]} | {paper[1]} | {paper[2]} |"
             )
         out.append("")
+    out += [
+        f"Step times are means over processes of each process's mean measured step on the {clock} clock "
+        f"(the cohort's declared clock), with the {other} clock beside them; predicted ms are the card's "
+        "wall time (its profiler times with `perf_counter`), beside the measured wall time.",
+        "",
+    ]
     return out
 
 
@@ -219,12 +318,19 @@ def _calibration_key(cell: str) -> tuple[str, int, float, int] | None:
         return None
 
 
-def _regions_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
+def _time_ratio(row: dict[str, Any], name: str, clock: str) -> float | None:
+    """``timing_regions.sql``'s ratio ``name`` (``time_per_whole``, ...) on ``clock``."""
+    return row.get(name) if clock == "wall" else row.get(f"cpu_{name}")
+
+
+def _regions_table(cohort: str, rows: list[dict[str, Any]], clock: str) -> list[str]:
     out = [
-        f"#### {cohort}: regions relative to whole snapshots and eager (geometric means over processes)",
+        f"#### {cohort}: regions relative to whole snapshots and eager (geometric means over processes; "
+        f"times on the {clock} clock)",
         "",
-        "| workload | paper buffer MiB (ours bytes) | write % | live | processes | peak/whole | time/whole | "
-        "peak/eager | time/eager | paper peak/whole | paper time/whole | paper peak/eager | paper time/eager |",
+        "| workload | paper buffer MiB (ours bytes) | write % | live | processes | peak/whole | "
+        f"time/whole ({clock}) | peak/eager | time/eager ({clock}) | paper peak/whole | "
+        "paper time/whole (wall, H100) | paper peak/eager | paper time/eager (wall, H100) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -233,8 +339,9 @@ def _regions_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
         mib = key[1] if key else "—"
         out.append(
             f"| {r['workload']} | {mib} ({r['buffer_bytes']:,}) | {r['write_fraction'] * 100:g} | "
-            f"{r['live_segments']} | {r['processes']} | {_r(r['peak_per_whole'])} | {_r(r['time_per_whole'])} | "
-            f"{_r(r['peak_per_eager'])} | {_r(r['time_per_eager'])} | "
+            f"{r['live_segments']} | {r['processes']} | {_r(r['peak_per_whole'])} | "
+            f"{_r(_time_ratio(r, 'time_per_whole', clock))} | "
+            f"{_r(r['peak_per_eager'])} | {_r(_time_ratio(r, 'time_per_eager', clock))} | "
             + " | ".join(f"{v:.3f}" if paper else "—" for v in (paper or (0, 0, 0, 0)))
             + " |"
         )
@@ -242,19 +349,25 @@ def _regions_table(cohort: str, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _three_workload_table(cohort: str, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
+def _three_workload_table(
+    cohort: str, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]], clock: str
+) -> list[str]:
     out = [
-        f"#### {cohort}: regions/whole (Table 8; geometric mean of process ratios)",
+        f"#### {cohort}: regions/whole (Table 8; geometric mean of process ratios; times on the {clock} clock)",
         "",
-        "| workload | processes | ours time | ours peak | ours intervals (comparisons) | paper time | paper peak |",
+        f"| workload | processes | ours time ({clock}) | ours peak | ours intervals (comparisons) | "
+        "paper time (wall, H100) | paper peak |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         mine = [c for c in comparisons if r["workload"] in (c.get("subset") or "")]
-        intervals = "; ".join(f"{c['metric']} {c['estimate']:.4f} [{c['lower']:.4f},{c['upper']:.4f}]" for c in mine)
+        intervals = "; ".join(
+            f"{_metric_name(c)} {c['estimate']:.4f} [{c['lower']:.4f},{c['upper']:.4f}]" for c in mine
+        )
         paper = PAPER_T8.get(r["workload"], ("—", "—"))
         out.append(
-            f"| {r['workload']} | {r['processes']} | {_r(r['time_per_whole'])} | {_r(r['peak_per_whole'])} | "
+            f"| {r['workload']} | {r['processes']} | {_r(_time_ratio(r, 'time_per_whole', clock))} | "
+            f"{_r(r['peak_per_whole'])} | "
             f"{intervals or '—'} | {paper[0]} | {paper[1]} |"
         )
     out.append("")
@@ -289,6 +402,16 @@ def _provenance(con: Any, cohort: str) -> list[str]:
     return [text]
 
 
+def _metric_name(row: dict[str, Any]) -> str:
+    """A comparison's metric as the table shows it: a step time names its clock (``step_ms (cpu)``)."""
+    return f"{row['metric']} ({row['clock']})" if row.get("clock") else str(row["metric"])
+
+
+def _paper_cell(row: dict[str, Any]) -> str:
+    paper = paper_ratio(row)
+    return "—" if paper is None else paper.text()
+
+
 def _clock(row: dict[str, Any]) -> str:
     """The clock a comparison used: ``wall``/``cpu`` for step times, ``—`` for other metrics."""
     return row.get("clock") or "—"
@@ -317,50 +440,55 @@ def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[st
     regions = region_rows(con)
     comparisons = _comparison_rows(con) if comparisons is None else comparisons
     present = list(dict.fromkeys(r["cohort"] for r in methods))
+    clocks = cohort_clocks(con)
     lines = ["## Cost runtime and timing cohorts (paper §8–§11; Tables 4, 6, 7, 8, 10)", ""]
     for cohort in cohorts or present:
         rows = [r for r in methods if r["cohort"] == cohort]
         if not rows:
             lines += [f"### {cohort}", "", "no rows", ""]
             continue
+        clock = clocks.get(cohort, "wall")
         lines += [f"### {cohort}", "", *_provenance(con, cohort), ""]
         # The layout follows the cells the run measured, not the cohort's name: one cell per
         # workload is Table 8's grid, cells named for a calibration shape are Table 10's.
         cohort_regions = [r for r in regions if r["cohort"] == cohort]
         if cohort_regions and all(r["cell"] == r["workload"] for r in cohort_regions):
             lines += _three_workload_table(
-                cohort, cohort_regions, [c for c in comparisons if c.get("cohort") == cohort]
+                cohort, cohort_regions, [c for c in comparisons if c.get("cohort") == cohort], clock
             )
         elif cohort_regions and all(_calibration_key(r["cell"]) for r in cohort_regions):
-            lines += _regions_table(cohort, cohort_regions)
-        lines += _method_table(cohort, rows)
+            lines += _regions_table(cohort, cohort_regions, clock)
+        lines += _method_table(cohort, rows, clock)
         mine = [c for c in comparisons if c.get("cohort") == cohort]
         if mine:
             lines += [
-                "| comparison | clock | estimate | interval | confidence | processes | other clock: estimate "
-                "[interval] |",
-                "|---|---|---|---|---|---|---|",
+                "| comparison | clock | ours estimate | ours interval | paper estimate [interval] (H100, wall) | "
+                "confidence | processes | other clock: estimate [interval] |",
+                "|---|---|---|---|---|---|---|---|",
             ]
             lines += [
                 f"| {c['comparison']} | {_clock(c)} | {c['estimate']:.4f} | [{c['lower']:.4f}, {c['upper']:.4f}] | "
-                f"{c['confidence']:.4f} | {c['processes']} | {_other_clock(c)} |"
+                f"{_paper_cell(c)} | {c['confidence']:.4f} | {c['processes']} | {_other_clock(c)} |"
                 for c in mine
             ]
             lines += [
                 "",
                 "Step-time ratios use the clock named in the *clock* column (`wall`: synchronized wall "
                 "time, `cpu`: the timed thread's CPU time; the cohort's `comparisons_clock`); the last "
-                "column gives the same ratio on the other clock.",
+                "column gives the same ratio on the other clock. The *paper* column quotes the paper's "
+                "printed ratio (its H100 runs, synchronized wall time; an interval where it prints one), "
+                "for the comparisons the paper reports.",
                 "",
             ]
     return "\n".join(lines) + "\n"
 
 
-def figures(con: Any, out: Path) -> list[Path]:
-    """Figures 1 and 3 of every budgeted cohort cell (:mod:`stateaware.analysis.timing_figures`)."""
-    from stateaware.analysis.timing_figures import figures as draw
+def figures(con: Any, out: Path) -> list[tuple[Path, str]]:
+    """Figures 1 and 3 of every budgeted cohort cell, each with its caption
+    (:func:`stateaware.analysis.timing_figures.captioned`)."""
+    from stateaware.analysis.timing_figures import captioned
 
-    return draw(con, out)
+    return captioned(con, out)
 
 
 def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:

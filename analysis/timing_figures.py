@@ -4,8 +4,11 @@ For each cohort with one logical budget per cell — the recorded config places 
 against the paper's anchors (``cohort.params.placement: relative``: fair44, confirm44,
 confirm32 and every cell of pressure; calibration and three_workload scale a selection
 budget instead) — the per-method summary comes from the same SQL as the timing tables
-(``analysis/sql/timing_methods.sql``: mean of per-process mean measured step times,
-largest measured peak, the plan's logical budget); methods whose plan was infeasible were
+(``analysis/sql/timing_methods.sql``: mean of per-process mean measured step times on the
+cohort's declared clock, :func:`~stateaware.analysis.timing_rows.cohort_clocks`, the same
+clock as its comparisons; largest measured peak; the plan's logical budget); every axis and
+caption names that clock. Figure 1 carries a headline computed from these means (joint
+against the eager/whole control). Methods whose plan was infeasible were
 never executed and have no point. Records written without a ``runs`` row (no recorded
 config) are drawn too. Figure 1 (bars, over-budget hatched) and Figure 3 (peak vs time,
 budget shaded) are drawn by :mod:`stateaware.analysis.figures`.
@@ -16,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLACED", "budgeted", "summaries", "figures"]
+__all__ = ["PLACED", "budgeted", "summaries", "headline", "captioned", "figures"]
 
 #: The budget placement whose budget is a logical limit per cell, for which Figures 1 and 3
 #: mean something (``scaled`` placement selects plans; no figure compares peaks with it).
@@ -32,20 +35,27 @@ def budgeted(con: Any) -> dict[str, bool]:
 
 
 def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int]]:
-    """``(cohort, cell) -> (per-method rows for the figures, budget bytes)`` of the executed methods."""
-    from stateaware.analysis.timing_rows import method_rows
+    """``(cohort, cell) -> (per-method rows for the figures, budget bytes)`` of the executed methods.
+
+    Each row's ``mean_ms`` is on its cohort's declared clock, named in the row's ``clock``.
+    """
+    from stateaware.analysis.timing_rows import cohort_clocks, mean_ms, method_rows
 
     placed = budgeted(con)
+    clocks = cohort_clocks(con)
     out: dict[tuple[str, str], tuple[list[dict[str, Any]], int]] = {}
     for row in method_rows(con):
-        if not placed.get(row["cohort"], True) or not row.get("processes") or row.get("mean_step_ms") is None:
+        clock = clocks.get(row["cohort"], "wall")
+        ms = mean_ms(row, clock)
+        if not placed.get(row["cohort"], True) or not row.get("processes") or ms is None:
             continue
         key = (row["cohort"], row["cell"])
         rows, _ = out.get(key, ([], int(row["budget_bytes"])))
         rows.append(
             {
                 "method": row["method"],
-                "mean_ms": float(row["mean_step_ms"]),
+                "mean_ms": ms,
+                "clock": clock,
                 "peak_bytes": int(row["max_peak_bytes"]),
                 "processes": int(row["processes"]),
             }
@@ -54,22 +64,50 @@ def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int
     return out
 
 
-def figures(con: Any, out: Path) -> list[Path]:
-    """Draw Figure 1 and Figure 3 for every budgeted cohort cell present; the PNG paths."""
+def headline(rows: list[dict[str, Any]]) -> str | None:
+    """``joint is N % faster than eager/whole (cpu clock)`` from the figure's own means, or None
+    when either method has no bar (e.g. eager/whole infeasible at the budget)."""
+    from stateaware.analysis.figures import CONTROL, JOINT
+
+    means = {r["method"]: r["mean_ms"] for r in rows}
+    if JOINT not in means or CONTROL not in means:
+        return None
+    ratio = means[JOINT] / means[CONTROL]
+    how = "faster" if ratio <= 1 else "slower"
+    return (
+        f"{JOINT} is {abs(1 - ratio) * 100:.1f} % {how} than {CONTROL.replace('_', '/')} "
+        f"({rows[0]['clock']} clock, ratio of the means shown)"
+    )
+
+
+def captioned(con: Any, out: Path) -> list[tuple[Path, str]]:
+    """Draw Figure 1 and Figure 3 for every budgeted cohort cell present; ``(PNG path, caption)``
+    pairs, each caption the figure's title (which names the clock of its times)."""
     from stateaware.analysis.figures import figure1, figure3
 
-    paths = []
+    drawn = []
     for (cohort, cell), (rows, budget) in summaries(con).items():
         processes = max(r["processes"] for r in rows)
+        clock = rows[0]["clock"]
         stem = f"{cohort}-{cell}".replace("/", "_")
         where = f"{cohort}, {cell}" if cell and cell != cohort else cohort
         p1, p3 = out / f"figure1-{stem}.png", out / f"figure3-{stem}.png"
-        figure1(
-            rows,
-            budget,
-            p1,
-            title=f"Figure 1 ({where}): mean step time per method, {processes} process{'es' if processes != 1 else ''}",
+        # Two-line titles: with the clock named, one line would run past the figure's width.
+        title1 = (
+            f"Figure 1 ({where}), {processes} process{'es' if processes != 1 else ''}:\n"
+            f"mean step time per method ({clock} clock)"
         )
-        figure3(rows, budget, p3, title=f"Figure 3 ({where}): peak allocated vs mean step time")
-        paths += [p1, p3]
-    return paths
+        title3 = f"Figure 3 ({where}):\npeak allocated vs mean step time ({clock} clock)"
+        top = headline(rows)
+        figure1(rows, budget, p1, title=title1, xlabel=f"Mean step time, {clock} clock (<unit>)", headline=top)
+        figure3(rows, budget, p3, title=title3, ylabel=f"Mean step time, {clock} clock (<unit>)")
+        drawn += [
+            (p1, title1.replace("\n", " ") + (f"; {top}" if top else "")),
+            (p3, title3.replace("\n", " ")),
+        ]
+    return drawn
+
+
+def figures(con: Any, out: Path) -> list[Path]:
+    """Draw Figure 1 and Figure 3 for every budgeted cohort cell present; the PNG paths."""
+    return [path for path, _ in captioned(con, out)]

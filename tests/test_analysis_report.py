@@ -218,9 +218,13 @@ def test_two_runs_of_one_cohort_render_one_section_each(compose, tmp_path, capsy
     for run_id in ("first", "second"):
         section = text.split(f"— runs `{run_id}`\n", 1)[1].split("\n## ", 1)[0]
         assert f"### demo (`{run_id}`, 1 process)" in section and section.count("| matmul | 1 | 2 |") == 1
-    # Without --run-id: the latest run only, under the plain heading.
+    # Without --run-id: the latest run only, under the plain heading; the other is listed with
+    # the option that renders it.
     text = build_report(tmp_path).read_text()
-    assert "## demo (cohort kind `demo`)\n" in text and "`first`" not in text
+    assert "## demo (cohort kind `demo`)\n" in text and "### demo (`first`" not in text
+    assert "Rendered the latest complete run of each cohort" in text
+    assert "| demo | `first` |" in text.split("Other runs in these results (not rendered):", 1)[1]
+    assert "| `--run-id first` |" in text
 
 
 def test_a_finite_suite_that_did_not_run_is_named_not_shown_as_zero(compose, tmp_path):
@@ -280,3 +284,37 @@ def test_a_report_checks_each_part_once_before_and_once_after_its_comparisons(co
     build_report(tmp_path, run_ids=["first", "second"], draws=200)
     after = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
     assert sorted(checked) == sorted(before + after)
+
+
+# --- Explicit run choice (issue 25) ---------------------------------------------------------------
+
+
+def test_the_latest_complete_run_is_rendered_and_the_others_are_listed_with_their_run_id(compose, tmp_path):
+    demo = ["cohort=demo", "launcher=inline", f"out={tmp_path}", "cohort.params.size=8", "cohort.params.steps=2"]
+    assert run(compose(*demo, "processes=1", "run_id=good"), progress=False) == 0
+    # A later run of the same cohort whose process 1 fails: the latest run, but not complete.
+    failing = ["cohort.kind=tests.kinds.clock", "++cohort.params={fail_index:1}"]
+    assert run(compose(*demo, "processes=2", "run_id=broken", *failing), progress=False) == 1
+    text = build_report(tmp_path).read_text()
+    head = text.split("\n## ", 1)[0]
+    assert "| demo | `good` | 1 | complete (1 of 1 processes) |" in head
+    assert "Rendered the latest complete run of each cohort" in head
+    others = head.split("Other runs in these results (not rendered):", 1)[1]
+    row = next(line for line in others.splitlines() if line.startswith("| demo | `broken` |"))
+    assert row.endswith("| 2 | incomplete (1 of 2 processes completed) | `--run-id broken` |")
+    # The listed option renders it (partially, since it did not complete), and `good` is listed.
+    text = build_report(tmp_path, run_ids=["broken"], allow_partial=True).read_text()
+    head = text.split("\n## ", 1)[0]
+    assert "Rendered the runs named with `--run-id`." in head and "| demo | `broken` | 2 | partial" in head
+    assert "| `--run-id good` |" in head
+
+
+def test_a_cohort_without_a_complete_run_renders_its_latest_and_says_so(compose, tmp_path):
+    failing = ["cohort.kind=tests.kinds.clock", "++cohort.params={fail_index:1}"]
+    for run_id in ("older", "newer"):
+        cfg = compose("cohort=demo", "launcher=inline", f"out={tmp_path}", "processes=2", f"run_id={run_id}", *failing)
+        assert run(cfg, progress=False) == 1
+    text = build_report(tmp_path, allow_partial=True).read_text()
+    head = text.split("\n## ", 1)[0]
+    assert "- demo: no complete run; rendered the latest, `newer`" in head
+    assert "| demo | `newer` | 2 | partial (1 of 2 processes) |" in head and "| `--run-id older` |" in head

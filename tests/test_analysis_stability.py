@@ -194,10 +194,20 @@ def test_report_strict_refuses_a_flagged_run_naming_every_flag(tmp_path, capsys)
     assert "process 0: loaded: CPU share taken by other processes 0.500 > 0.1" in err
     assert "process 1 method eager_whole: unstable" in err
     assert not (tmp_path / "report" / "report.md").exists()
-    # without --strict the report is written and names the flags in its stability section
-    text = build_report(tmp_path, draws=200).read_text()
+    # without --strict the report is written: its stability section counts the flags per run
+    # and links the file beside it that lists every one
+    report = build_report(tmp_path, draws=200)
+    text = report.read_text()
     assert "## Stability of the timings" in text and "**Stability:** 2 flag(s)" in text
-    assert "- confirm44 (r1) process 0: loaded" in text
+    assert "[stability.csv](stability.csv)" in text and "process 0: loaded" not in text
+    section = text.split("## Stability of the timings", 1)[1]
+    row = next(line for line in section.splitlines() if line.startswith("| confirm44 | `r1` |"))
+    assert row.startswith("| confirm44 | `r1` | cpu | 4 | 1 | 0 | 1 | ")  # unstable, waited, loaded
+    listed = (report.parent / "stability.csv").read_text().splitlines()
+    assert listed[0] == "cohort,run_id,process_index,method,kind,clock,value,threshold"
+    assert listed[1:] == ["confirm44,r1,0,,loaded,,0.5,0.1", listed[2]] and listed[2].startswith(
+        "confirm44,r1,1,eager_whole,unstable,cpu,"
+    )
 
 
 def test_report_strict_accepts_a_quiet_run(tmp_path):

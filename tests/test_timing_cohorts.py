@@ -264,7 +264,7 @@ def test_timing_report_prints_ours_beside_the_papers_columns(tmp_path, cards):
     assert rows["eager"]["fits"] == 0  # eager exceeds the budget
     text = render(con)
     assert "| eager_whole | — | no (not run) |" in text
-    assert "paper ms | paper peak GiB | paper fits" in text and "| 3704.54 | 29.936 | 50/50 |" in text
+    assert "paper ms (wall, H100) | paper peak GiB | paper fits" in text and "| 3704.54 | 29.936 | 50/50 |" in text
 
 
 def test_table8_rows_show_the_comparisons_they_are_given(tmp_path, cards):
