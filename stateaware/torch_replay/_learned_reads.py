@@ -16,11 +16,13 @@ of reading those versions.
 A learned profile is used only for the same *call shape*: the key holds the function's
 code and bound ``self``; the identities of what it reaches (closure contents, defaults,
 globals its code names, nested callables: ``_reach``'s walk); the module-structure
-generation (any module, parameter or buffer registration, e.g. ``self.mem = new``, starts
-over); the ``training`` flags of the modules it reaches and of their norm layers (which
-write running statistics only in training mode; ``model.train()``/``.eval()`` flips the
-reached module's own); and the types of its arguments, with the values of
-``int``/``bool``/``str``/``None`` ones (``model.layer(i, h)`` reads layer ``i``). A learned
+generation (a module, parameter or buffer registered into a module some segment reaches,
+e.g. ``self.mem = new``, starts over; ``_reach.structure_generation``); the ``training``
+flags of the modules it reaches and of their norm layers (which write running statistics
+only in training mode; ``model.train()``/``.eval()`` flips the reached module's own); and
+the types of its arguments, with the values of ``int``/``bool``/``str``/``None`` ones
+(``model.layer(i, h)`` reads layer ``i``) and the identity of module ones (``forward(layer,
+x)``). A ``functools.partial`` is keyed as the call it makes (``call_shape``). A learned
 tensor that has died (a rebound attribute) starts over, too.
 
 Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
@@ -31,6 +33,7 @@ go. ``set_read_recording("every_call")`` records every call instead (the cost ab
 
 from __future__ import annotations
 
+import functools
 import types
 import weakref
 from collections.abc import Callable
@@ -41,7 +44,7 @@ import torch
 from stateaware.torch_replay import _reach
 from stateaware.torch_replay._reads import Reads, Touched
 
-__all__ = ["READ_RECORDING", "set_read_recording", "observe", "learn"]
+__all__ = ["READ_RECORDING", "set_read_recording", "call_shape", "observe", "learn"]
 
 #: Values of :func:`set_read_recording`.
 READ_RECORDING = ("first_call", "every_call")
@@ -73,7 +76,7 @@ class _Profile:
         ambient: tuple[weakref.ref[torch.Tensor], ...],
         host_rng: tuple[str, ...],
     ):
-        self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name)
+        self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name) | ("kwitem", name, j)
         self.ambient = ambient
         self.host_rng = host_rng  # the host generators the learned call drew from (``_host_rng``)
 
@@ -85,6 +88,29 @@ class Witness(Reads):
         super().__init__()
         self.tensors = {id(t): (t, t._version) for t in tensors}
         self.host_rng = host_rng
+
+
+def call_shape(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """``fn(*args, **kwargs)`` as the call it makes: a ``functools.partial`` unwrapped into its
+    function and arguments, and a module's bound ``__call__`` into the module, so that a
+    segment handed over as ``partial(layer.__call__, **kwargs)`` (Hugging Face's checkpointed
+    layers, every call a new partial holding new tensors) is learned once, its keyword
+    tensors watched by position like any argument's."""
+    while isinstance(fn, functools.partial):
+        args, kwargs = (*fn.args, *args), {**fn.keywords, **kwargs}
+        fn = fn.func
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module) and getattr(fn, "__func__", None) in _MODULE_CALLS:
+        fn = owner
+    return fn, args, kwargs
+
+
+#: ``nn.Module.__call__`` and what it is an alias of: a module called through them runs its forward.
+_MODULE_CALLS = frozenset(
+    f for f in (torch.nn.Module.__call__, getattr(torch.nn.Module, "_wrapped_call_impl", None)) if f is not None
+)
 
 
 def observe(
@@ -129,6 +155,10 @@ def learn(
     for name, v in kwargs.items():
         if isinstance(v, torch.Tensor):
             where.setdefault(id(v), ("kw", name))
+        elif type(v) is list or type(v) is tuple:
+            for j, b in enumerate(v):
+                if isinstance(b, torch.Tensor):
+                    where.setdefault(id(b), ("kwitem", name, j))
     arg_reads, ambient = [], []
     for i, (t, _) in reads.tensors.items():
         if i in where:
@@ -150,14 +180,15 @@ def _resolve(profile: _Profile, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     for where in profile.arg_reads:
         kind = where[0]
         try:
-            t = (
-                args[where[1]]
-                if kind == "arg"
-                else args[where[1]][where[2]]
-                if kind == "item"
-                else kwargs.get(where[1])
-            )
-        except IndexError:  # a shorter list than the learned call's: learn this shape again
+            if kind == "arg":
+                t = args[where[1]]
+            elif kind == "item":
+                t = args[where[1]][where[2]]
+            elif kind == "kw":
+                t = kwargs.get(where[1])
+            else:  # "kwitem"
+                t = kwargs[where[1]][where[2]]
+        except (IndexError, KeyError, TypeError):  # a shorter list than the learned call's: learn again
             return None
         if not isinstance(t, torch.Tensor):
             return None
@@ -181,6 +212,17 @@ def _key(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, .
         code, bound = func.__code__, getattr(fn, "__self__", None)
     reached = [obj for _, obj in _reach._roots(fn, (), {})]
     modes = tuple(_reach.training_flags(r) for r in (*reached, *args) if isinstance(r, torch.nn.Module))
-    layout = tuple(a if type(a) in _BY_VALUE else type(a) for a in args)
-    keywords = tuple((k, v if type(v) in _BY_VALUE else type(v)) for k, v in kwargs.items())
+    layout = tuple(_shape_of(a) for a in args)
+    keywords = tuple((k, _shape_of(v)) for k, v in kwargs.items())
     return (code, id(bound), _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords)
+
+
+def _shape_of(value: Any) -> Any:
+    """An argument's part of the call shape: small values by value (they pick what is read),
+    a module by identity (``forward(layer, x)``: its parameters are what is read; Hugging
+    Face hands each layer over so), anything else by type."""
+    if type(value) in _BY_VALUE:
+        return value
+    if isinstance(value, torch.nn.Module):
+        return ("module", id(value))
+    return type(value)

@@ -147,12 +147,24 @@ def _tensors_of(name: str, obj: Any) -> Iterator[tuple[str, torch.Tensor]]:
 
 # --------------------------------------------------------------------------- device cache
 
-_generation = [0]  # bumped whenever any module registers a module, parameter or buffer
+_generation = [0]  # bumped whenever a walked module registers a module, parameter or buffer
 _device_cache: weakref.WeakKeyDictionary[torch.nn.Module, tuple[int, list]] = weakref.WeakKeyDictionary()
+# Every module some cache here has walked. A registration into any other module cannot make
+# a cached walk stale: slicing a ModuleList (Hugging Face's `self.layers[:n]` on every
+# forward) registers its modules into a new container, which must not start every cache over.
+_walked: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 
 
-def _structure_changed(*_: Any) -> None:
-    _generation[0] += 1
+def _structure_changed(parent: torch.nn.Module, *_: Any) -> None:
+    if parent in _walked:
+        _generation[0] += 1
+
+
+def _walk(module: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
+    """``module.modules()``, each remembered as walked (so its registrations bump the generation)."""
+    found = tuple(module.modules())
+    _walked.update(found)
+    return found
 
 
 for _register in (
@@ -164,7 +176,8 @@ for _register in (
 
 
 def structure_generation() -> int:
-    """A number that changes whenever any module registers a module, parameter or buffer."""
+    """A number that changes whenever a module some cache here walked registers a module,
+    parameter or buffer (a registration elsewhere cannot make a cached walk stale)."""
     return _generation[0]
 
 
@@ -176,7 +189,7 @@ def training_flags(module: torch.nn.Module) -> tuple[bool, ...]:
     statistics only in training mode); the submodules are found once per structure."""
     entry = _watched_modes.get(module)
     if entry is None or entry[0] != _generation[0]:
-        norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase)]
+        norms = [m for m in _walk(module) if isinstance(m, torch.nn.modules.batchnorm._NormBase)]
         entry = (_generation[0], [module, *norms])
         _watched_modes[module] = entry
     return tuple(m.training for m in entry[1])
@@ -196,7 +209,7 @@ def subtree(module: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
     """``module.modules()`` as a tuple, walked once per structure generation."""
     entry = _subtrees.get(module)
     if entry is None or entry[0] != _generation[0]:
-        entry = (_generation[0], tuple(module.modules()))
+        entry = (_generation[0], _walk(module))
         _subtrees[module] = entry
     return entry[1]
 
@@ -205,6 +218,7 @@ def named_subtree(module: torch.nn.Module) -> tuple[tuple[str, torch.nn.Module],
     """``module.named_modules()`` as a tuple, walked once per structure generation."""
     entry = _named_subtrees.get(module)
     if entry is None or entry[0] != _generation[0]:
+        _walk(module)
         entry = (_generation[0], tuple(module.named_modules()))
         _named_subtrees[module] = entry
     return entry[1]
@@ -215,7 +229,7 @@ def module_devices(module: torch.nn.Module) -> set[torch.device]:
     entry = _device_cache.get(module)
     if entry is None or entry[0] != _generation[0]:
         samples, seen = [], set()
-        for mod in module.modules():
+        for mod in _walk(module):
             for table in (mod._parameters, mod._buffers):
                 for key, t in table.items():
                     if t is not None and t.device not in seen:

@@ -663,7 +663,8 @@ def _forward(
     frame.torch_contexts, frame.device_context = ctx, compat.device_context()
     frame.contexts.append(TrainingModes(_reached_modules(fn, args, kwargs)))
     frame.save_inputs(args, declared_ids)
-    touched, key = _learned_reads.observe(fn, args, kwargs)
+    shape = _learned_reads.call_shape(fn, args, kwargs)
+    touched, key = _learned_reads.observe(*shape)
     host = _host_rng.capture(touched.host_rng)  # a learned call: only what its profile drew from
     with (
         compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)),
@@ -685,7 +686,7 @@ def _forward(
     if host and preserve_rng_state:
         frame.contexts.append(_host_rng.HostRngState(host))
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
-    _learned_reads.learn(key, touched, args, kwargs, tuple(host))
+    _learned_reads.learn(key, touched, shape[1], shape[2], tuple(host))
     return out
 
 
