@@ -92,7 +92,8 @@ MAX_DISTURBED_SHARE = 0.25
 #: How to get timings the verdict can rest on (docs/measurement.md).
 CLEAN_RUN = (
     "for a clean run use a quiet machine, pinned cores (launcher.cpus=N) or an interleaved comparison "
-    "(A's and B's steps alternating in one run, so one load falls on both)"
+    "(python -m stateaware cohort=NAME compare_to=REV: A's and B's processes alternate, so one load "
+    "falls on both)"
 )
 
 

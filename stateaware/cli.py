@@ -20,6 +20,7 @@ stateaware.launch.runlock), 130 after Ctrl-C (re-running the same command resume
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -56,6 +57,8 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
         spec = RunSpec.from_config(cfg)
         code = source_hash(user_code(spec.kind))  # a user's own kind counts as code too
         plan = plan_run(spec, code)
+        if spec.compare_to is not None:
+            return _run_pair(spec, plan, code, progress)
     except (ConfigError, UserCodeError, PathOutsideError, TamperedPath) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -74,6 +77,57 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
             raise
         print(f"error: {as_disk_full(exc, under=plan.out)}", file=sys.stderr)
         return 1
+
+
+def _run_pair(spec: RunSpec, plan: RunPlan, code: str, progress: bool) -> int:
+    """``compare_to=``: the cohort on this code (side A) and on the code named (side B), their
+    processes alternating (:mod:`stateaware.launch.pair`); then how to compare them."""
+    from stateaware.launch.interrupt import workers_stop_with_launcher
+    from stateaware.launch.launcher import describe, latest_statuses, launch_pair, plan_run, quarantine_damaged
+    from stateaware.launch.manifest import collect_manifest, write_manifest
+    from stateaware.launch.pair import other_code, pair_id, run_ids
+    from stateaware.launch.runlock import RunLocked, run_lock
+    from stateaware.launch.snapshot import SnapshotError
+
+    other = other_code(str(spec.compare_to), spec.out, spec.cohort)
+    base = plan.run_id
+    pair = pair_id(base, code, other.source_hash)
+    sides = [
+        plan_run(dataclasses.replace(spec, run_id=run_id), source)
+        for run_id, source in zip(run_ids(base), (code, other.source_hash), strict=True)
+    ]
+    if spec.dry_run:
+        for side in sides:
+            print(_dry_run_table(side))
+        return 0
+    try:
+        with contextlib.ExitStack() as locks:
+            for side in sides:
+                locks.enter_context(run_lock(side.out, side.cohort, side.run_id, on_takeover=_say))
+            for i, side in enumerate(sides):
+                for line in quarantine_damaged(side):
+                    _say(line)
+                sides[i] = side = dataclasses.replace(
+                    side, statuses=latest_statuses(side.out, side.cohort, side.run_id)
+                )
+                manifest = collect_manifest(
+                    spec, side.run_id, side.source_hash, len(side.specs), report_sections=side.report_sections,
+                    pair=(pair, "ab"[i]),
+                )  # fmt: skip
+                write_manifest(side.out, manifest, say=_say)
+            with workers_stop_with_launcher():
+                summaries = launch_pair(spec, sides[0], sides[1], other.files, progress=progress)
+    except (RunLocked, SnapshotError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for summary, side in zip(summaries, sides, strict=True):
+        print(describe(summary, side))
+    print(
+        f"{spec.cohort}: interleaved comparison {pair}: side a = this code ({code[:12]}), side b = "
+        f"{other.label} ({other.source_hash[:12]}); compare them with: python -m stateaware.analysis compare "
+        f"{sides[0].run_id} {sides[1].run_id} --results {spec.out}"
+    )
+    return max(s.exit_code for s in summaries)
 
 
 def _launch_locked(spec: RunSpec, plan: RunPlan, code: str, progress: bool) -> int:

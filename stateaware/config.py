@@ -128,6 +128,9 @@ class Config:
     run_id: str | None = None  # default: <cohort>-<digest of config and source>
     processes: int = II("cohort.processes")
     dry_run: bool = False  # print the process specs that would launch, then exit
+    # An interleaved comparison: also run the cohort on this code (a git revision or a
+    # source tree's path), process i of each side in turn (stateaware.launch.pair).
+    compare_to: str | None = None
     wait: bool = True  # false: submit and return (launcher=slurm only)
     # Free space `out` must have at start-up, in MiB (0: no check). A full disk later still
     # ends the launch cleanly (one line, exit 1, nothing half-written); this catches the

@@ -119,6 +119,7 @@ class RunSpec:
     wait: bool
     min_free_mib: float
     config: dict[str, Any] = field(repr=False)
+    compare_to: str | None = None  # side B of an interleaved comparison (stateaware.launch.pair)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -192,7 +193,21 @@ class RunSpec:
             wait=bool(data["wait"]),
             min_free_mib=float(data["min_free_mib"]),
             config=data,
+            compare_to=_compare_to(data.get("compare_to"), launcher["name"]),
         )
+
+
+def _compare_to(value: Any, launcher: str) -> str | None:
+    if value is None:
+        return None
+    _check(isinstance(value, str) and value.strip() != "", "compare_to", value, "a git revision or a path")
+    _check(
+        launcher == "local",
+        "launcher",
+        launcher,
+        "local with compare_to= (the two sides alternate process by process on this machine)",
+    )
+    return str(value)
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:

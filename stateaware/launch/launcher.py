@@ -28,7 +28,7 @@ import re
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -208,9 +208,19 @@ def _disagreements(
             except (ValueError, TypeError, KeyError):  # InvalidName and PathOutsideError are ValueErrors
                 recorded[index] = {}  # an unreadable record vouches for nothing: every part is a stray
     found: dict[int, dict[tuple[str, str], Path]] = {}
+    held: dict[tuple[int, str, str], int] = {}  # (process, table, part) -> rows, of compacted files
     for folder, part in good:
+        if folder in _UNCOUNTED:
+            continue
+        listed = _compacted(part)
+        if listed is not None:  # analysis/compact.py: many processes' parts in one file, listed in its footer
+            for entry in listed:
+                if entry["process"] in recorded:
+                    found.setdefault(entry["process"], {})[(folder, entry["part"])] = part
+                    held[(entry["process"], folder, entry["part"])] = entry["rows"]
+            continue
         owner = _process_of(part)
-        if folder not in _UNCOUNTED and owner in recorded:
+        if owner in recorded:
             found.setdefault(owner, {})[(folder, part.name.removesuffix(".parquet").partition("-")[2])] = part
     problems: list[tuple[Path, str]] = []
     for index, parts in sorted(recorded.items()):
@@ -220,7 +230,9 @@ def _disagreements(
                 problems.append((path, f"not a part process {index}'s completed attempt {attempt} wrote (a stray?)"))
                 continue
             try:
-                rows = pq.ParquetFile(path).metadata.num_rows
+                # A compacted file's per-part rows are its footer's (the part check vouched for
+                # each process's total); a part's own are its row count.
+                rows = held.get((index, *key)) or pq.ParquetFile(path).metadata.num_rows
             except (OSError, ValueError) as exc:  # gone or changed since its check a moment ago: not trusted either
                 problems.append((path, f"unreadable since its check ({exc})"))
                 continue
@@ -234,6 +246,18 @@ def _disagreements(
                     continue
                 problems.append((path, f"missing: process {index}'s attempt {attempt} wrote it with {rows} rows"))
     return problems
+
+
+def _compacted(part: Path) -> list[dict] | None:
+    """The parts a compacted file (``analysis/compact.py``) lists, or ``None`` for a plain part."""
+    import pyarrow.parquet as pq
+
+    from stateaware.records.check import compacted_parts
+
+    try:
+        return compacted_parts(pq.read_schema(part).metadata)
+    except (OSError, ValueError):  # changed since its check a moment ago: read as a plain part
+        return None
 
 
 def damaged_parts(out: Path | str, cohort: str, run_id: str) -> list[tuple[Path, str]]:
@@ -426,6 +450,58 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
         finally:
             bar.close()
     return summary
+
+
+def launch_pair(
+    run: RunSpec, plan_a: RunPlan, plan_b: RunPlan, files_b: Sequence[tuple[str, Path]], *, progress: bool = True
+) -> tuple[Summary, Summary]:
+    """Run the pending processes of both sides of an interleaved comparison, alternately:
+    process i of A, then process i of B, one at a time (:mod:`stateaware.launch.pair`).
+
+    Each side runs from its own code snapshot (``files_b``: side B's files, hashed as
+    ``plan_b.source_hash``). One process at a time, so the two sides never share the
+    machine; a full disk stops both queues. The caller holds both runs' locks.
+    """
+    from stateaware.cohorts import user_code
+
+    summaries = tuple(Summary(p.run_id, p.cohort, skipped=len(p.specs) - len(p.pending)) for p in (plan_a, plan_b))
+    pending = [{s.process_index: s for s in p.pending} for p in (plan_a, plan_b)]
+    if not pending[0] and not pending[1]:
+        return summaries[0], summaries[1]
+    first = next(iter((pending[0] or pending[1]).values()))
+    try:
+        snapshots = (
+            take_snapshot(plan_a.out, plan_a.source_hash, user_code=user_code(first.kind), say=_say),
+            take_snapshot(plan_b.out, plan_b.source_hash, files=files_b, say=_say),
+        )
+    except DiskFullError as exc:
+        for summary, left in zip(summaries, pending, strict=True):
+            summary.disk_full, summary.not_started = str(exc), sorted(left)
+        return summaries[0], summaries[1]
+    executors = [
+        _executor(run, p.out / ".submitit" / p.run_id, first.timing, snap)
+        for p, snap in zip((plan_a, plan_b), snapshots, strict=True)
+    ]
+    indices = sorted({*pending[0], *pending[1]})
+    order = [(side, pending[side][i]) for i in indices for side in (0, 1) if i in pending[side]]
+    bar = _progress(len(order), f"{plan_a.cohort} (a/b)", enabled=progress)
+    both = Summary(f"{plan_a.run_id}+{plan_b.run_id}", plan_a.cohort)
+    try:
+        for position, (side, spec) in enumerate(order):
+            summary = summaries[side]
+            if any(s.disk_full for s in summaries):  # nothing more can be recorded: start nothing else
+                for which, stopped in enumerate(summaries):
+                    stopped.not_started = [x.process_index for t, x in order[position:] if t == which]
+                break
+            with python_path_first(snapshots[side]):  # the local process inherits its side's code
+                job = executors[side].submit(run_one_process, spec)
+            result = collect(job, spec)
+            summary.results.append(result)
+            summary.disk_full = summary.disk_full or result.disk_full
+            _advance(bar, both, result, running=0)  # the bar counts both sides
+    finally:
+        bar.close()
+    return summaries[0], summaries[1]
 
 
 def _run_throttled(

@@ -84,9 +84,16 @@ def versions() -> dict[str, str | None]:
 
 
 def collect_manifest(
-    run: RunSpec, run_id: str, source_hash: str, processes: int, *, report_sections: tuple[str, ...] = ()
+    run: RunSpec,
+    run_id: str,
+    source_hash: str,
+    processes: int,
+    *,
+    report_sections: tuple[str, ...] = (),
+    pair: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The run's manifest; ``report_sections`` is the kind's declared ``REPORT`` (the plan read it)."""
+    """The run's manifest; ``report_sections`` is the kind's declared ``REPORT`` (the plan read it);
+    ``pair``: ``(pair_id, side)`` when the run is one side of an interleaved comparison."""
     import stateaware
 
     commit, dirty = git_state(Path(stateaware.__file__).parent)
@@ -107,6 +114,8 @@ def collect_manifest(
         "started_at": datetime.now(UTC).isoformat(),
         "launches": 1,
         "config": run.config,
+        "pair_id": None if pair is None else pair[0],
+        "side": None if pair is None else pair[1],
     }
 
 
@@ -167,5 +176,6 @@ def write_manifest(
     # (the report then derives them from config_yaml's cohort.kind).
     row["kind"] = manifest.get("kind")
     row["report_sections"] = manifest.get("report_sections")
+    row["pair_id"], row["side"] = manifest.get("pair_id"), manifest.get("side")
     RecordWriter(out, identity).write("runs", [row], part="manifest")
     return manifest

@@ -99,13 +99,21 @@ class SnapshotError(RuntimeError):
 
 
 def take_snapshot(
-    out: Path | str, source_hash: str, *, user_code: Sequence[str] = (), say: Callable[[str], None] | None = None
+    out: Path | str,
+    source_hash: str,
+    *,
+    user_code: Sequence[str] = (),
+    say: Callable[[str], None] | None = None,
+    files: Sequence[tuple[str, Path]] | None = None,
 ) -> Path:
     """The snapshot folder of ``source_hash`` under ``out``, created if absent, rebuilt if tampered with.
 
     ``user_code``: the top-level modules of the user's own code the run executes (a cohort
     kind outside ``stateaware``), copied beside ``stateaware/`` under the names the source
     hash gives them (:func:`stateaware.source.source_files`); ``source_hash`` covers them.
+    ``files``: the ``(package-relative name, path)`` pairs to snapshot instead of the running
+    code's (another version of the code: :mod:`stateaware.launch.pair`); ``source_hash`` is
+    their :func:`~stateaware.source.hash_files`.
 
     Created under a temporary name, verified (:func:`snapshot_problems`) and renamed into
     place, so a folder that exists was complete and right; an existing folder is verified
@@ -119,6 +127,9 @@ def take_snapshot(
     """
     from stateaware.source import source_files
 
+    def listed() -> list[tuple[str, Path]]:
+        return list(files) if files is not None else source_files(user_code)
+
     dest = Path(out) / ".snapshots" / source_hash[:16]
     launcher_folder(out, dest.parent, "the code snapshots")
     _remove_stale_temporaries(dest.parent)
@@ -127,13 +138,13 @@ def take_snapshot(
         if not problems:
             return dest
         if say is not None:
-            changed = _readable(dest, lambda: _differences(dest, source_files(user_code))) or problems
-            listed = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
-            say(f"snapshot {dest} no longer matches source hash {source_hash[:12]} ({listed}); rebuilding it")
+            changed = _readable(dest, lambda: _differences(dest, listed())) or problems
+            shown = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
+            say(f"snapshot {dest} no longer matches source hash {source_hash[:12]} ({shown}); rebuilding it")
     tmp = temporary_path(dest)
     check_inside(out, tmp)
     try:
-        _copy(tmp, source_hash, user_code)
+        _copy(tmp, source_hash, listed)
         _install(out, tmp, dest, source_hash)
     finally:
         _remove(tmp)
@@ -290,12 +301,12 @@ def _readable(dest: Path, check: Callable[[], list[str]]) -> list[str]:
         ) from None
 
 
-def _copy(tmp: Path, source_hash: str, user_code: Sequence[str]) -> None:
+def _copy(tmp: Path, source_hash: str, listed: Callable[[], list[tuple[str, Path]]]) -> None:
     """Fill ``tmp`` with the hashed files and the ``__pycache__`` blockers, and verify it."""
-    from stateaware.source import UserCodeError, source_files
+    from stateaware.source import UserCodeError
 
     try:
-        files = source_files(user_code)
+        files = listed()
     except UserCodeError as exc:  # the user's kind module went away after it was hashed
         raise SnapshotError(f"{exc}; it was there when the code was hashed; re-run the command") from None
     _remove(tmp)  # a folder of this name is a dead process's: this pid is ours now

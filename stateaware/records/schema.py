@@ -46,8 +46,10 @@ __all__ = [
 #: 5: runs.kind and runs.report_sections (the report picks sections by them, issue 16);
 #:    records.check renamed records.check_name (``check`` is a DuckDB keyword: see RENAMED);
 #: 6: processes.parts_json (what a process's attempt wrote, so verification and resume can
-#:    count its rows — issue 23).
-SCHEMA_VERSION = 6
+#:    count its rows — issue 23);
+#: 7: runs.pair_id and runs.side (the two runs of an interleaved comparison, ``compare_to=``:
+#:    side ``a`` the code launched, side ``b`` the code compared to it — issue 25).
+SCHEMA_VERSION = 7
 
 #: Columns renamed since an older schema version: old name -> (new name, version that renamed
 #: it). A part stamped with an older version may carry the old name; the part check accepts
@@ -116,6 +118,10 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         # when the run is planned so the report never imports a kind. Null before version 5.
         ("kind", pa.string()),
         ("report_sections", pa.list_(pa.string())),
+        # An interleaved comparison (``compare_to=``) launches two runs together: the same
+        # pair_id, side "a" (the code launched) and "b" (the code compared). Null otherwise.
+        ("pair_id", pa.string()),
+        ("side", pa.string()),
     ],
     "processes": [
         ("status", pa.string()),  # one of STATUSES
