@@ -25,6 +25,7 @@ from torch import nn
 
 import stateaware.auto as auto
 from stateaware.planner import evaluate_policy
+from stateaware.planner.budget import budget_argument
 
 DIM, QUEUE, TEMPERATURE, MOMENTUM = 64, 512, 0.2, 0.99
 
@@ -107,20 +108,11 @@ def same(a: dict[str, object], b: dict[str, object]) -> bool:
     )
 
 
-def _budget(text: str) -> str:
-    """``--budget``: refused in one line when unitless and below 1 MiB (did you mean 50%?)."""
-    from stateaware.planner.budget import parse_budget_text
-
-    try:
-        parse_budget_text(text, field="--budget")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget ")) from None
-    return text
-
-
 def main(argv: list[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--budget", default="25%", type=_budget, help="bytes with a unit (8GiB) or P%% (default 25%%)")
+    parser.add_argument(
+        "--budget", default="25%", type=budget_argument, help="bytes with a unit (8GiB) or P%% (default 25%%)"
+    )
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # steadier timings on a shared CPU; the bytes do not depend on it

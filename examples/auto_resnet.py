@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 import stateaware.auto as auto
 from stateaware.planner import evaluate_policy
+from stateaware.planner.budget import budget_argument
 
 SEGMENTS = [f"layer{i}.{j}" for i in range(1, 5) for j in range(2)]
 
@@ -50,20 +51,11 @@ def same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def _budget(text: str) -> str:
-    """``--budget``: refused in one line when unitless and below 1 MiB (did you mean 50%?)."""
-    from stateaware.planner.budget import parse_budget_text
-
-    try:
-        parse_budget_text(text, field="--budget")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget ")) from None
-    return text
-
-
 def main(argv: list[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--budget", default="25%", type=_budget, help="bytes with a unit (8GiB) or P%% (default 25%%)")
+    parser.add_argument(
+        "--budget", default="25%", type=budget_argument, help="bytes with a unit (8GiB) or P%% (default 25%%)"
+    )
     parser.add_argument("--steps", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # steadier timings on a shared CPU; the bytes do not depend on it

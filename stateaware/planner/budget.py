@@ -43,6 +43,7 @@ __all__ = [
     "UnitlessBudget",
     "parse_budget",
     "parse_budget_text",
+    "budget_argument",
     "format_bytes",
     "relative_position",
     "budget_on_card",
@@ -132,3 +133,16 @@ def anchors(card: ProfileCard) -> tuple[int, int]:
     eager, _ = evaluate_policy(card, ("eager",) * card.n_segments)
     # Not None: every segment has at least its eager option (checked above).
     return int(cast(int, least)), int(eager)
+
+
+def budget_argument(text: str) -> str:
+    """An ``argparse`` type for a ``--budget`` flag: ``text`` unchanged when
+    :func:`parse_budget_text` reads it, else ``argparse.ArgumentTypeError`` with its message
+    (a unitless number below 1 MiB: "did you mean 50%?")."""
+    import argparse
+
+    try:
+        parse_budget_text(text, field="--budget")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget ")) from None
+    return text
