@@ -249,7 +249,7 @@ def _cases() -> dict[str, Case]:
 
 CASES = _cases()
 #: The models the test suite trains (the rest run in ``bench/bench_models.py``).
-CI_CASES = ("resnet18", "efficientnet_b0", "swin", "timm_vit", "gpt2", "llama", "bert", "shared_cell_rnn")
+CI_CASES = ("resnet18", "efficientnet_b0", "swin_t", "timm_vit", "gpt2", "llama", "bert", "shared_cell_rnn")
 
 
 def block_of(case: Case) -> Any:
