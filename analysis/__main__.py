@@ -23,6 +23,9 @@ Commands::
     compare RUN_A RUN_B [--results DIR] [--metric M] [--equivalence D]
         per method, the ratio of run B to run A with a bootstrap interval and a verdict
         (faster, slower, same, inconclusive, unreliable), on the runs' declared clock (compare --help)
+    compact [--results DIR] [--run-id ID ...] [--dry-run] [--include-incomplete]
+        rewrite each finished run's parts into one file per table per run, atomically and
+        exactly (compact --help; docs/results.md, "Compaction"); exit 1 when a run is refused
 
 ``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
 ``out``; it must be a directory holding at least one record table folder. A part file
@@ -196,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.status import main as status_main
 
         return status_main(argv[1:])
+    if argv[:1] == ["compact"]:  # its own parser: see stateaware.analysis.compact
+        from stateaware.analysis.compact import main as compact_main
+
+        return compact_main(argv[1:])
     if argv[:1] == ["compare"]:  # its own parser: see stateaware.analysis.compare
         from stateaware.analysis.compare import main as compare_main
 
@@ -278,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("report", help="write the Markdown report and figures (report --help)")
     commands.add_parser("status", help="each process's state from the records and from Slurm (status --help)")
     commands.add_parser("check", help="unstable methods and loaded processes of timing runs (check --help)")
+    commands.add_parser("compact", help="one file per table per finished run, atomically (compact --help)")
     commands.add_parser("compare", help="run B against run A, per method, with intervals (compare --help)")
 
     args = parser.parse_args(argv)

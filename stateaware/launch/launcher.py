@@ -232,7 +232,7 @@ def _disagreements(
             try:
                 # A compacted file's per-part rows are its footer's (the part check vouched for
                 # each process's total); a part's own are its row count.
-                rows = held.get((index, *key)) or pq.ParquetFile(path).metadata.num_rows
+                rows = held[(index, *key)] if (index, *key) in held else pq.ParquetFile(path).metadata.num_rows
             except (OSError, ValueError) as exc:  # gone or changed since its check a moment ago: not trusted either
                 problems.append((path, f"unreadable since its check ({exc})"))
                 continue

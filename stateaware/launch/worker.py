@@ -80,9 +80,27 @@ def attempts_so_far(spec: ProcessSpec) -> int:
     aside = Path(spec.out) / QUARANTINE / folder.relative_to(spec.out)  # damaged rows still used their numbers
     names = [p.name for p in folder.glob(f"p{spec.process_index:06d}-a*.parquet")]
     names += [p.name.partition(".parquet")[0] for p in aside.glob(f"p{spec.process_index:06d}-a*.parquet*")]
+    names += _compacted_status_parts(folder, spec.process_index)
     numbers = [_int_or_none(name.removesuffix(".parquet").rpartition("-a")[2]) for name in names]
     highest = max((n for n in numbers if n is not None), default=0)
     return max(highest, _int_or_none(os.environ.get("SLURM_RESTART_COUNT")) or 0)
+
+
+def _compacted_status_parts(folder: Path, process_index: int) -> list[str]:
+    """``p<index>-a<attempt>`` of this process's status parts a compacted file of the run holds
+    (``analysis/compact.py``): their attempt numbers were used, as a quarantined part's were."""
+    import pyarrow.parquet as pq
+
+    from stateaware.records.check import compacted_parts
+
+    names = []
+    for path in folder.glob("compacted-*.parquet"):
+        try:
+            listed = compacted_parts(pq.read_schema(path).metadata) or []
+        except (OSError, ValueError):
+            continue
+        names += [f"p{process_index:06d}-{p['part']}" for p in listed if p["process"] == process_index]
+    return names
 
 
 def record_status(spec: ProcessSpec, row: dict, writer: RecordWriter | None = None) -> int:

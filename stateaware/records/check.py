@@ -25,14 +25,21 @@ part), so they all agree on what "damaged" means. Two halves:
 - a part that is not where its rows say they belong: its identity columns (``run_id``,
   ``cohort``, ``process_index``, ``source_hash``, ...) hold one value each, equal to the
   hive folders above it (``cohort=``, ``run_id=``) and to its name (``p<index>-``) — a part
-  copied from another run or process is caught here.
+  copied from another run or process is caught here. A compacted file
+  (``analysis/compact.py``: ``compacted-<hash>.parquet``, its footer carrying
+  :data:`COMPACTED`) holds many processes of one run: its ``process_index`` (and
+  ``schema_version``) may hold several values, each process one its footer lists, with
+  exactly the rows the footer says.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +48,7 @@ import pyarrow.parquet as pq
 from stateaware.records.schema import IDENTITY, RENAMED, SCHEMA_VERSION, schema_for
 from stateaware.records.writer import PAGE_CHECKSUMS
 
-__all__ = ["Content", "content_problem", "old_names", "part_problem"]
+__all__ = ["COMPACTED", "Content", "compacted_parts", "content_problem", "old_names", "part_problem"]
 
 _IDENTITY_NAMES = frozenset(f.name for f in IDENTITY)
 
@@ -51,6 +58,29 @@ _NAMES_AT_MOST = 4
 
 #: A part's file name: ``p<process index>-<part>.parquet`` (writer.part_path).
 _PROCESS_IN_NAME = re.compile(r"p(\d+)-")
+
+#: File metadata key of a compacted file (``analysis/compact.py``): JSON whose ``parts`` lists
+#: ``{"process", "part", "rows", ...}`` for every original part the file holds the rows of.
+COMPACTED = b"stateaware.compacted"
+
+#: Identity columns a compacted file may hold several values of: it is many processes' rows
+#: (parts of one run written by older schema versions keep their own ``schema_version``).
+_MANY_IN_COMPACTED = frozenset({"process_index", "schema_version"})
+
+
+def compacted_parts(metadata: Mapping[bytes, bytes] | None) -> list[dict[str, Any]] | None:
+    """The original parts a compacted file lists in its footer (``metadata``: its file metadata);
+    ``None`` for a file that is not compacted. ``ValueError`` when the list does not parse."""
+    raw = (metadata or {}).get(COMPACTED)
+    if raw is None:
+        return None
+    parts = json.loads(raw)["parts"]
+    if not isinstance(parts, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("process"), int) and isinstance(p.get("rows"), int)
+        and isinstance(p.get("part"), str) for p in parts
+    ):  # fmt: skip
+        raise ValueError("its compaction record lists no valid parts")
+    return parts
 
 
 def part_problem(
@@ -112,17 +142,40 @@ def content_problem(path: Path | str) -> Content:
             found = part.schema_arrow
             checksums = (found.metadata or {}).get(PAGE_CHECKSUMS[0]) == PAGE_CHECKSUMS[1]
             expected = _expected_identity(path, found.names)
+            listed = compacted_parts(found.metadata)
             seen: dict[str, set[object]] = {name: set() for name in _IDENTITY_NAMES & set(found.names)}
+            per_process: Counter[object] = Counter()
             for group in range(part.metadata.num_row_groups):
                 rows = part.read_row_group(group)  # every page: checksum (when stored) and decoding
                 for name, values in seen.items():
                     values.update(pc.unique(rows.column(name)).to_pylist())
+                if listed is not None and "process_index" in rows.column_names:
+                    per_process.update(rows.column("process_index").to_pylist())
     except Exception as exc:  # noqa: BLE001 - whatever a damaged page makes pyarrow raise is the file's problem
         first = _shorten(_first_line(exc))
         if "CRC checksum" in first:  # pyarrow's words for a page whose bytes changed after it was written
             return Content(f"a page fails its checksum ({first}): damaged after it was written", checksums)
         return Content(f"data does not decode ({first}): damaged", checksums)
+    if listed is not None:
+        return Content(_compacted_problem(seen, expected, listed, per_process), checksums)
     return Content(_identity_problem(seen, expected), checksums)
+
+
+def _compacted_problem(
+    seen: dict[str, set[object]], expected: dict[str, object], listed: list[dict[str, Any]], rows: Counter[object]
+) -> str | None:
+    """The identity check of a compacted file: one run's, and each process's rows as its footer lists."""
+    problem = _identity_problem({n: v for n, v in seen.items() if n not in _MANY_IN_COMPACTED}, expected)
+    if problem is not None:
+        return problem
+    wrote: Counter[object] = Counter()
+    for entry in listed:
+        wrote[entry["process"]] += entry["rows"]
+    wrote = Counter({k: v for k, v in wrote.items() if v})  # a listed empty part has no rows to find
+    if rows != wrote:
+        odd = sorted(set(rows) ^ set(wrote) or {k for k in rows if rows[k] != wrote[k]}, key=str)[:_NAMES_AT_MOST]
+        return f"its rows of process(es) {', '.join(map(str, odd))} are not those its footer lists (edited since?)"
+    return None
 
 
 def _expected_identity(path: Path, columns: list[str]) -> dict[str, object]:

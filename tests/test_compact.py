@@ -1,0 +1,217 @@
+"""``analysis compact``: one file per table per finished run, exact, idempotent, safe against a kill.
+
+One real run (``cohort=demo``, two processes) is built once; each test copies it. Exactness
+is judged through the views themselves (every view's rows before and after, as multisets),
+and verification must still pass; a kill at each step of the swap (``STATEAWARE_COMPACT_KILL_AT``)
+must leave the views with exactly the original rows, and a re-run must finish the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from stateaware.analysis.compact import KILL_ENV, ROW_GROUP_ROWS, STAGING, STEPS
+from stateaware.analysis.verify import VerificationError, verify
+from stateaware.analysis.views import VIEWS, connect
+
+from stateaware.launch.runlock import lock_path, run_lock
+from stateaware.records.check import COMPACTED
+from stateaware.records.schema import TABLES
+from stateaware.records.writer import write_atomic
+from tests.cli_inprocess import ANALYSIS, listing, run_main
+
+RUN = "r1"
+ARGS = ("cohort=demo", "launcher=inline", f"run_id={RUN}", "cohort.params.steps=2", "cohort.params.warmup=1")
+PARTITION = Path("cohort=demo") / f"run_id={RUN}"
+#: The demo's tables with per-process parts; ``runs`` (the manifest) is left as it is.
+COMPACTED_TABLES = ("processes", "records", "timings")
+
+pytestmark = pytest.mark.usefixtures("fresh_part_cache")
+
+
+def _launch(out: Path, processes: int) -> None:
+    env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "launch-cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "stateaware", *ARGS, f"processes={processes}", f"out={out}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("pristine") / "results"
+    _launch(out, 2)
+    return out
+
+
+@pytest.fixture
+def results(pristine, tmp_path) -> Path:
+    return Path(shutil.copytree(pristine, tmp_path / "results"))
+
+
+def _rows(results: Path) -> dict[str, Counter[str]]:
+    """Every view's rows as a multiset (``repr`` of each row: lists and NaN compare as written)."""
+    con = connect(results)
+    assert con.execute("SELECT count(*) FROM damaged_parts").fetchone() == (0,)
+    return {view: Counter(repr(row) for row in con.execute(f'SELECT * FROM "{view}"').fetchall()) for view in VIEWS}
+
+
+def _files(results: Path, table: str) -> list[str]:
+    return sorted(p.name for p in (results / table / PARTITION).glob("*.parquet"))
+
+
+def _compact(results: Path, *more: str):
+    return run_main(ANALYSIS, ["compact", "--results", str(results), *more], prog="python -m stateaware.analysis")
+
+
+def _verified(results: Path) -> None:
+    (run,) = verify(connect(results)).runs
+    assert not run.partial
+
+
+def _without_lock(results: Path) -> dict[str, tuple[int, int]]:
+    """A listing of ``results`` but the run lock, which taking the lock rewrites (empty again after)."""
+    return listing(results, skip=(lock_path(results, "demo", RUN),))
+
+
+def test_compaction_is_exact_one_file_per_table_and_verifies(results):
+    before = _rows(results)
+    sizes = {t: sum(p.stat().st_size for p in (results / t / PARTITION).glob("*.parquet")) for t in TABLES}
+    done = _compact(results)
+    assert done.status == 0, done.stderr
+    assert "compacted 6 files" in done.stdout and "saved 3 files" in done.stdout
+    assert _rows(results) == before
+    for table in COMPACTED_TABLES:
+        (name,) = _files(results, table)
+        assert name.startswith("compacted-")
+        with pq.ParquetFile(results / table / PARTITION / name) as part:
+            assert part.schema_arrow.remove_metadata() == TABLES[table].remove_metadata()  # every type exactly
+            assert all(part.metadata.row_group(g).num_rows <= ROW_GROUP_ROWS for g in range(part.num_row_groups))
+            record = json.loads(part.schema_arrow.metadata[COMPACTED])
+        assert sorted((p["process"], p["file"]) for p in record["parts"]) == [
+            (0, p) for p in sorted(record["sources"]) if p.startswith("p000000")
+        ] + [(1, p) for p in sorted(record["sources"]) if p.startswith("p000001")]
+        assert all(p["metadata"]["stateaware.source_hash"] for p in record["parts"])  # each part's footer kept
+        assert record["rows"] == sum(p["rows"] for p in record["parts"])
+    assert _files(results, "runs") == ["p-00001-manifest.parquet"]  # rewritten by name on a resume: left
+    assert sum(sizes.values()) > sum(p.stat().st_size for p in results.glob("*/cohort=demo/*/*.parquet"))
+    assert not (results / STAGING).exists()
+    _verified(results)
+
+
+def test_second_compaction_is_a_no_op_saying_so(results):
+    assert _compact(results).status == 0
+    first = _without_lock(results)
+    again = _compact(results)
+    assert again.status == 0, again.stderr
+    assert "already compacted; nothing to do" in again.stdout
+    assert _without_lock(results) == first
+
+
+def test_dry_run_changes_nothing_and_says_what_it_saves(results):
+    before = listing(results)
+    done = _compact(results, "--dry-run")
+    assert done.status == 0, done.stderr
+    assert "would compact 6 files" in done.stdout and "would save 3 files" in done.stdout
+    assert listing(results) == before
+
+
+def test_a_live_launch_is_refused(results):
+    before = _without_lock(results)
+    with run_lock(results, "demo", RUN):  # as the launcher holds it while a launch runs
+        for more in ((), ("--dry-run",)):
+            done = _compact(results, *more)
+            assert done.status == 1 and not done.traceback
+            (line,) = done.error_lines[-1:]
+            assert line.startswith("error: run r1 (cohort demo): refused: a live launch holds")
+    assert _without_lock(results) == before
+
+
+def test_an_incomplete_run_is_refused_unless_asked_and_a_resume_then_adds_no_duplicate(results, tmp_path):
+    (results / "processes" / PARTITION / "p000001-a001.parquet").unlink()  # process 1 never recorded its end
+    before = _without_lock(results)
+    done = _compact(results)
+    assert done.status == 1
+    assert done.error_lines[-1].startswith("error: run r1 (cohort demo): refused: incomplete, process(es) 1 of 2")
+    assert _without_lock(results) == before
+
+    rows = _rows(results)
+    done = _compact(results, "--include-incomplete")
+    assert done.status == 0, done.stderr
+    assert "process(es) 1 not completed: their parts are left as they are" in done.stderr
+    assert _rows(results) == rows
+    assert _files(results, "records") == [n for n in _files(results, "records") if not n.startswith("p000000")]
+    assert "p000001-main.parquet" in _files(results, "records")  # replaced by name when process 1 runs again
+
+    _launch(results, 2)  # the resume runs process 1 again, beside the compacted rows of process 0
+    _verified_but_for_source(results)
+    assert _compact(results).status == 0
+    _verified_but_for_source(results)
+
+
+def _verified_but_for_source(results: Path) -> None:
+    """Verification of the run, where the only problem allowed is two source hashes: two launches
+    in this shared checkout may see different code. Duplicated or missing rows always fail."""
+    try:
+        _verified(results)
+    except VerificationError as exc:
+        assert all("source hashes" in p for p in exc.problems), exc.problems
+
+
+def test_a_resume_with_new_processes_adds_parts_beside_the_compacted_file(results):
+    assert _compact(results).status == 0
+    rows = _rows(results)
+    _launch(results, 3)
+    assert "p000002-main.parquet" in _files(results, "records")
+    con = connect(results)
+    per_process = dict(con.execute("SELECT process_index, count(*) FROM timings GROUP BY ALL").fetchall())
+    old = Counter(r for r in rows["timings"])
+    assert per_process[0] + per_process[1] == sum(old.values()) and per_process[2] == per_process[0]
+    _verified_but_for_source(results)
+    assert _compact(results).status == 0
+    assert len(_files(results, "timings")) == 1
+    _verified_but_for_source(results)
+
+
+def test_an_edited_compacted_file_is_damaged(results):
+    assert _compact(results).status == 0
+    (name,) = _files(results, "records")
+    path = results / "records" / PARTITION / name
+    write_atomic(pq.read_table(path).slice(1), path)  # one row less, the footer's list kept
+    con = connect(results)
+    ((problem,),) = con.execute("SELECT problem FROM damaged_parts").fetchall()
+    assert "are not those its footer lists" in problem
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_kill_at_any_step_leaves_old_or_new_never_both_nor_neither(results, step):
+    before = _rows(results)
+    env = {**os.environ, KILL_ENV: step}
+    killed = subprocess.run(
+        [sys.executable, "-m", "stateaware.analysis", "compact", "--results", str(results)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert killed.returncode == 9, killed.stderr  # the hook fired: killed at that step
+    assert _rows(results) == before
+    done = _compact(results)
+    assert done.status == 0, done.stderr
+    assert _rows(results) == before
+    assert all(len(_files(results, t)) == 1 for t in COMPACTED_TABLES)
+    assert not (results / STAGING).exists()
+    assert not list(results.glob("*/cohort=demo/*/.compaction-staging"))
+    _verified(results)
