@@ -49,13 +49,9 @@ __all__ = ["main"]
 
 
 def _results_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
-    )
+    from stateaware.analysis.arguments import results_argument
+
+    results_argument(parser)
 
 
 def _query_text(args: argparse.Namespace) -> str:

@@ -216,9 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m stateaware.analysis.application", description=__doc__.split("\n")[0]
     )
-    parser.add_argument(
-        "--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)"
-    )
+    from stateaware.analysis.arguments import results_argument
+
+    results_argument(parser)
     parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
     args = parser.parse_args(argv)
     from stateaware.analysis.arguments import default_results

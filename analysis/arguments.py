@@ -7,12 +7,13 @@ it without importing ``__main__``, which imports them.
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
 from stateaware.exits import fail, int_at_least
 
-__all__ = ["default_results", "results_dir", "one_line", "positive_int"]
+__all__ = ["default_results", "results_dir", "results_argument", "one_line", "positive_int"]
 
 
 def default_results() -> Path:
@@ -48,3 +49,14 @@ def one_line(exc: BaseException) -> str:
 
 #: An ``argparse`` type: an integer >= 1 (``--draws``, ``--max-rows``).
 positive_int = int_at_least(1)
+
+
+def results_argument(parser: argparse.ArgumentParser) -> None:
+    """``--results DIR``, as every analysis command takes it (read with :func:`results_dir`)."""
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
+    )

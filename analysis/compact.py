@@ -633,7 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     already was), 1 when any was refused or failed (one line each), 2 for invalid input."""
     import argparse
 
-    from stateaware.analysis.arguments import results_dir
+    from stateaware.analysis.arguments import results_argument, results_dir
 
     from stateaware.exits import INVALID, OneLineParser
 
@@ -646,13 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "failed, 2 invalid input."
         ),
     )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
-    )
+    results_argument(parser)
     parser.add_argument(
         "--run-id",
         action="append",

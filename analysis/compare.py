@@ -514,7 +514,7 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
 
 def main(argv: list[str] | None = None) -> int:
     """``compare RUN_A RUN_B [--results DIR] [--metric M] [--equivalence D] [--draws N] [--format table|json]``."""
-    from stateaware.analysis.arguments import results_dir
+    from stateaware.analysis.arguments import results_argument, results_dir
 
     from stateaware.exits import OneLineParser
 
@@ -524,13 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("run_a", metavar="RUN_A", help="the baseline run id")
     parser.add_argument("run_b", metavar="RUN_B", help="the run compared with it")
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
-    )
+    results_argument(parser)
     parser.add_argument(
         "--metric",
         default=None,

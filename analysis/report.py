@@ -389,20 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N] [--strict]``."""
     import sys
 
-    from stateaware.analysis.arguments import one_line, positive_int, results_dir
+    from stateaware.analysis.arguments import one_line, positive_int, results_argument, results_dir
     from stateaware.analysis.verify import VerificationError
 
     from stateaware.exits import INVALID, OneLineParser
     from stateaware.records.writer import as_disk_full, disk_full
 
     parser = OneLineParser(prog="python -m stateaware.analysis report", description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
-    )
+    results_argument(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
     parser.add_argument(
         "--run-id",

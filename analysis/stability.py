@@ -329,17 +329,11 @@ def _max(values: Sequence[float | None]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``check [--results DIR] [--run-id ID ...] [--max-cv X] [--max-wall-over-cpu X] [--max-other-share X]``."""
-    from stateaware.analysis.arguments import default_results
+    from stateaware.analysis.arguments import default_results, results_argument
     from stateaware.analysis.views import connect
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis check", description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
-    )
+    results_argument(parser)
     parser.add_argument("--run-id", action="append", default=None, help="only this run (repeatable); default: all runs")
     parser.add_argument("--max-cv", type=float, default=None, help=f"override the runs' max_cv (default {MAX_CV})")
     parser.add_argument(

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Invalid input (a bad argument, no results directory, a ``--run-id`` naming no run) exits 2.
     """
-    from stateaware.analysis.arguments import results_dir
+    from stateaware.analysis.arguments import results_argument, results_dir
     from stateaware.analysis.report import select_runs
     from stateaware.analysis.sql import FORMATS, format_result
     from stateaware.analysis.views import connect, snapshot
@@ -72,13 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.exits import OneLineParser, fail
 
     parser = OneLineParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="results directory (default: $STATEAWARE_RESULTS or ./results)",
-    )
+    results_argument(parser)
     parser.add_argument(
         "--run-id",
         action="append",

@@ -515,9 +515,9 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis.timing", description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--results", type=Path, default=None, help="results directory (default: $STATEAWARE_RESULTS or results)"
-    )
+    from stateaware.analysis.arguments import results_argument
+
+    results_argument(parser)
     parser.add_argument(
         "--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons"
     )
