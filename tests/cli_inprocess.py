@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Outcome", "run_main", "listing", "STATEAWARE", "ANALYSIS", "PLAN"]
+__all__ = ["Outcome", "run_main", "run_stateaware_in", "listing", "STATEAWARE", "ANALYSIS", "PLAN"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +105,22 @@ def listing(*folders: Path | str, skip: tuple[Path, ...] = ()) -> dict[str, tupl
                     continue
                 seen[str(path)] = (st.st_size if name in files else 0, st.st_mtime_ns if name in files else 0)
     return seen
+
+
+def run_stateaware_in(tmp_path: Path, argv: list[str]) -> Outcome:
+    """``python -m stateaware cohort=demo out=… launcher=inline *argv`` in-process, from
+    ``tmp_path/cwd`` with ``out`` at ``tmp_path/parent/out``; asserts it printed no traceback
+    and created or changed nothing under ``tmp_path`` outside ``out``."""
+    cwd, out = tmp_path / "cwd", tmp_path / "parent" / "out"
+    cwd.mkdir(exist_ok=True)
+    out.parent.mkdir(exist_ok=True)
+    before = listing(tmp_path, skip=(out,))
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        outcome = run_main(_stateaware, ["cohort=demo", f"out={out}", "launcher=inline", *argv])
+    finally:
+        os.chdir(here)
+    assert not outcome.traceback, outcome.stderr
+    assert listing(tmp_path, skip=(out,)) == before  # nothing created or changed outside out
+    return outcome

@@ -11,7 +11,6 @@ warning line (stateaware.planner.budget NOTE [ Unitless budgets ]).
 from __future__ import annotations
 
 import io
-import os
 from contextlib import redirect_stderr
 from fractions import Fraction
 from pathlib import Path
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 from stateaware import auto
 from stateaware.planner import load_card, parse_budget
 from stateaware.planner.budget import UNITLESS_FLOOR, UnitlessBudget, budget_on_card, parse_budget_text
-from tests.cli_inprocess import PLAN, STATEAWARE, listing, run_main
+from tests.cli_inprocess import PLAN, run_main, run_stateaware_in
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "conf" / "cards" / "large_sparse-523727961a1b.json"
@@ -135,19 +134,7 @@ def test_plan_accepts_units_big_byte_counts_and_percentages_silently(budget):
 
 def _launch(tmp_path: Path, *overrides: str):
     """``python -m stateaware cohort=demo out=… dry_run=true *overrides`` in-process, from tmp_path/cwd."""
-    cwd, out = tmp_path / "cwd", tmp_path / "parent" / "out"
-    cwd.mkdir(exist_ok=True)
-    out.parent.mkdir(exist_ok=True)
-    before = listing(tmp_path, skip=(out,))
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        outcome = run_main(STATEAWARE, ["cohort=demo", f"out={out}", "launcher=inline", *overrides, "dry_run=true"])
-    finally:
-        os.chdir(here)
-    assert not outcome.traceback, outcome.stderr
-    assert listing(tmp_path, skip=(out,)) == before
-    return outcome
+    return run_stateaware_in(tmp_path, [*overrides, "dry_run=true"])
 
 
 @pytest.mark.parametrize(("override", "number"), [("50", "50"), ("'50'", "50"), ("0.5", "0.5")])

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stateaware.names import MAX_NAME, NAME_RULE, InvalidName, PathOutsideError, check_inside, check_name
-from tests.cli_inprocess import STATEAWARE, listing, run_main
+from tests.cli_inprocess import STATEAWARE, listing, run_main, run_stateaware_in
 
 # -- the rule ---------------------------------------------------------------------------
 
@@ -63,23 +63,11 @@ def test_a_path_through_a_link_out_of_out_is_refused(tmp_path):
 def _refused(tmp_path: Path, *overrides: str, names: tuple[str, ...], dry_run: bool = False):
     """Run ``python -m stateaware cohort=demo out=… *overrides`` in-process from ``tmp_path/cwd``;
     assert exit 2, one line naming ``names``, no traceback, nothing outside ``out`` touched."""
-    cwd, out = tmp_path / "cwd", tmp_path / "parent" / "out"
-    cwd.mkdir(exist_ok=True)
-    out.parent.mkdir(exist_ok=True)
-    before = listing(tmp_path, skip=(out,))
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        argv = ["cohort=demo", f"out={out}", "launcher=inline", *overrides] + (["dry_run=true"] if dry_run else [])
-        outcome = run_main(STATEAWARE, argv)
-    finally:
-        os.chdir(here)
+    outcome = run_stateaware_in(tmp_path, [*overrides, *(["dry_run=true"] if dry_run else [])])
     assert outcome.status == 2, outcome
-    assert not outcome.traceback, outcome.stderr
     assert len(outcome.error_lines) == 1, outcome.stderr
     for name in names:
         assert name in outcome.error_lines[0], outcome.error_lines[0]
-    assert listing(tmp_path, skip=(out,)) == before  # nothing created or changed outside out
     return outcome.error_lines[0]
 
 
