@@ -23,7 +23,8 @@ cohort); every time column of the timing tables names its clock (``ours step ms 
 ``ours step ms (cpu)`` beside it, ``predicted ms (wall)``, ``paper ms (wall, H100)``), one
 column more per method row and a line saying which clock the means are on; the comparisons
 table gains the paper's estimate (eight cells); the figures carry captions naming the clock;
-the stability table counts flags by kind (eleven cells) and no longer lists them. (The
+the stability table counts flags by kind (eleven cells) and no longer lists them; the CIFAR
+Table 9 header says its encoder times are wall time (``mean encoder s (wall)``). (The
 CIFAR block the timing section once showed, removed by the sections-by-kind change, is
 absent from the re-captured golden too.)
 """
