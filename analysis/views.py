@@ -61,14 +61,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import pyarrow as pa
 from stateaware.analysis.result_tables import RESULT_TABLES
 
-from stateaware.records.check import old_names
 from stateaware.records.part_cache import PartChecks
 from stateaware.records.schema import RENAMED, TABLES
 
@@ -196,17 +196,49 @@ def scan_parts(
     if checks is None:
         with PartChecks(results) as own:
             return scan_parts(results, folder, schema, checks=own, runs=runs)
-    results = Path(results)
-    root = results.resolve()
+    good, damaged = _scan(Path(results), folder, schema, checks, runs)
+    return [part.path for part in good], damaged
+
+
+class _Good(NamedTuple):
+    """A part that passed the check: its path as listed, its real path (what a view reads),
+    and the renamed columns it carries under an old name (``((old, new), ...)``, mostly none)."""
+
+    path: Path
+    real: str
+    renamed: tuple[tuple[str, str], ...]
+
+
+def _scan(
+    results: Path, folder: str, schema: pa.Schema, checks: PartChecks, runs: Runs
+) -> tuple[list[_Good], list[DamagedPart]]:
+    """:func:`scan_parts`, keeping what :func:`snapshot` needs of each good part.
+
+    Per part, the cost a store of many small parts pays on every query (issue 26): one
+    ``lstat`` and no ``realpath`` for a plain file (its folder's real path, resolved once per
+    folder, plus its name), and at most one footer read serving the footer check, the schema
+    check and the old column names (:meth:`PartChecks.problem`, then
+    :meth:`PartChecks.old_names`; both answered from one ``stat`` once the part's footer and
+    pages passed, NOTE [ Where the cache lives, and what it trusts ]).
+    """
+    inside = os.path.join(os.path.realpath(results), "")
     files, damaged = _part_files(results, folder, runs)
-    good: list[Path] = []
+    good: list[_Good] = []
+    real_folders: dict[Path, str] = {}
+    missing_ok = folder in RESULT_TABLES
     for path in files:
-        if not path.resolve().is_relative_to(root):
+        parent = path.parent
+        real_folder = real_folders.get(parent)
+        if real_folder is None:
+            real_folder = real_folders[parent] = os.path.realpath(parent)
+        # A link to a file may lead anywhere: only a link needs its own resolution.
+        real = os.path.realpath(path) if os.path.islink(path) else os.path.join(real_folder, path.name)
+        if not real.startswith(inside):
             damaged.append(DamagedPart(folder, path, "a link to a file outside the results directory"))
             continue
-        problem = checks.problem(path, schema, missing_ok=folder in RESULT_TABLES)
+        problem = checks.problem(path, schema, missing_ok=missing_ok)
         if problem is None:
-            good.append(path)
+            good.append(_Good(path, real, tuple(sorted(checks.old_names(path).items()))))
         else:
             damaged.append(DamagedPart(folder, path, problem))
     return good, sorted(damaged, key=lambda d: d.path)
@@ -282,16 +314,6 @@ def _subfolders(folder: Path, prefix: str, unreadable: Callable[[OSError], None]
         return []
 
 
-def _first_schema(path: Path) -> pa.Schema | None:
-    import pyarrow.parquet as pq
-
-    try:
-        with pq.ParquetFile(path) as part:
-            return part.schema_arrow
-    except (OSError, pa.ArrowException, ValueError):
-        return None
-
-
 def _ignored(results: Path) -> list[DamagedPart]:
     """The entries of ``results`` that are not tables yet hold Parquet files: one warning each."""
     try:
@@ -325,19 +347,18 @@ def _not_a_table(name: str, held: str) -> str:
     return f"a folder that is not a table{hint} {what}; ignored (only the tables `views` lists are read)"
 
 
-def _by_old_names(files: Sequence[Path], schema: pa.Schema | None) -> dict[tuple[tuple[str, str], ...], list[Path]]:
-    """Part files grouped by the renamed columns they carry under an old name (most: none).
+def _by_old_names(good: Sequence[_Good], schema: pa.Schema) -> dict[tuple[tuple[str, str], ...], list[Path]]:
+    """Good parts grouped by the renamed columns they carry under an old name (most: none).
 
     Only a folder whose schema has a renamed column (``schema.RENAMED``) can hold old names;
-    the others are one group without reading any footer again.
+    the others are one group. The names come from the scan's own footer read: the
+    ``records`` footers, once read twice a query for this, are read once.
     """
-    if schema is not None and not _RENAMED_TO.intersection(schema.names):
-        return {(): list(files)} if files else {}
+    if not _RENAMED_TO.intersection(schema.names):
+        return {(): [part.path for part in good]} if good else {}
     groups: dict[tuple[tuple[str, str], ...], list[Path]] = {}
-    for path in files:
-        found = _first_schema(path)
-        renamed = tuple(sorted(old_names(found).items())) if found is not None else ()
-        groups.setdefault(renamed, []).append(path)
+    for part in good:
+        groups.setdefault(part.renamed, []).append(part.path)
     return dict(sorted(groups.items()))  # the current names' group first
 
 
@@ -402,6 +423,9 @@ class Snapshot:
     ignored: tuple[DamagedPart, ...] = ()
     #: The runs the scan read (None: all of them; NOTE [ Pruning by run ]).
     runs: Runs = None
+    #: The real path of every good part, resolved by the scan (what :func:`connect` reads,
+    #: without resolving each again); a part missing here is resolved by ``connect``.
+    real_paths: Mapping[Path, str] = field(default_factory=dict)
 
 
 def snapshot(
@@ -419,11 +443,13 @@ def snapshot(
     results = Path(results)
     runs = RunFilter.of(run_ids, cohorts)
     folders = []
+    real_paths: dict[Path, str] = {}
     with PartChecks(results) as checks:
         for folder, schema in _KNOWN.items():
-            good, bad = scan_parts(results, folder, schema, checks=checks, runs=runs)
+            good, bad = _scan(results, folder, schema, checks, runs)
             folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
-    return Snapshot(tuple(folders), tuple(_ignored(results)), runs)
+            real_paths.update((part.path, part.real) for part in good)
+    return Snapshot(tuple(folders), tuple(_ignored(results)), runs, real_paths)
 
 
 _DUCKDB_TYPES = {
@@ -491,6 +517,23 @@ def damaged_parts(
     return [d for d in found if run_ids is None or d.run_id is None or d.run_id in run_ids]
 
 
+def _may_hold(chosen: RunFilter, path: Path) -> bool:
+    """Whether the part at ``path`` may hold rows of the ``chosen`` runs, from the hive folders
+    right above it. A report connects once per section from one snapshot of every run;
+    handing Arrow only the sections' partitions keeps it from opening every other run's
+    parts for rows the view's ``WHERE`` would drop. Only the ``key=value`` folders right
+    above a part are read, as the part check reads them (``check._expected_identity``): a
+    part that passed holds exactly their ``run_id`` and ``cohort``. A part in no run's
+    folder is kept: the ``WHERE`` decides."""
+    for folder in path.parents:
+        key, sep, value = folder.name.partition("=")
+        if not sep or not key.isidentifier():
+            return True  # above the partitions: the table folder
+        if (key == "run_id" and not chosen.admits_run(value)) or (key == "cohort" and not chosen.admits_cohort(value)):
+            return False
+    return True
+
+
 def connect(
     results: Path | str,
     run_ids: Sequence[str] | None = None,
@@ -525,7 +568,9 @@ def connect(
     for folder, schema, groups, bad in parts.folders:
         damaged += bad
         for i, (renamed, paths) in enumerate(groups.items()):
-            files = [p.resolve().as_posix() for p in paths]
+            if chosen is not None:  # NOTE [ Pruning by run ], for a snapshot of more runs
+                paths = [p for p in paths if _may_hold(chosen, p)]
+            files = [parts.real_paths.get(p) or p.resolve().as_posix() for p in paths]
             # Each file's path becomes its rows' `filename`, the way hive keys become columns.
             dataset = ds.FileSystemDataset.from_paths(
                 files,

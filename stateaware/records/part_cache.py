@@ -1,9 +1,12 @@
 """The part check, cached: every page of a part is read once, not on every ``sql``.
 
 Reading every page (:func:`stateaware.records.check.content_problem`: checksums, decoding,
-identity) costs a full read of the part; the footer check costs a few KiB. Every reader asks
-:meth:`PartChecks.problem` (or the one-shot :func:`checked_problem`): the footer is checked
-each time, the pages only when this cache has no answer for the file as it is now.
+identity) costs a full read of the part; the footer check costs a few KiB, but on a store
+of tens of thousands of parts it was most of every query (issue 26). Every reader asks
+:meth:`PartChecks.problem` (or the one-shot :func:`checked_problem`): the pages are read only
+when this cache has no answer for the file as it is now, and the footer only when it has no
+answer for the file as it is now *against this schema* (a footer that failed is read each
+time: rare, and cheap to find again).
 
 NOTE [ Where the cache lives, and what it trusts ]
 One JSON file per results directory, named by the SHA-256 of its resolved path, in
@@ -15,7 +18,10 @@ then kept in memory only, as it is when the folder cannot be written at all).
 - The key of a part is its path (relative to the results directory) with its size,
   ``mtime_ns``, inode and ``ctime_ns``: any write, replacement or copy over it changes one of
   them, and the part is read again. The value is the problem found (``None``: none) and
-  whether its pages carried checksums.
+  whether its pages carried checksums, then, once its footer passed, the schemas it passed
+  against (:func:`_schema_digest`: the table's columns and types, ``missing_ok``, the schema
+  version and the renames) with the old column names it carries — so a change of the
+  code's schema reads every footer again, never trusts an answer given for another.
 - A part changed less than :data:`SETTLE_NS` before it was checked is not cached: file times
   are coarse (a kernel tick), so a second write in the same tick would keep the key. Git's
   index has the same rule ("racily clean" entries).
@@ -34,12 +40,13 @@ import hashlib
 import json
 import os
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pyarrow as pa
 
 from stateaware.records import check
+from stateaware.records.schema import RENAMED, SCHEMA_VERSION, schema_for
 
 __all__ = ["CACHE_ENV", "SETTLE_NS", "PartChecks", "cache_file", "checked_problem"]
 
@@ -79,10 +86,14 @@ class PartChecks:
     def __init__(self, results: Path | str):
         self.results = Path(results)
         self._root = os.path.realpath(self.results)
+        # Keys are paths relative to this prefix, cut as strings: Path.relative_to cost more
+        # than the footer check itself on a store of small parts.
+        self._prefix = os.path.join(os.fspath(self.results), "")
         self.file = cache_file(self.results)
         self._writable = not _inside(self.file, self._root)
         self._entries = {**_load(self.file, self._root), **_MEMORY.get(str(self.file), {})}
         self._new: dict[str, list[Any]] = {}
+        self._old_names: dict[str, dict[str, str]] = {}  # by key: what the last check of a part found
 
     def __enter__(self) -> PartChecks:
         return self
@@ -97,17 +108,63 @@ class PartChecks:
         ``missing_ok`` as there), then every page (:func:`stateaware.records.check.content_problem`),
         answered from the cache when the file has not changed since it was read.
         """
-        problem = check.part_problem(path, schema, missing_ok=missing_ok)
-        return problem if problem is not None else self.content(path).problem
+        found = self.inspect(path, schema, missing_ok=missing_ok)
+        if found.old_names:
+            self._old_names[self._key(path)] = found.old_names
+        else:  # a part checked again, changed since: no stale names
+            self._old_names.pop(self._key(path), None)
+        return found.problem
 
-    def content(self, path: Path | str) -> check.Content:
-        """:func:`stateaware.records.check.content_problem` of ``path``, from the cache when it has the answer."""
-        key = self._key(Path(path))
+    def old_names(self, path: Path | str) -> dict[str, str]:
+        """The renamed columns (``{old: new}``) that this object's last :meth:`problem` of
+        ``path`` found the part carrying under an old name: a scan groups parts by them
+        without reading the footer a second time. Empty for a part not checked here."""
+        return dict(self._old_names.get(self._key(path), {}))
+
+    def inspect(self, path: Path | str, schema: pa.Schema | str, *, missing_ok: bool = False) -> check.Footer:
+        """:meth:`problem`, with the old column names the part carries (a scan groups parts by
+        them) and its ``stat``: what a scan of many parts needs, each footer read at most once.
+
+        A part whose footer passed against this schema and whose pages passed, as the file is
+        now (the same key as the pages' answer), is answered from one ``stat``.
+        """
+        schema = schema_for(schema) if isinstance(schema, str) else schema
+        key = self._key(path)
+        digest = _schema_digest(schema, missing_ok)
         try:
             stat = os.stat(path)
-        except OSError as exc:
-            return check.Content(f"unreadable ({exc.strerror or exc})", False)
-        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
+        except OSError:
+            stat = None
+        entry = self._entries.get(key)
+        if stat is not None and entry is not None and entry[:4] == _signature(stat) and entry[4] is None:
+            passed = entry[6].get(digest) if len(entry) > 6 else None
+            if passed is not None:
+                return check.Footer(None, dict(passed), stat)
+        footer = check.part_footer(path, schema, missing_ok=missing_ok)
+        if footer.problem is not None or footer.stat is None:
+            return footer
+        problem = self.content(path, footer.stat).problem
+        if problem is not None:
+            return footer._replace(problem=problem, old_names={})
+        entry = self._entries.get(key)  # stored by content() unless the file had not settled
+        if entry is not None and entry[:4] == _signature(footer.stat) and entry[4] is None:
+            passed_against = {**(entry[6] if len(entry) > 6 else {}), digest: footer.old_names}
+            self._entries[key] = self._new[key] = [*entry[:6], passed_against]
+        return footer
+
+    def content(self, path: Path | str, stat: os.stat_result | None = None) -> check.Content:
+        """:func:`stateaware.records.check.content_problem` of ``path``, from the cache when it has the answer.
+
+        ``stat``: the file's, when the caller just took it (the footer check does): one
+        system call a part less.
+        """
+        key = self._key(path)
+        if stat is None:
+            try:
+                stat = os.stat(path)
+            except OSError as exc:
+                return check.Content(f"unreadable ({exc.strerror or exc})", False)
+        signature = _signature(stat)
         entry = self._entries.get(key)
         if entry is not None and entry[:4] == signature:
             return check.Content(entry[4], entry[5])
@@ -130,11 +187,39 @@ class PartChecks:
                 self._writable = False  # a read-only or full cache folder: memory only from now on
         self._new = {}
 
-    def _key(self, path: Path) -> str:
+    def _key(self, path: Path | str) -> str:
+        text = os.fspath(path)
+        if isinstance(path, PurePath) and text.startswith(self._prefix):
+            # Both sides are pathlib-normalized and relative_to is lexical: the same key.
+            return text[len(self._prefix) :].replace(os.sep, "/")
         try:
-            return path.relative_to(self.results).as_posix()
+            return Path(path).relative_to(self.results).as_posix()
         except ValueError:
             return os.path.realpath(path)
+
+
+def _signature(stat: os.stat_result) -> list[int]:
+    """What changes whenever a file is written, replaced or copied over (see the NOTE)."""
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
+
+
+#: Bumped when the footer check itself changes what it accepts: the answers it cached go.
+_FOOTER_RULES = 1
+
+#: Digests by schema object (kept, so an id is never reused while its digest is here).
+_DIGESTS: dict[int, tuple[pa.Schema, bool, str]] = {}
+
+
+def _schema_digest(schema: pa.Schema, missing_ok: bool) -> str:
+    """A short name for everything a footer's answer depends on besides the file itself."""
+    known = _DIGESTS.get(id(schema))
+    if known is not None and known[0] is schema and known[1] == missing_ok:
+        return known[2]
+    columns = [(f.name, str(f.type)) for f in schema]
+    text = json.dumps([_FOOTER_RULES, SCHEMA_VERSION, sorted(RENAMED.items()), missing_ok, columns])
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    _DIGESTS[id(schema)] = (schema, missing_ok, digest)
+    return digest
 
 
 def checked_problem(
@@ -172,10 +257,21 @@ def _valid(key: object, value: object) -> bool:
     return (
         isinstance(key, str)
         and isinstance(value, list)
-        and len(value) == 6
+        and len(value) in (6, 7)
         and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:4])
         and (value[4] is None or isinstance(value[4], str))
         and isinstance(value[5], bool)
+        and (len(value) == 6 or _valid_footers(value[6]))
+    )
+
+
+def _valid_footers(value: object) -> bool:
+    """``{schema digest: {old name: new name}}``, every key and name a string."""
+    return isinstance(value, dict) and all(
+        isinstance(digest, str)
+        and isinstance(names, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in names.items())
+        for digest, names in value.items()
     )
 
 
