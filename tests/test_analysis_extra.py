@@ -25,8 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
-#: What an analysis-only venv must not hold: the GPU stack and the orchestration.
-ABSENT = ("torch", "torchvision", "jax", "jaxlib", "hydra", "submitit", "tqdm")
+#: What an analysis-only venv must not hold: the GPU stack and the orchestration (tqdm is the
+#: analysis' own since `compact` shows its progress).
+ABSENT = ("torch", "torchvision", "jax", "jaxlib", "hydra", "submitit")
 
 
 def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

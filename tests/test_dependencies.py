@@ -273,7 +273,7 @@ def test_the_analysis_needs_only_its_extra_and_never_the_gpu_stack():
     needed = _reach(_modules_of("analysis"), files)
     assert {m: sorted(f) for m, f in needed.items() if m in GPU_STACK} == {}
     assert _undeclared(needed, {"analysis"}) == []
-    assert set(needed) == {"duckdb", "matplotlib", "numpy", "omegaconf", "pyarrow", "scipy"}
+    assert set(needed) == {"duckdb", "matplotlib", "numpy", "omegaconf", "pyarrow", "scipy", "tqdm"}
 
 
 def test_the_orchestration_needs_the_core_and_the_cohorts_extra():
