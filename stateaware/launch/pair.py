@@ -128,7 +128,18 @@ def _export(commit: str, out: Path) -> Path:
     tar_path = tmp / ".archive.tar"
     tar_path.write_bytes(archive.stdout)
     with tarfile.open(tar_path) as tar:
-        tar.extractall(tmp, filter="data")  # no links out, no absolute paths
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp, filter="data")  # no links out, no absolute paths
+        else:  # a Python without extraction filters (before 3.11.4): git's own archive, checked
+            members = tar.getmembers()
+            bad = [
+                m.name
+                for m in members
+                if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/")
+            ]
+            if bad:
+                raise ConfigError(f"compare_to: the archive of {commit[:12]} holds unsafe entries: {bad[:3]}")
+            tar.extractall(tmp, members=members)  # noqa: S202 - every member checked above
     tar_path.unlink()
     os.replace(tmp, dest)
     return dest
