@@ -46,16 +46,6 @@ from tests import model_zoo as zoo  # noqa: E402
 TARGETS = {"ours, none declared": 1.00, "ours, block declared": 1.10}
 
 
-def _automatic(case: zoo.Case) -> tuple[torch.nn.Module, Any]:
-    model = case.build()
-    args, kwargs = case.example()
-    if case.hugging_face:
-        from stateaware.integrations import transformers as hf
-
-        return model, hf.enable(model, budget="50%", example_inputs=kwargs).plan
-    return auto.wrap(model, args, budget="50%", segments=zoo.block_of(case))
-
-
 def _methods(case: zoo.Case) -> dict[str, tuple[torch.nn.Module, Any]]:
     model = case.build()
     if case.hugging_face:  # torch's checkpoint through Hugging Face's own door, as HF users run it
@@ -68,7 +58,7 @@ def _methods(case: zoo.Case) -> dict[str, tuple[torch.nn.Module, Any]]:
         "torch": (torch_model, None),
         "ours, none declared": (zoo.checkpoint_blocks(case, declare=False), None),
         "ours, block declared": (zoo.checkpoint_blocks(case, declare=True), None),
-        "auto@50%": _automatic(case),
+        "auto@50%": zoo.automatic(case),
     }
 
 

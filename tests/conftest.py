@@ -92,3 +92,16 @@ def fresh_part_cache(tmp_path, monkeypatch):
     """A part-check cache of this test's own, empty at its start: for tests that damage
     parts or count the part checks a command makes."""
     monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
+
+
+def launch_small_run(out, run_id: str, *overrides: str, cohort: str = "demo", processes: int = 2) -> None:
+    """``python -m stateaware cohort=COHORT launcher=inline`` into ``out`` (a fresh interpreter,
+    the part-check cache beside ``out``): a small real run for tests that read results."""
+    import subprocess
+
+    args = [f"cohort={cohort}", "launcher=inline", f"processes={processes}", f"out={out}", f"run_id={run_id}"]
+    env = {**os.environ, "STATEAWARE_CACHE": str(Path(out).parent / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "stateaware", *args, *overrides], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr

@@ -315,3 +315,18 @@ def checkpoint_blocks(case: Case, *, declare: bool) -> nn.Module:
         state = [module] if declare else []
         module.forward = functools.partial(checkpoint, forward, state=state)
     return model
+
+
+def automatic(case: Case, budget: str = "50%", repeats: int = 3) -> tuple[nn.Module, Any]:
+    """``case``'s model planned and applied by stateaware's automatic path at ``budget``:
+    ``stateaware.auto.wrap`` with segments by block type, or for a Hugging Face model
+    ``stateaware.integrations.transformers.enable``; ``(model, plan)``."""
+    model = case.build()
+    args, kwargs = case.example()
+    if case.hugging_face:
+        from stateaware.integrations import transformers as hf
+
+        return model, hf.enable(model, budget=budget, example_inputs=kwargs, repeats=repeats).plan
+    import stateaware.auto as auto
+
+    return auto.wrap(model, args, budget=budget, segments=block_of(case), repeats=repeats)

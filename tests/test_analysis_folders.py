@@ -12,14 +12,14 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from stateaware.analysis.__main__ import main
 from stateaware.analysis.verify import verify
 from stateaware.analysis.views import VIEWS, connect
+
+from tests.conftest import launch_small_run
 
 RUN = "r1"
 PART = Path("cohort=demo") / f"run_id={RUN}" / "p000000-main.parquet"
@@ -31,10 +31,7 @@ pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pristine") / "results"
-    args = ["cohort=demo", "launcher=inline", "processes=2", f"out={out}", f"run_id={RUN}", "cohort.params.steps=2"]
-    env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "cache")}
-    done = subprocess.run([sys.executable, "-m", "stateaware", *args], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr
+    launch_small_run(out, RUN, "cohort.params.steps=2")
     return out
 
 

@@ -13,9 +13,7 @@ of the closed loop's prediction.
 from __future__ import annotations
 
 import pytest
-import torch
 
-import stateaware.auto as auto
 from tests import model_zoo as zoo
 
 pytest.importorskip("torchvision")
@@ -25,23 +23,12 @@ pytest.importorskip("transformers")
 BUDGET = "50%"
 
 
-def _automatic(case: zoo.Case) -> tuple[torch.nn.Module, auto.AutoPlan]:
-    model = case.build()
-    args, kwargs = case.example()
-    if case.hugging_face:
-        from stateaware.integrations import transformers as hf
-
-        enabled = hf.enable(model, budget=BUDGET, example_inputs=kwargs, repeats=1)
-        return model, enabled.plan
-    return auto.wrap(model, args, budget=BUDGET, segments=zoo.block_of(case), repeats=1)
-
-
 @pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("name", zoo.CI_CASES)
 def test_automatic_and_declared_training_are_bit_identical_to_eager_and_keep_the_budget(name):
     case = zoo.CASES[name]
     eager = zoo.train(case, case.build())
-    model, plan = _automatic(case)
+    model, plan = zoo.automatic(case, BUDGET, repeats=1)
     assert plan.measured_peak_bytes is not None
     assert plan.measured_peak_bytes <= plan.budget_bytes, (plan.measured_peak_bytes, plan.budget_bytes)
     assert abs(plan.measured_peak_bytes - plan.predicted_peak_bytes) <= 0.05 * plan.measured_peak_bytes

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from stateaware.analysis.views import connect, snapshot
 
 from stateaware.records import check, part_cache
+from tests.conftest import launch_small_run
 
 pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
@@ -20,10 +19,7 @@ pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pristine") / "results"
-    args = ["cohort=demo", "launcher=inline", "processes=2", f"out={out}", "run_id=r1", "cohort.params.steps=2"]
-    env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "cache")}
-    done = subprocess.run([sys.executable, "-m", "stateaware", *args], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr
+    launch_small_run(out, "r1", "cohort.params.steps=2")
     return out
 
 

@@ -6,10 +6,7 @@ counted by wrapping ``PartChecks.problem``, the one door every part passes befor
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +15,7 @@ from stateaware.analysis.views import connect, runs_present, snapshot
 
 from stateaware.records import part_cache
 from tests.cli_inprocess import ANALYSIS, run_main
+from tests.conftest import launch_small_run
 
 RUNS = {"a1": "demo", "a2": "demo", "b1": "noop"}
 
@@ -27,11 +25,8 @@ pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("store") / "results"
-    env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "cache")}
     for run_id, cohort in RUNS.items():
-        args = [f"cohort={cohort}", "launcher=inline", "processes=2", f"out={out}", f"run_id={run_id}"]
-        done = subprocess.run([sys.executable, "-m", "stateaware", *args], capture_output=True, text=True, env=env)
-        assert done.returncode == 0, done.stderr
+        launch_small_run(out, run_id, cohort=cohort)
     return out
 
 
