@@ -2,9 +2,13 @@
 
 For every run in the results (or those named), one row per expected process: its latest
 recorded status and attempt, and — for processes submitted to Slurm — the job id and the
-scheduler's current state, so a detached cohort (``wait=false``) can be followed until
-its records land. A process with no status row yet shows ``-``; a ``--run-id`` that names
-no run in the results is an error (exit 2), as in ``report`` and ``check``.
+scheduler's current state (one ``sacct`` call per run), so a detached cohort
+(``wait=false``) can be followed until its records land. Then where to look: the node the
+latest attempt ran on and its stdout/stderr log files (``processes.stdout_path`` and
+``stderr_path``; for a job that has recorded nothing yet, the files submitit will write),
+so a failed task's traceback is one ``cat`` away. A process with no status row yet shows
+``-``; a ``--run-id`` that names no run in the results is an error (exit 2), as in
+``report`` and ``check``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,18 @@ if TYPE_CHECKING:
 
 __all__ = ["status_rows", "main"]
 
-COLUMNS = ["cohort", "run_id", "process_index", "status", "attempt", "slurm_job_id", "slurm_state"]
+COLUMNS = [
+    "cohort",
+    "run_id",
+    "process_index",
+    "status",
+    "attempt",
+    "slurm_job_id",
+    "slurm_state",
+    "node",
+    "stdout_path",
+    "stderr_path",
+]
 
 
 def status_rows(
@@ -44,19 +59,29 @@ def status_rows(
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")
     runs = con.execute("SELECT cohort, run_id, processes FROM runs ORDER BY cohort, started_at").fetchall()
-    recorded = {
-        (r, i): (s, a)
-        for r, i, s, a in con.execute("SELECT run_id, process_index, status, attempt FROM processes").fetchall()
-    }
+    query = "SELECT run_id, process_index, status, attempt, slurm_job_id, node, stdout_path, stderr_path FROM processes"
+    recorded = {(r[0], r[1]): r[2:] for r in con.execute(query).fetchall()}
     rows = []
     for cohort, run_id, processes in runs:
         jobs = read_submissions(results, run_id)
         states = slurm_states(list(jobs.values()))
         for index in range(processes):
-            status, attempt = recorded.get((run_id, index), ("-", None))
+            status, attempt, recorded_job, node, stdout, stderr = recorded.get((run_id, index), ("-", *[None] * 5))
             job = jobs.get(index)
-            rows.append((cohort, run_id, index, status, attempt, job, states.get(job) if job else None))
+            if job is not None and recorded_job != job:  # submitted again since that row: its logs are the new job's
+                stdout, stderr = _logs(Path(results), run_id, job)
+            rows.append(
+                (cohort, run_id, index, status, attempt, job, states.get(job) if job else None, node, stdout, stderr)
+            )
     return rows
+
+
+def _logs(results: Path, run_id: str, job: str) -> tuple[str, str]:
+    """The stdout and stderr files submitit names for Slurm job ``job`` of the run (written once it starts)."""
+    from submitit.core.utils import JobPaths
+
+    paths = JobPaths(results / ".submitit" / run_id, job_id=job, task_id=0)
+    return str(paths.stdout), str(paths.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

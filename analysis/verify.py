@@ -9,7 +9,10 @@ Checks, per run (rule numbers are cited in the code):
 
 1. The run is in ``runs`` with one expected process count ``processes``.
 2. Every process ``0 .. processes-1`` exists and its latest attempt ended ``completed``;
-   no process index lies outside that range.
+   no process index lies outside that range. The other outcomes (``records.schema.STATUSES``)
+   fail it: ``failed``, ``source_drift``, ``cancelled``, ``lost``, ``damaged``, and
+   ``requeued`` — a row for an attempt Slurm requeued, carrying that attempt's number, so it
+   is the latest only while the next attempt has not recorded its end.
 3. One source hash across the run's rows, in every table that has rows for it.
 4. In ``policies``: one ``card_digest`` per (workload, cell) and one ``plan_digest`` per
    (workload, cell, method) — the profile card and plan are frozen for the cohort, so every
@@ -272,6 +275,8 @@ def _verify_run(
             problems.append(f"{where}: process {p} is outside 0..{expected - 1} (runs declares {expected})")
         elif status != COMPLETED:
             reason = "".join(f": {part}" for part in (etype, _shorten(emsg)) if part)
+            if status == "requeued":
+                reason += "; its next attempt has not recorded its end yet (still running?)"
             incomplete.append(f"{where}: process {p} ended {status!r} (attempt {attempt}){reason}")
     completed = tuple(p for p, (status, *_rest) in sorted(seen.items()) if status == COMPLETED and 0 <= p < expected)
     if incomplete and not allow_partial:

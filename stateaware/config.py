@@ -78,9 +78,12 @@ class LauncherConfig:
     cpus_per_task: int | None = None
     mem_gb: float | None = None
     gpus_per_node: int | None = None
+    gres: str | None = None  # sbatch --gres, e.g. "gpu:1" or "gpu:a100:2"
     constraint: str | None = None
     exclusive: bool | None = None
     array_parallelism: int | None = None
+    # The Slurm job name; null: "stateaware-<cohort>". Follows the name rule (stateaware.names).
+    job_name: str | None = None
     additional_parameters: dict[str, Any] = field(default_factory=dict)  # extra sbatch flags
     snapshot: bool = True  # run a copy of the code taken at submission (queued jobs)
     # Pin every process to these CPUs (local and inline launchers): "1", "2-3", "0,2-3" or a

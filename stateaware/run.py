@@ -77,9 +77,11 @@ class LauncherSpec:
     cpus_per_task: int | None
     mem_gb: float | None
     gpus_per_node: int | None
+    gres: str | None
     constraint: str | None
     exclusive: bool | None
     array_parallelism: int | None
+    job_name: str | None
     additional_parameters: dict[str, Any]
     snapshot: bool
     cpus: tuple[int, ...] | None
@@ -257,8 +259,13 @@ def _names(data: dict[str, Any]) -> None:
             "e.g. demo or mylab.kinds.fast)"
         )
     launcher = data["launcher"]
-    for key in ("partition", "account", "qos", "constraint"):
+    for key in ("partition", "account", "qos", "constraint", "gres"):
         _no_control("launcher." + key, launcher[key])
+    if launcher.get("job_name") is not None:
+        try:
+            check_name("launcher.job_name", launcher["job_name"])
+        except InvalidName as exc:
+            raise ConfigError(str(exc)) from None
     for key, value in (launcher["additional_parameters"] or {}).items():
         _no_control("launcher.additional_parameters", key)
         _no_control(f"launcher.additional_parameters.{key}", value)

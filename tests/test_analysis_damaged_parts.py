@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -170,7 +171,8 @@ def test_status_shows_a_process_whose_status_part_is_damaged_as_unknown(results,
     status.write_bytes(status.read_bytes()[:40])
     assert main(["status", "--results", str(results), "--format", "csv"]) == 1
     captured = capsys.readouterr()
-    assert captured.out.splitlines()[1:] == ["demo,r1,0,completed,1,,", "demo,r1,1,-,,,"]
+    node = socket.gethostname()  # status names where each process ran (and its logs: none inline)
+    assert captured.out.splitlines()[1:] == [f"demo,r1,0,completed,1,,,{node},,", "demo,r1,1,-,,,,,,"]
     assert (
         captured.err
         == f"warning: skipped {status.as_posix()}: not a Parquet file (no footer): truncated, damaged or foreign\n"

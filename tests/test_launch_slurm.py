@@ -102,12 +102,66 @@ def test_a_cohort_runs_as_a_job_array_and_records_its_slurm_identity(tmp_path, s
     assert sql(tmp_path, "SELECT count(*) FROM timings") == [(6,)]
 
 
+def _sacct(job: str, fields: str) -> list[list[str]]:
+    """``sacct -X`` rows of ``job`` (an array id: one per task), polled until every task has ended (sacct lags)."""
+
+    def ended():
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job, "-o", f"JobID,State,{fields}"], capture_output=True, text=True
+        ).stdout
+        rows = [line.split("|") for line in out.splitlines()]
+        return rows if rows and all(r[1] in ("COMPLETED", "FAILED") for r in rows) else None
+
+    return sorted(_wait_for(ended, f"sacct to show every task of {job} ended"))
+
+
 def test_a_failing_process_is_reported_with_its_traceback_and_the_others_complete(tmp_path, sql):
     done = _launch(tmp_path, "processes=3", "param:fail_index:1")
     assert done.returncode == 1
     assert "process 1 failed (attempt 1): deliberate failure in process 1" in done.stdout
     rows = sql(tmp_path, "SELECT process_index, status, traceback LIKE '%raise ValueError%' FROM processes ORDER BY 1")
     assert rows == [(0, "completed", None), (1, "failed", True), (2, "completed", None)]
+    assert sql(tmp_path, "SELECT count(*) FROM attempts") == [(3,)]  # the failed task was not requeued
+    # What a cluster user sees: the failed task FAILED with exit code 1, named after its
+    # cohort and commented with its run id, and the traceback in its .err log.
+    array = _submissions(tmp_path)["0"].split("_")[0]
+    assert _sacct(array, "ExitCode,JobName,Comment") == [
+        [f"{array}_0", "COMPLETED", "0:0", "stateaware-demo", "slurm-test"],
+        [f"{array}_1", "FAILED", "1:0", "stateaware-demo", "slurm-test"],
+        [f"{array}_2", "COMPLETED", "0:0", "stateaware-demo", "slurm-test"],
+    ]
+    ((err,),) = sql(tmp_path, "SELECT stderr_path FROM processes WHERE process_index = 1")
+    assert err == str(tmp_path / ".submitit" / "slurm-test" / f"{array}_1_0_log.err")
+    log = Path(err).read_text()
+    assert "ProcessFailed: process 1 failed (attempt 1): deliberate failure in process 1" in log
+    assert "ValueError: deliberate failure in process 1" in log  # the kind's own traceback
+    assert 'in run\n    raise ValueError(f"deliberate failure' in log
+    assert "Traceback" not in Path(err.replace("_1_0_", "_0_0_")).read_text()
+
+
+def test_status_names_each_processs_job_node_and_log_files(tmp_path):
+    done = _launch(tmp_path, "processes=2", "param:fail_index:1")
+    assert done.returncode == 1
+    status = subprocess.run(
+        [sys.executable, "-m", "stateaware.analysis", "status", "--results", str(tmp_path), "--format", "csv"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert status.returncode == 1, status.stderr  # not every process completed
+    header, *rows = [line.split(",") for line in status.stdout.splitlines()]
+    assert header[3:] == ["status", "attempt", "slurm_job_id", "slurm_state", "node", "stdout_path", "stderr_path"]
+    jobs = _submissions(tmp_path)
+    node = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
+    assert [r[2:6] + [r[7]] for r in rows] == [
+        ["0", "completed", "1", jobs["0"], node],
+        ["1", "failed", "1", jobs["1"], node],
+    ]
+    assert [r[6] for r in rows] in (["COMPLETED", "FAILED"], ["RUNNING", "RUNNING"], ["COMPLETED", "RUNNING"])
+    for row in rows:
+        assert row[8].endswith(f"{row[5]}_0_log.out") and Path(row[8]).is_file()
+        assert row[9].endswith(f"{row[5]}_0_log.err") and Path(row[9]).is_file()
+    assert "deliberate failure in process 1" in Path(rows[1][9]).read_text()
 
 
 def test_scancel_is_recorded_as_cancelled_and_a_rerun_resubmits_only_that_process(tmp_path, sql):
@@ -152,7 +206,12 @@ def test_a_requeued_task_completes_without_duplicated_rows(tmp_path, sql):
         (0, "completed", 1),
         (1, "completed", 2),
     ]
-    assert sql(out, "SELECT count(*) FROM attempts WHERE process_index = 1") == [(1,)]  # the killed one left no row
+    # The killed attempt is on record too: the next attempt of the same job wrote it, from sacct -D.
+    attempts = sql(
+        out, "SELECT status, attempt, slurm_job_id, exception_message FROM attempts WHERE process_index = 1 ORDER BY 2"
+    )
+    assert [a[:3] for a in attempts] == [("requeued", 1, job), ("completed", 2, job)]
+    assert attempts[0][3].startswith("Slurm requeued this attempt (sacct: REQUEUED")
     assert sql(out, "SELECT process_index, count(*) FROM timings GROUP BY 1 ORDER BY 1") == [(0, 3), (1, 3)]
     restart = json.loads(sql(out, "SELECT detail FROM records WHERE process_index = 1")[0][0])["env"][
         "SLURM_RESTART_COUNT"

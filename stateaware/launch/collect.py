@@ -11,32 +11,45 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stateaware.launch.spec import ProcessSpec
-from stateaware.launch.worker import ProcessResult, attempts_so_far, record_status, status_row
+from stateaware.launch.worker import ProcessResult, attempts_so_far, record_status, recorded_result, status_row
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
 
 __all__ = ["collect"]
 
 
-def collect(job: Any, spec: ProcessSpec) -> ProcessResult:
-    """The result a finished job returned, or a ``lost`` row if it died without one.
+def collect(job: Any, spec: ProcessSpec, *, state: str | None = None) -> ProcessResult:
+    """The result a finished job returned, the row a failed one recorded, or a ``lost`` row if it died without one.
 
-    Never raises for a full disk: the result then carries the message, with nothing recorded.
+    A fresh process that failed raised after writing its row (so it exits non-zero,
+    :func:`~stateaware.launch.worker.run_or_raise`): its result is the row this job
+    recorded. ``state``: Slurm's final state of the job, when the caller already read it
+    (no second ``sacct`` call, and no wait for a result file a job without one never
+    writes). Never raises for a full disk: the result then carries the message, with
+    nothing recorded.
     """
-    try:
-        result = job.result()
-        if isinstance(result, ProcessResult):
-            return result
-        message = f"process returned {result!r} instead of a ProcessResult"
-        exc: BaseException | None = None
-    except Exception as error:  # noqa: BLE001 - the job died: record it, keep going
-        message, exc = f"died without recording a status: {error}", error
+    exc: BaseException | None = None
+    if state is not None and not job.paths.result_pickle.exists():
+        message = f"died without recording a status (Slurm state {state})"
+    else:
+        try:
+            result = job.result()
+            if isinstance(result, ProcessResult):
+                return result
+            message = f"process returned {result!r} instead of a ProcessResult"
+        except Exception as error:  # noqa: BLE001 - the job died or failed: read or record it, keep going
+            recorded = recorded_result(spec, str(job.paths.stdout))
+            if recorded is not None:
+                return recorded
+            message, exc = f"died without recording a status: {error}", error
+        state = str(getattr(job, "state", "") or "")
     # A scheduler that ended the job on purpose (scancel, preemption) is not a crash.
-    state = str(getattr(job, "state", "") or "").upper()
-    status = "cancelled" if state.startswith(("CANCELLED", "PREEMPTED")) else "lost"
+    status = "cancelled" if state.upper().startswith(("CANCELLED", "PREEMPTED")) else "lost"
     attempt = attempts_so_far(spec) + 1
     row = status_row(spec, status, attempt, datetime.now(UTC), pid=_job_pid(job), exc=exc, message=message)
     if status == "cancelled" or spec.launcher == "slurm":
         row.update(node=None, slurm_job_id=str(job.job_id))
+    if spec.launcher != "inline":
+        row.update(stdout_path=str(job.paths.stdout), stderr_path=str(job.paths.stderr))
     try:
         attempt = record_status(spec, row)
     except DiskFullError as full:

@@ -42,6 +42,7 @@ from stateaware.launch.worker import (
     attempts_so_far,
     record_status,
     run_one_process,
+    run_or_raise,
     status_row,
 )
 from stateaware.names import check_inside
@@ -390,7 +391,7 @@ def _executor(run: RunSpec, folder: Path, timing: bool, snapshot: Path | None) -
         return executor
     from stateaware.launch.slurm import slurm_executor
 
-    return slurm_executor(launcher, folder, timing, snapshot)
+    return slurm_executor(launcher, folder, timing, snapshot, cohort=run.cohort, run_id=folder.name)
 
 
 def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
@@ -494,7 +495,7 @@ def launch_pair(
                     stopped.not_started = [x.process_index for t, x in order[position:] if t == which]
                 break
             with python_path_first(snapshots[side]):  # the local process inherits its side's code
-                job = executors[side].submit(run_one_process, spec)
+                job = executors[side].submit(run_or_raise, spec)
             result = collect(job, spec)
             summary.results.append(result)
             summary.disk_full = summary.disk_full or result.disk_full
@@ -513,7 +514,9 @@ def _run_throttled(
         while queue and len(running) < limit and not summary.disk_full:
             spec = queue.popleft()
             try:
-                job = executor.submit(run_one_process, spec)
+                # A fresh process exits non-zero when it fails (run_or_raise); inline, a raising
+                # job would stop in submitit's debugger.
+                job = executor.submit(run_one_process if inline else run_or_raise, spec)
             except OSError as exc:  # submitit could not write the job's files
                 if not disk_full(exc):
                     raise

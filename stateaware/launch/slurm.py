@@ -1,11 +1,18 @@
-"""Slurm through submitit: one job array per launch, throttled by ``array_parallelism``.
+"""Slurm through submitit: a cohort as job arrays of the cluster's size, named and commented.
 
 Each array task runs :class:`RequeueableProcess`, a submitit ``Checkpointable``: when
 Slurm preempts a task or it reaches its time limit, submitit's signal handler requeues it
 with the same spec, and the requeued attempt replaces (never duplicates) the parts the
 first one wrote, since part names are deterministic. ``scontrol requeue`` restarts a task
-the same way. Attempts are counted from the status rows and from Slurm's own
-``SLURM_RESTART_COUNT`` (a killed attempt writes no row).
+the same way. The next attempt records the one Slurm requeued (``requeued``, from
+``sacct -D``; :mod:`stateaware.launch.attempts`), so every attempt has a row. A task
+whose process failed ends ``FAILED`` in ``sacct``, exit code 1, its traceback in its
+``.err`` log; a failed or drifted task is never requeued.
+
+Jobs are named ``stateaware-<cohort>`` (``launcher.job_name``) with the run id as their
+comment. A cohort larger than the controller's ``MaxArraySize`` is split into several
+arrays (:func:`split_arrays`); waiting polls the controller with one ``sacct`` call for
+every job, at a rate that backs off (:func:`run_array`).
 
 Submissions are written to ``OUT/.submitit/<run_id>/submissions.json`` (process index →
 Slurm job id), so ``wait=false`` can return at once and a later run of the same command,
@@ -17,14 +24,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stateaware.launch.snapshot import batch_script_lines
 from stateaware.launch.spec import ProcessSpec
-from stateaware.launch.worker import ProcessResult, run_one_process
+from stateaware.launch.worker import ProcessResult, run_or_raise
 from stateaware.records.writer import write_bytes_atomic
 
 if TYPE_CHECKING:  # the launcher settings type only: the status command imports this module too
@@ -39,6 +48,11 @@ __all__ = [
     "submissions_path",
     "read_submissions",
     "slurm_states",
+    "job_name",
+    "ArrayLimits",
+    "parse_limits",
+    "array_limits",
+    "split_arrays",
     "IN_FLIGHT",
 ]
 
@@ -49,6 +63,7 @@ _FIELDS = {
     "qos": "qos",
     "cpus_per_task": "cpus_per_task",
     "gpus_per_node": "gpus_per_node",
+    "gres": "gres",
     "constraint": "constraint",
     "exclusive": "exclusive",
     "array_parallelism": "array_parallelism",
@@ -65,6 +80,7 @@ IN_FLIGHT = (
     "COMPLETING",
     "REQUEUE_HOLD",
     "REQUEUE_FED",
+    "UNKNOWN",  # ours: squeue could not be asked; treated as still queued until it can
 )
 
 
@@ -75,19 +91,53 @@ def _requeueable_base() -> type:
 
 
 class RequeueableProcess(_requeueable_base()):  # type: ignore[misc]
-    """``run_one_process`` as a submitit Checkpointable: requeued on preemption or timeout."""
+    """One Slurm task's attempt as a submitit Checkpointable: requeued on preemption or timeout.
+
+    Before it runs, it records the earlier attempts of its job that Slurm requeued
+    (:mod:`stateaware.launch.attempts`); then it runs :func:`run_or_raise`, which raises once
+    an unsuccessful attempt's row is written, so the task ends ``FAILED`` (exit code 1) in
+    ``sacct`` with its traceback in the ``.err`` log. An attempt that has recorded its end is
+    never requeued: a failed or drifted task stays failed.
+    """
+
+    _ended = False
 
     def __call__(self, spec: ProcessSpec) -> ProcessResult:
-        return run_one_process(spec)
+        from stateaware.launch.attempts import record_requeued_attempts
+
+        record_requeued_attempts(spec)
+        try:
+            return run_or_raise(spec)
+        finally:
+            self._ended = True  # a signal from here on must not requeue what is recorded
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """submitit's requeue on preemption or the time limit, refused once the attempt is recorded."""
+        if self._ended:
+            return None
+        return super().checkpoint(*args, **kwargs)
 
 
-def slurm_parameters(launcher: LauncherSpec, timing: bool) -> dict[str, Any]:
+def job_name(launcher: LauncherSpec, cohort: str) -> str:
+    """``launcher.job_name``, or ``stateaware-<cohort>``: what ``squeue``/``sacct`` show as JobName."""
+    return launcher.job_name or f"stateaware-{cohort}"
+
+
+def slurm_parameters(
+    launcher: LauncherSpec, timing: bool, *, cohort: str | None = None, run_id: str | None = None
+) -> dict[str, Any]:
     """submitit SlurmExecutor parameters for the run's ``launcher`` settings (unset fields left to the cluster).
 
-    Timing cohorts default to an exclusive node per process, so timed processes never
-    share a device or cores.
+    Every job is named :func:`job_name` and carries the run id as its ``--comment``, so
+    ``squeue -o '%j %k'`` and ``sacct --format=JobName,Comment`` tell cohorts and runs
+    apart. Timing cohorts default to an exclusive node per process, so timed processes
+    never share a device or cores.
     """
     params: dict[str, Any] = {"time": max(1, int(round(launcher.timeout_min)))}
+    if cohort is not None:
+        params["job_name"] = job_name(launcher, cohort)
+    if run_id is not None:
+        params["comment"] = run_id
     for ours, theirs in _FIELDS.items():
         if getattr(launcher, ours) is not None:
             params[theirs] = getattr(launcher, ours)
@@ -100,7 +150,15 @@ def slurm_parameters(launcher: LauncherSpec, timing: bool) -> dict[str, Any]:
     return params
 
 
-def slurm_executor(launcher: LauncherSpec, folder: Path, timing: bool, snapshot: Path | None = None) -> Any:
+def slurm_executor(
+    launcher: LauncherSpec,
+    folder: Path,
+    timing: bool,
+    snapshot: Path | None = None,
+    *,
+    cohort: str | None = None,
+    run_id: str | None = None,
+) -> Any:
     """A submitit SlurmExecutor for the run's ``launcher`` settings; with ``snapshot``, jobs import the code from it.
 
     The snapshot goes on ``PYTHONPATH`` in the batch script itself, not through the
@@ -116,7 +174,7 @@ def slurm_executor(launcher: LauncherSpec, folder: Path, timing: bool, snapshot:
             "launcher=local, or start a test cluster with slurm/start_cluster.sh"
         )
     executor = submitit.SlurmExecutor(folder=folder)
-    params = slurm_parameters(launcher, timing)
+    params = slurm_parameters(launcher, timing, cohort=cohort, run_id=run_id)
     if snapshot is not None:
         params["setup"] = batch_script_lines(snapshot)
     executor.update_parameters(**params)
@@ -142,35 +200,114 @@ def _record_submissions(out: Path | str, run_id: str, jobs: dict[int, str]) -> N
     write_bytes_atomic(json.dumps({str(k): v for k, v in sorted(merged.items())}, indent=1).encode(), path)
 
 
+@dataclass(frozen=True)
+class ArrayLimits:
+    """The controller's limits on job arrays (``scontrol show config``)."""
+
+    max_array_size: int  # tasks per array: indices 0 .. MaxArraySize - 1
+    max_job_count: int  # jobs the controller holds at once, every user's together
+
+    @property
+    def array_size(self) -> int:
+        """The most tasks one of our arrays may have."""
+        return max(1, min(self.max_array_size, self.max_job_count))
+
+
+#: Slurm's own defaults, used where ``scontrol`` cannot be read.
+DEFAULT_LIMITS = ArrayLimits(max_array_size=1001, max_job_count=10000)
+
+
+def parse_limits(text: str) -> ArrayLimits:
+    """``MaxArraySize`` and ``MaxJobCount`` from ``scontrol show config`` output (Slurm's defaults if absent)."""
+    found = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in ("MaxArraySize", "MaxJobCount") and value.strip().isdigit():
+            found[key.strip()] = int(value.strip())
+    return ArrayLimits(
+        found.get("MaxArraySize", DEFAULT_LIMITS.max_array_size), found.get("MaxJobCount", DEFAULT_LIMITS.max_job_count)
+    )
+
+
+def array_limits() -> ArrayLimits:
+    """The cluster's :class:`ArrayLimits`, read once per launch from ``scontrol show config``."""
+    try:
+        done = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return DEFAULT_LIMITS
+    return parse_limits(done.stdout) if done.returncode == 0 else DEFAULT_LIMITS
+
+
+def split_arrays(pending: list[ProcessSpec], limits: ArrayLimits) -> list[list[ProcessSpec]]:
+    """``pending`` in order, cut into arrays of at most ``limits.array_size`` tasks."""
+    size = limits.array_size
+    return [pending[i : i + size] for i in range(0, len(pending), size)]
+
+
+def _array_ids(job_ids: list[str]) -> list[str]:
+    """The distinct Slurm jobs to ask about: an array task ``123_4`` is asked as its array ``123``."""
+    return sorted({job.split("_")[0] for job in job_ids})
+
+
+def _expand(job: str) -> list[str]:
+    """``sacct``'s ``123_[3-5,7%2]`` (tasks not started yet) as ``123_3 … 123_7``; other ids as they are."""
+    head, bracket, rest = job.partition("_[")
+    if not bracket:
+        return [job]
+    tasks = []
+    for span in rest.rstrip("]").split("%")[0].split(","):
+        first, _, last = span.partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            tasks += [f"{head}_{t}" for t in range(int(first), int(last or first) + 1)]
+    return tasks
+
+
+def _parse_states(text: str) -> dict[str, str]:
+    states = {}
+    for line in text.splitlines():
+        job, _, state = line.partition("|")
+        for one in _expand(job.strip()):
+            states[one] = state.split(" ")[0].strip() if state else ""
+    return states
+
+
 def slurm_states(job_ids: list[str]) -> dict[str, str]:
-    """Slurm's state of each job id (``sacct``, falling back to ``squeue``); unknown ids omitted."""
-    if not job_ids or shutil.which("sacct") is None:
+    """Slurm's state of each job id: one ``sacct`` call for all of them, one ``squeue`` call for the
+    ids ``sacct`` does not know (a cluster without slurmdbd); unknown ids omitted."""
+    if not job_ids:
         return {}
     states: dict[str, str] = {}
+    if shutil.which("sacct") is not None:
+        try:
+            done = subprocess.run(
+                ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(_array_ids(job_ids))],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            states = _parse_states(done.stdout) if done.returncode == 0 else {}
+        except (OSError, subprocess.SubprocessError):
+            pass
+    missing = [j for j in job_ids if j not in states]
+    if missing:
+        states.update({j: s for j, s in _squeue(missing).items() if j in missing})
+    return {j: states[j] for j in job_ids if j in states}
+
+
+def _squeue(job_ids: list[str]) -> dict[str, str]:
+    """The ids among ``job_ids`` that ``squeue`` still lists (one line per array task) → state."""
+    if shutil.which("squeue") is None:
+        return {}
     try:
-        out = subprocess.run(
-            ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(job_ids)],
+        done = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(_array_ids(job_ids))],
             capture_output=True,
             text=True,
             timeout=30,
-        ).stdout
-        for line in out.splitlines():
-            job, _, state = line.partition("|")
-            states[job.strip()] = state.split()[0] if state else ""
+        )
     except (OSError, subprocess.SubprocessError):
-        pass
-    missing = [j for j in job_ids if j not in states]
-    if missing and shutil.which("squeue"):
-        try:
-            out = subprocess.run(
-                ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(missing)], capture_output=True, text=True, timeout=30
-            ).stdout
-            for line in out.splitlines():
-                job, _, state = line.partition("|")
-                states[job.strip()] = state.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return states
+        return {j: "UNKNOWN" for j in job_ids}  # cannot tell: assume still queued, ask again later
+    return _parse_states(done.stdout)
 
 
 def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec]) -> list[Any]:
@@ -180,28 +317,15 @@ def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[Proc
     return jobs
 
 
-def _queued(job_ids: list[str]) -> set[str]:
-    """The ids among ``job_ids`` that ``squeue`` still lists (one line per array task)."""
-    try:
-        out = subprocess.run(
-            ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(job_ids)], capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return set(job_ids)  # cannot tell: assume still queued, ask again next poll
-    return {line.strip() for line in out.splitlines()}
+def _after(executor: Any, job_id: str | None) -> Any:
+    """``executor``, or a copy whose jobs wait for Slurm job ``job_id`` to end (``--dependency=afterany``)."""
+    if job_id is None:
+        return executor
+    import submitit
 
-
-def _finished(jobs: list[Any]) -> list[Any]:
-    """The jobs that have ended for good.
-
-    submitit's ``done()`` alone is not enough: while Slurm requeues a task, ``sacct``
-    briefly reports it ``CANCELLED`` ("due to job requeue"), which submitit takes as
-    final. A job that ``squeue`` still lists is not finished, whatever ``sacct`` says.
-    """
-    with_result = [job for job in jobs if job.paths.result_pickle.exists()]
-    rest = [job for job in jobs if job not in with_result]
-    queued = _queued([job.job_id for job in rest]) if rest else set()
-    return with_result + [job for job in rest if job.job_id not in queued and job.done()]
+    copy = submitit.SlurmExecutor(folder=executor.folder, max_num_timeout=executor.max_num_timeout)
+    copy.update_parameters(**{**executor.parameters, "dependency": f"afterany:{job_id.split('_')[0]}"})
+    return copy
 
 
 def in_flight(out: Path | str, run_id: str, indices: list[int]) -> dict[int, str]:
@@ -209,7 +333,11 @@ def in_flight(out: Path | str, run_id: str, indices: list[int]) -> dict[int, str
     submitted = read_submissions(out, run_id)
     jobs = {i: submitted[i] for i in indices if i in submitted}
     states = slurm_states(list(jobs.values()))
-    return {i: job for i, job in jobs.items() if states.get(job, "").split(" ")[0] in IN_FLIGHT}
+    return {i: job for i, job in jobs.items() if states.get(job, "") in IN_FLIGHT}
+
+
+#: The longest wait between two ``sacct`` calls while jobs run (the calls back off to it).
+MAX_SACCT_INTERVAL_S = 15.0
 
 
 def run_array(
@@ -221,30 +349,80 @@ def run_array(
     out: Path | str,
     run_id: str,
     wait: bool = True,
+    limits: ArrayLimits | None = None,
 ) -> list[str]:
-    """Submit the pending processes that are not already queued, as one job array.
+    """Submit the pending processes that are not already queued, as job arrays of the cluster's size.
+
+    A cohort larger than ``MaxArraySize`` becomes several arrays; with
+    ``launcher.array_parallelism`` set, each array waits for the one before it
+    (``--dependency=afterany``), so the cohort never runs more tasks at once than that.
+    At most ``MaxJobCount`` tasks are in the queue at once: with ``wait`` the rest are
+    submitted as earlier ones end, without it the next run of the command submits them.
 
     Processes whose earlier submission is still queued or running are not submitted again;
     with ``wait`` they are waited for with the new ones, each reported to ``on_result`` as it
-    ends. Returns the Slurm job ids of the processes now in flight (new and earlier).
+    ends. Waiting reads result files every ``poll_s`` and asks the controller at a bounded
+    rate: one ``sacct`` call for every job at once, spaced from ``poll_s`` doubling up to
+    :data:`MAX_SACCT_INTERVAL_S`, and one ``squeue`` call to confirm the jobs ``sacct`` says
+    ended without a result (it briefly calls a requeued task ``CANCELLED``). Returns the
+    Slurm job ids of the processes now in flight (new and earlier).
     """
     import submitit
 
-    from stateaware.launch.collect import collect
-
     queued = in_flight(out, run_id, [s.process_index for s in pending])
     fresh = [s for s in pending if s.process_index not in queued]
-    jobs = dict(zip(submit_array(executor, out, run_id, fresh), fresh, strict=True)) if fresh else {}
     by_index = {s.process_index: s for s in pending}
-    for index, job_id in queued.items():
-        jobs[submitit.SlurmJob(folder=executor.folder, job_id=job_id)] = by_index[index]
+    jobs: dict[Any, ProcessSpec] = {
+        submitit.SlurmJob(folder=executor.folder, job_id=job_id): by_index[i] for i, job_id in queued.items()
+    }
+    limits = limits or (array_limits() if fresh else DEFAULT_LIMITS)
+    arrays = split_arrays(fresh, limits)
+    throttled = executor.parameters.get("array_parallelism") is not None
+    last: list[str | None] = [None]
+
+    def submit_what_fits() -> None:
+        while arrays and len(jobs) + len(arrays[0]) <= max(limits.max_job_count, len(arrays[0])):
+            chunk = arrays.pop(0)
+            submitted = submit_array(_after(executor, last[0] if throttled else None), out, run_id, chunk)
+            jobs.update(zip(submitted, chunk, strict=True))
+            last[0] = submitted[0].job_id
+
+    submit_what_fits()
     ids = [job.job_id for job in jobs]
+    if arrays:
+        left = sum(len(a) for a in arrays)
+        print(f"{left} processes wait for room in the queue (MaxJobCount={limits.max_job_count})", file=sys.stderr)
     if not wait:
         return ids
-    while jobs:
-        finished = _finished(list(jobs))
-        for job in finished:
-            on_result(collect(job, jobs.pop(job)))
-        if jobs and not finished:
-            time.sleep(max(poll_s, 1.0))  # submitit polls sacct; do not hammer the controller
+    _wait(jobs, on_result, poll_s=poll_s, refill=submit_what_fits)
     return ids
+
+
+def _wait(
+    jobs: dict[Any, ProcessSpec],
+    on_result: Callable[[ProcessResult], None],
+    *,
+    poll_s: float,
+    refill: Callable[[], None],
+) -> None:
+    """Report each job of ``jobs`` to ``on_result`` as it ends; see :func:`run_array` for the polling rate."""
+    from stateaware.launch.collect import collect
+
+    poll_s = max(poll_s, 0.5)
+    sacct_every, next_sacct = poll_s, time.monotonic() + poll_s
+    while jobs:
+        ended: dict[Any, str | None] = {job: None for job in jobs if job.paths.result_pickle.exists()}
+        rest = [job for job in jobs if job not in ended]
+        if rest and time.monotonic() >= next_sacct:
+            states = slurm_states([job.job_id for job in rest])
+            gone = [job for job in rest if job.job_id in states and states[job.job_id] not in IN_FLIGHT]
+            listed = _squeue([job.job_id for job in gone]) if gone else {}
+            ended.update({job: states[job.job_id] for job in gone if job.job_id not in listed})
+            sacct_every = min(2 * sacct_every, max(MAX_SACCT_INTERVAL_S, poll_s))
+            next_sacct = time.monotonic() + sacct_every
+        for job, state in ended.items():
+            on_result(collect(job, jobs.pop(job), state=state))
+        if ended:
+            refill()
+        if jobs and not ended:
+            time.sleep(poll_s)

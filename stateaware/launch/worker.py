@@ -20,10 +20,16 @@ while a slow worker still ends, a requeue racing a late row) each get a number o
 own and no attempt's row is ever overwritten.
 
 A process that dies without reaching a terminal state (SIGKILL, the OOM killer, a node
-failure) writes nothing; the launcher then records it as ``lost``. Failures are data,
-returned to the launcher as a :class:`ProcessResult`, never re-raised: a raising job
-would send submitit's debug executor into pdb and tell the launcher nothing it cannot
-read from the row.
+failure) writes nothing; the launcher then records it as ``lost``, or — for a Slurm task
+that was requeued — the next attempt records it (``requeued``/``lost``,
+:mod:`stateaware.launch.attempts`).
+
+Failures are data first: :func:`run_one_process` records the row and returns a
+:class:`ProcessResult`. A fresh process (local or Slurm) then runs :func:`run_or_raise`,
+which raises :class:`ProcessFailed` *after* the row is written, so the process exits
+non-zero with the traceback on its stderr and ``sacct`` says ``FAILED`` — what a cluster
+user triages with. The inline launcher calls :func:`run_one_process` itself: a raising job
+would send submitit's debug executor into pdb.
 """
 
 from __future__ import annotations
@@ -50,7 +56,18 @@ from stateaware.records.writer import (
     stale_temporary,
 )
 
-__all__ = ["ProcessResult", "run_one_process", "status_row", "attempts_so_far", "record_status"]
+__all__ = [
+    "ProcessResult",
+    "ProcessFailed",
+    "run_one_process",
+    "run_or_raise",
+    "recorded_result",
+    "status_row",
+    "attempts_so_far",
+    "highest_recorded_attempt",
+    "record_status",
+    "log_paths",
+]
 
 
 @dataclass(frozen=True)
@@ -61,6 +78,21 @@ class ProcessResult:
     pid: int
     message: str = ""
     disk_full: str = ""  # the one-line DiskFullError message when the disk filled up
+
+
+class ProcessFailed(RuntimeError):
+    """Raised by :func:`run_or_raise` after an unsuccessful attempt's row is written.
+
+    Its message is the one-line outcome followed by the kind's traceback (when there is
+    one), so the process's stderr log — submitit prints it as the job's uncaught error —
+    holds what ``processes.traceback`` holds.
+    """
+
+    def __init__(self, result: ProcessResult, traceback_text: str | None = None) -> None:
+        first = (result.message or "").strip().splitlines()
+        line = f"process {result.process_index} {result.status} (attempt {result.attempt}): {first[0] if first else ''}"
+        super().__init__(line + (f"\n\nThe process's own traceback:\n{traceback_text}" if traceback_text else ""))
+        self.result = result
 
 
 def identity_of(spec: ProcessSpec) -> Identity:
@@ -76,14 +108,18 @@ def attempts_so_far(spec: ProcessSpec) -> int:
     recorded — parts moved to ``OUT/.quarantine/`` included — so a gap in the numbers or a
     damaged row never makes a number reused.
     """
+    return max(highest_recorded_attempt(spec), _int_or_none(os.environ.get("SLURM_RESTART_COUNT")) or 0)
+
+
+def highest_recorded_attempt(spec: ProcessSpec) -> int:
+    """The highest attempt number among the process's status parts (quarantined and compacted ones too); 0 if none."""
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
     aside = Path(spec.out) / QUARANTINE / folder.relative_to(spec.out)  # damaged rows still used their numbers
     names = [p.name for p in folder.glob(f"p{spec.process_index:06d}-a*.parquet")]
     names += [p.name.partition(".parquet")[0] for p in aside.glob(f"p{spec.process_index:06d}-a*.parquet*")]
     names += _compacted_status_parts(folder, spec.process_index)
     numbers = [_int_or_none(name.removesuffix(".parquet").rpartition("-a")[2]) for name in names]
-    highest = max((n for n in numbers if n is not None), default=0)
-    return max(highest, _int_or_none(os.environ.get("SLURM_RESTART_COUNT")) or 0)
+    return max((n for n in numbers if n is not None), default=0)
 
 
 def _compacted_status_parts(folder: Path, process_index: int) -> list[str]:
@@ -146,7 +182,21 @@ def status_row(
         "exception_message": message if message is not None else (str(exc) if exc is not None else None),
         "traceback": "".join(traceback.format_exception(exc)) if exc is not None else None,
         "spec_json": spec.to_json(),
+        **dict(zip(("stdout_path", "stderr_path"), log_paths(), strict=True)),
     }
+
+
+def log_paths() -> tuple[str | None, str | None]:
+    """The stdout and stderr log files submitit gives this process (``None, None`` outside a submitit job)."""
+    if not os.environ.get("SUBMITIT_FOLDER"):
+        return None, None
+    try:
+        import submitit
+
+        paths = submitit.JobEnvironment().paths
+        return str(paths.stdout), str(paths.stderr)
+    except (KeyError, ValueError, RuntimeError):  # not a submitit job after all
+        return None, None
 
 
 def run_one_process(spec: ProcessSpec) -> ProcessResult:
@@ -218,6 +268,62 @@ def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult
     return ProcessResult(
         spec.process_index, row["status"], attempt, os.getpid(), row["exception_message"] or "", disk_full=full or ""
     )
+
+
+def run_or_raise(spec: ProcessSpec) -> ProcessResult:
+    """:func:`run_one_process`, raising :class:`ProcessFailed` once an unsuccessful attempt is recorded.
+
+    What a fresh process runs (local and Slurm launchers), so its exit code says how it
+    ended: 0 for ``completed``, 1 (an uncaught exception, its traceback on stderr) for
+    ``failed``, ``source_drift`` and every other unsuccessful outcome.
+    """
+    result = run_one_process(spec)
+    if result.status != "completed":
+        raise ProcessFailed(result, _recorded_traceback(spec, result.attempt))
+    return result
+
+
+def _recorded_traceback(spec: ProcessSpec, attempt: int) -> str | None:
+    import pyarrow.parquet as pq
+
+    path = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, f"a{attempt:03d}")
+    try:
+        values = pq.read_table(path, columns=["traceback"]).column("traceback").to_pylist()
+    except (OSError, ValueError, KeyError):  # not recorded (a full disk): the message says enough
+        return None
+    return values[0] if values else None
+
+
+def recorded_result(spec: ProcessSpec, stdout_path: str) -> ProcessResult | None:
+    """The result a process recorded for its latest attempt in the submitit job whose log is ``stdout_path``.
+
+    How the launcher reads a job that raised :class:`ProcessFailed`: the row is the record,
+    the exception only made the exit code. The log path names the job (a Slurm task's or a
+    local process's; every attempt of a requeued task appends to the same one), and the
+    worker recorded it. ``None`` when this job recorded no row.
+    """
+    import pyarrow.parquet as pq
+
+    folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
+    best: dict | None = None
+    for path in folder.glob(f"p{spec.process_index:06d}-a*.parquet"):
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except (OSError, ValueError):
+            continue
+        for row in rows:
+            mine = row.get("stdout_path") == stdout_path
+            if (
+                mine
+                and row.get("status") not in ("requeued", "lost")
+                and (best is None or row["attempt"] > best["attempt"])
+            ):
+                best = row
+    if best is None:
+        return None
+    message = best.get("exception_message") or ""
+    full = message if best.get("exception_type") == DiskFullError.__name__ else ""
+    return ProcessResult(spec.process_index, best["status"], best["attempt"], best["pid"], message, disk_full=full)
 
 
 @contextlib.contextmanager

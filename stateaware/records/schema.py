@@ -48,8 +48,10 @@ __all__ = [
 #: 6: processes.parts_json (what a process's attempt wrote, so verification and resume can
 #:    count its rows — issue 23);
 #: 7: runs.pair_id and runs.side (the two runs of an interleaved comparison, ``compare_to=``:
-#:    side ``a`` the code launched, side ``b`` the code compared to it — issue 25).
-SCHEMA_VERSION = 7
+#:    side ``a`` the code launched, side ``b`` the code compared to it — issue 25);
+#: 8: processes.stdout_path and processes.stderr_path (the attempt's log files), and the
+#:    ``requeued`` status (an attempt Slurm requeued, recorded by the next one — issue 27).
+SCHEMA_VERSION = 8
 
 #: Columns renamed since an older schema version: old name -> (new name, version that renamed
 #: it). A part stamped with an older version may carry the old name; the part check accepts
@@ -69,7 +71,11 @@ OUTCOMES = ("match", "reject", "diverge", "unsupported", "error")
 #: process that died without writing any status (SIGKILL, OOM killer, node failure).
 #: ``damaged``: written by a resuming launcher when a part of the process was found
 #: damaged or foreign and moved to ``OUT/.quarantine/``; the process then runs again.
-STATUSES = ("completed", "failed", "source_drift", "cancelled", "lost", "damaged")
+#: ``requeued``: a Slurm attempt that Slurm requeued (``scontrol requeue``, preemption, the
+#: time limit) before it recorded anything; the next attempt of the same job writes it, with
+#: the old attempt's number, and so does ``lost`` for an attempt ``sacct -D`` shows ended
+#: otherwise (a node failure). Since schema version 8.
+STATUSES = ("completed", "failed", "source_drift", "cancelled", "lost", "damaged", "requeued")
 
 _ts = pa.timestamp("us", tz="UTC")
 
@@ -138,6 +144,10 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("exception_message", pa.string()),
         ("traceback", pa.string()),
         ("spec_json", pa.string()),  # the process spec's seeds and parameters
+        # The attempt's log files as submitit named them (OUT/.submitit/<run_id>/<job>_0_log.out
+        # and .err: the traceback of a failed process is there too); null inline and before 8.
+        ("stdout_path", pa.string()),
+        ("stderr_path", pa.string()),
         # The parts this attempt wrote, as the worker saw them land: a JSON list of
         # {"table", "part", "rows"} (stateaware.records.writer.RecordWriter.parts_written).
         # Verification and resume compare each table's rows of the process with it; null on

@@ -1,0 +1,108 @@
+"""A cohort larger than the cluster's MaxArraySize, on the real local Slurm of slurm/start_cluster.sh.
+
+The test cluster sets ``MaxArraySize=20`` (slurm/start_cluster.sh), so the 50 processes
+of the ``noop`` cohort become three arrays (20, 20, 10) in CI time. ``sacct`` and
+``squeue`` are shims on ``PATH`` that log each call before running the real command, so
+the test counts how often the launcher asked the controller while it waited.
+
+Skipped, with the reason shown, where no Slurm node is up (`.ci/run` starts one).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stateaware.launch.slurm import MAX_SACCT_INTERVAL_S, array_limits
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parent.parent
+PROCESSES = 50
+
+
+def _cluster_up() -> str | None:
+    if shutil.which("sinfo") is None:
+        return "sinfo not found: Slurm is not installed (slurm/start_cluster.sh installs and starts it)"
+    try:
+        states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"sinfo failed: {exc}"
+    if not any(s.startswith(("idle", "mix", "alloc")) for s in states):
+        return f"no Slurm node is up (sinfo: {states or 'nothing'}); run slurm/start_cluster.sh"
+    return None
+
+
+if _cluster_up():
+    pytest.skip(_cluster_up(), allow_module_level=True)
+
+
+def _shims(folder: Path, log: Path) -> Path:
+    """``sacct`` and ``squeue`` that append their name to ``log``, then run the real one."""
+    folder.mkdir()
+    for name in ("sacct", "squeue"):
+        real = shutil.which(name)
+        assert real is not None
+        shim = folder / name
+        shim.write_text(f'#!/bin/sh\necho {name} >> "{log}"\nexec "{real}" "$@"\n')
+        shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    return folder
+
+
+def test_a_cohort_past_max_array_size_runs_as_several_arrays_with_bounded_polling(tmp_path, sql):
+    limits = array_limits()
+    assert limits.max_array_size == 20, "slurm/start_cluster.sh sets MaxArraySize=20 for this test"
+    out, log = tmp_path / "out", tmp_path / "calls.log"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "PATH": f"{_shims(tmp_path / 'bin', log)}{os.pathsep}{os.environ['PATH']}",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "stateaware",
+        "cohort=noop",
+        f"processes={PROCESSES}",
+        "launcher=slurm",
+        f"out={out}",
+        "run_id=noop-arrays",
+        "launcher.poll_s=1",
+        "launcher.mem_gb=0.25",
+        "launcher.cpus_per_task=1",
+    ]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    finally:
+        subprocess.run(["scancel", "--name=stateaware-noop"], capture_output=True, timeout=30)
+    waited = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    rows = sql(out, "SELECT process_index, status, attempt, slurm_job_id FROM attempts ORDER BY 1")
+    assert [r[:3] for r in rows] == [(i, "completed", 1) for i in range(PROCESSES)]  # every process once
+    arrays: dict[str, list[int]] = {}
+    for *_, job in rows:
+        array, _, task = job.partition("_")
+        arrays.setdefault(array, []).append(int(task))
+    assert sorted(map(sorted, arrays.values()), key=len, reverse=True) == [
+        list(range(20)),
+        list(range(20)),
+        list(range(10)),
+    ]
+    # Polling: one sacct call for every job at once, spaced from poll_s doubling up to
+    # MAX_SACCT_INTERVAL_S (1, 2, 4, 8, 15, 15, ... s): at most 5 + waited / 15 calls,
+    # however many tasks; squeue only to confirm a job sacct says ended without a result.
+    calls = log.read_text().split() if log.exists() else []
+    bound = 5 + waited / MAX_SACCT_INTERVAL_S
+    sacct, squeue = calls.count("sacct"), calls.count("squeue")
+    print(f"{PROCESSES} processes in {waited:.1f} s: {sacct} sacct, {squeue} squeue calls (bound {bound:.1f})")
+    assert sacct <= bound
+    assert squeue <= sacct
