@@ -153,3 +153,25 @@ def test_an_attempt_that_recorded_its_end_is_not_requeued():
     assert process.checkpoint("spec") is not None  # mid-run: submitit requeues it with the same call
     process._ended = True
     assert process.checkpoint("spec") is None
+
+
+def test_no_more_tasks_than_max_job_count_are_queued_at_once(tmp_path, monkeypatch, capsys):
+    import submitit
+
+    out = tmp_path / "out"
+    executor = submitit.SlurmExecutor(folder=out / ".submitit" / "demo-0123456789")
+    monkeypatch.setenv("PATH", f"{_fake_sbatch(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
+
+    ids = run_array(
+        executor,
+        _specs(out, 50),
+        lambda result: None,
+        poll_s=1,
+        out=out,
+        run_id="demo-0123456789",
+        wait=False,
+        limits=ArrayLimits(max_array_size=20, max_job_count=45),
+    )
+
+    assert ids == [f"41_{i}" for i in range(20)] + [f"42_{i}" for i in range(20)]  # a third array would pass 45
+    assert capsys.readouterr().err == "10 processes wait for room in the queue (MaxJobCount=45)\n"
