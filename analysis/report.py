@@ -284,17 +284,21 @@ def build_report(
     results = Path(results)
     out = Path(out) if out is not None else results / "report"
     out.mkdir(parents=True, exist_ok=True)
-    # Every part's footer is checked once before the comparisons are written and once after
-    # (to see them), however many connections the sections need.
-    parts = snapshot(results)
-    selected = select_runs(connect(results, parts=parts), run_ids)
+    # The runs are listed from `runs` and `processes` alone; every other part read is a chosen
+    # run's (NOTE [ Pruning by run ] in views): a report of one run costs the same whatever
+    # else the store holds. The chosen runs' parts are checked once before the comparisons
+    # are written and once after (to see them), however many connections the sections need.
+    listing = connect(results, parts=snapshot(results, tables=("runs", "processes")))
+    selected = select_runs(listing, run_ids)
     if not selected:
         raise ValueError(
             f"no runs under {results}; launch a cohort first: python -m stateaware cohort=NAME out={results}"
         )
     chosen = [run.run_id for run in selected]
-    others = other_runs(connect(results, parts=parts), selected)
+    others = other_runs(listing, selected)
+    listing.close()
 
+    parts = snapshot(results, chosen)
     con = connect(results, run_ids=chosen, parts=parts)
     if strict:
         from stateaware.analysis.stability import flags
@@ -344,7 +348,7 @@ def build_report(
     lines += ["", *_run_choice(selected, others, named=bool(run_ids))]
     if notes:
         lines += ["", *notes]
-    parts = snapshot(results)  # now with the comparisons just written
+    parts = snapshot(results, chosen)  # now with the comparisons just written
     for module_name, kind, rounds in sections_of(selected):
         module = _section_module(module_name, rounds[0][0])
         for runs in rounds:

@@ -49,7 +49,7 @@ import io
 import json
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -58,7 +58,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
-from stateaware.analysis.views import Snapshot, connect
+from stateaware.analysis.result_tables import RESULT_TABLES
+from stateaware.analysis.views import PARTS_PREFIX, Snapshot, connect
+
+from stateaware.records.schema import TABLES
 
 __all__ = [
     "CHUNK_ROWS",
@@ -70,6 +73,7 @@ __all__ = [
     "LimitError",
     "Limits",
     "ReadOnlyError",
+    "columns_read",
     "format_result",
     "query",
     "read_statements",
@@ -289,6 +293,86 @@ def _parsed(text: str) -> list[Any]:
         return []
 
 
+# -- what they read -------------------------------------------------------------------------
+
+#: The record-table folder behind each view a statement may name (NOTE [ Tables DuckDB reads
+#: itself ] in :mod:`stateaware.analysis.views`).
+_KNOWN = {**TABLES, **RESULT_TABLES}
+_FOLDER_OF = {
+    **{name: name for name in _KNOWN},
+    "attempts": "processes",
+    **{PARTS_PREFIX + name: name for name in _KNOWN},
+}
+
+#: Every folder that has a view.
+_VIEW_FOLDERS = tuple(_KNOWN)
+
+
+def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None:
+    """The tables ``statements`` read, each with the column names that may be theirs
+    (``None``: every column): :func:`stateaware.analysis.views.connect` loads the record
+    tables among them and leaves every other view empty.
+
+    From DuckDB's parse tree, erring towards more: every string in it that is a column of a
+    table named is kept; a ``*``/``COLUMNS(…)``, a ``NATURAL`` join, a table or alias used as
+    a column (a row as a struct) or a ``_parts_…`` relation (its ``filename``) keeps them
+    all. A statement whose tree cannot be had makes the answer ``None``: nothing is loaded
+    and every view reads through Arrow, slower and the same.
+    """
+    parser = duckdb.connect(":memory:")
+    wanted: dict[str, set[str] | None] = {}
+    try:
+        for text in statements:
+            if _parsed(text)[0].type == duckdb.StatementType.EXPLAIN:
+                text = _explained(text) or ""
+            row = parser.execute("SELECT json_serialize_sql(?)", [text]).fetchone()
+            tree = json.loads(row[0]) if row else {"error": True}
+            if tree.get("error"):
+                return None
+            for folder, columns in _columns_in(tree).items():
+                known = wanted.get(folder, set())
+                wanted[folder] = None if columns is None or known is None else known | columns
+    except (duckdb.Error, RecursionError, IndexError, ValueError):
+        return None
+    finally:
+        parser.close()
+    return wanted
+
+
+def _columns_in(tree: Any) -> dict[str, set[str] | None]:
+    """:func:`columns_read` of one parse tree."""
+    tables: set[str] = set()
+    aliases: set[str] = set()
+    names: set[str] = set()
+    lone_refs: set[str] = set()
+    everything = False
+    pending = [tree]  # a stack, not recursion: a parse tree is as deep as the SQL is nested
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if kind == "BASE_TABLE" and isinstance(item.get("table_name"), str):
+                tables.add(item["table_name"])
+                everything |= item["table_name"].startswith(PARTS_PREFIX)
+                aliases.add(str(item.get("alias") or ""))
+            elif kind == "STAR" or (kind == "JOIN" and item.get("ref_type") == "NATURAL"):
+                everything = True
+            elif kind == "COLUMN_REF" and len(item.get("column_names") or ()) == 1:
+                lone_refs.add(str(item["column_names"][0]))
+            pending += item.values()
+        elif isinstance(item, list):
+            pending += item
+        elif isinstance(item, str):
+            names.add(item)
+    everything |= bool(lone_refs & (tables | aliases))
+    found: dict[str, set[str] | None] = {}
+    for table in tables:
+        folder = _FOLDER_OF.get(table)
+        if folder is not None:
+            found[folder] = None if everything else names & set(_KNOWN[folder].names)
+    return found
+
+
 # -- running them --------------------------------------------------------------------------
 
 
@@ -299,10 +383,16 @@ def _views(
     warn: Callable[[str], None] | None,
     parts: Snapshot | None,
     cohorts: Sequence[str] | None = None,
+    reads: Mapping[str, set[str] | None] | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """The locked connection over ``results``, with ``limits``' settings, after warning of damaged parts."""
+    """The locked connection over ``results``, with ``limits``' settings, after warning of
+    damaged parts; the record tables in ``reads`` (:func:`columns_read`) read by DuckDB itself."""
     settings = limits.settings() if limits else None
-    con = connect(results, run_ids, cohorts=cohorts, read_only=True, parts=parts, config=settings)
+    # Views no statement names stay empty, unread; when the statements could not be parsed
+    # for their tables (``reads`` None), every view reads through Arrow instead.
+    load = {t: c for t, c in (reads or {}).items() if t in TABLES}
+    unread = () if reads is None else [t for t in _VIEW_FOLDERS if t not in reads]
+    con = connect(results, run_ids, cohorts=cohorts, parts=parts, config=settings, load=load, unread=unread)
     if warn is not None:
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")
@@ -321,7 +411,7 @@ def query(
     line per damaged part file the views left out.
     """
     statements = read_statements(sql)
-    con = _views(results, run_ids, None, warn, None)
+    con = _views(results, run_ids, None, warn, None, reads=columns_read(statements))
     answers = []
     for text in statements:
         relation = con.execute(text)
@@ -357,7 +447,10 @@ def run(
         raise ValueError(f"unknown format {fmt!r}; valid formats are: {', '.join(FORMATS)}")
     limits = limits if limits is not None else Limits()
     statements = read_statements(sql)
-    con = _views(results, run_ids, limits, warn, parts, cohorts)
+    try:
+        con = _views(results, run_ids, limits, warn, parts, cohorts, reads=columns_read(statements))
+    except duckdb.OutOfMemoryException:  # loading the tables named (NOTE [ Tables DuckDB reads itself ])
+        raise _over_memory(limits) from None
     # Closed here, not at exit: a result left streaming (a reader that closed the pipe) would
     # otherwise be torn down during interpreter shutdown, which aborts the process.
     with closing(con), _within(con, limits) as expired:
@@ -374,6 +467,14 @@ def run(
                 _write_csv(_names(result), chunks, out)
             else:
                 _write_json(_names(result), chunks, out)
+
+
+def _over_memory(limits: Limits) -> LimitError:
+    return LimitError(
+        f"stopped at --memory-limit {limits.memory_limit}: the query is valid but needs more memory "
+        f"(nothing is spilled to disk): narrow it (WHERE, LIMIT, fewer joins, --run-id, --cohort), compact "
+        f"the store (python -m stateaware.analysis compact) or pass a larger --memory-limit"
+    )
 
 
 class _Expired(Exception):
@@ -405,10 +506,7 @@ def _within(con: duckdb.DuckDBPyConnection, limits: Limits) -> Iterator[threadin
             f"narrow it (WHERE, LIMIT, fewer joins) or pass a larger --timeout"
         ) from None
     except duckdb.OutOfMemoryException:
-        raise LimitError(
-            f"stopped at --memory-limit {limits.memory_limit}: the query is valid but needs more memory "
-            f"(nothing is spilled to disk): narrow it (WHERE, LIMIT, fewer joins) or pass a larger --memory-limit"
-        ) from None
+        raise _over_memory(limits) from None
     except MemoryError:  # Python's own, holding the table's rows: the one place rows are kept
         raise LimitError("out of memory holding the rows of the table: pass a smaller --max-rows") from None
     finally:

@@ -47,20 +47,36 @@ still filter ``run_id``/``cohort``, so a pruned and an unpruned connection show 
 runs' rows alike.
 
 NOTE [ Read-only by construction ]
-:func:`connect` reads the parts through Arrow datasets handed to DuckDB, so DuckDB itself
-needs no file access; with ``read_only=True`` (the default) it gets none: external access
+:func:`connect` reads the parts through Arrow datasets handed to DuckDB, or has DuckDB read
+the tables a query names into memory before the lock (``load``, NOTE [ Tables DuckDB reads
+itself ]), so DuckDB needs no file access once a statement runs; with ``read_only=True``
+(the default) it gets none: external access
 off (no ``COPY … TO``, ``ATTACH``/``EXPORT`` of files, ``read_text``/``read_csv``/``glob``
 of any path), no extension install, load or autoload, no Python replacement scans, and
 the configuration locked so that no ``SET``/``PRAGMA``/``RESET`` can undo it. The views
 (and in-memory scratch tables) are all a statement can reach. DuckDB's
 ``allowed_directories`` is deliberately not used: it admits writes as well as reads
-under the directory it names (a ``COPY … TO`` a part file would pass).
+under the directory it names (a ``COPY … TO`` a part file would pass), and so does
+``allowed_paths``, file by file.
+
+NOTE [ Tables DuckDB reads itself ]
+Arrow opens a small part at about 0.45 ms, DuckDB's own Parquet reader at about 0.3 ms,
+and DuckDB scanning an Arrow dataset adds its own cost on top: a whole-store query at 15,030
+parts took 3× DuckDB alone (issue 26). Views cannot read files once external access is off,
+and allowing the files would allow writing them. So ``connect(load={table: columns})`` has
+DuckDB read those record tables itself, before the lock, keeping only ``columns`` (``None``:
+all) plus the ones its views need (``run_id``, ``cohort``, and the latest-attempt columns of
+``processes``): a table in memory, read at DuckDB's speed, behind the same view, which no
+statement can then write. The ``sql`` command loads exactly the tables and columns its
+statements name (:func:`stateaware.analysis.sql.read_statements`'s parse); every other
+view stays an Arrow dataset, read lazily. A query over a whole store that needs more memory
+than ``--memory-limit`` allows ends in one line naming the limit.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -202,11 +218,13 @@ def scan_parts(
 
 class _Good(NamedTuple):
     """A part that passed the check: its path as listed, its real path (what a view reads),
-    and the renamed columns it carries under an old name (``((old, new), ...)``, mostly none)."""
+    the renamed columns it carries under an old name (``((old, new), ...)``, mostly none),
+    and the columns it lacks (written before they were added; mostly none)."""
 
     path: Path
     real: str
     renamed: tuple[tuple[str, str], ...]
+    missing: tuple[str, ...]
 
 
 def _scan(
@@ -224,30 +242,36 @@ def _scan(
     inside = os.path.join(os.path.realpath(results), "")
     files, damaged = _part_files(results, folder, runs)
     good: list[_Good] = []
-    real_folders: dict[Path, str] = {}
+    real_folders: dict[str, str] = {}
     missing_ok = folder in RESULT_TABLES
-    for path in files:
-        parent = path.parent
-        real_folder = real_folders.get(parent)
+    for top, name, is_link in files:
+        real_folder = real_folders.get(top)
         if real_folder is None:
-            real_folder = real_folders[parent] = os.path.realpath(parent)
+            real_folder = real_folders[top] = os.path.realpath(top)
+        listed = os.path.join(top, name)
         # A link to a file may lead anywhere: only a link needs its own resolution.
-        real = os.path.realpath(path) if os.path.islink(path) else os.path.join(real_folder, path.name)
+        real = os.path.realpath(listed) if is_link else os.path.join(real_folder, name)
+        path = Path(listed)
         if not real.startswith(inside):
             damaged.append(DamagedPart(folder, path, "a link to a file outside the results directory"))
             continue
         problem = checks.problem(path, schema, missing_ok=missing_ok)
         if problem is None:
-            good.append(_Good(path, real, tuple(sorted(checks.old_names(path).items()))))
+            renamed, missing = checks.shape(path)
+            good.append(_Good(path, real, tuple(sorted(renamed.items())), missing))
         else:
             damaged.append(DamagedPart(folder, path, problem))
     return good, sorted(damaged, key=lambda d: d.path)
 
 
-def _part_files(results: Path, folder: str, runs: Runs = None) -> tuple[list[Path], list[DamagedPart]]:
-    """The ``*.parquet`` files under ``results/folder`` (sorted), and what kept any from being listed.
+def _part_files(results: Path, folder: str, runs: Runs = None) -> tuple[list[tuple[str, str, bool]], list[DamagedPart]]:
+    """The ``*.parquet`` files under ``results/folder`` as ``(folder, name, is a link)``, sorted
+    by path, and what kept any from being listed.
 
-    With ``runs``, only their partition folders are walked (NOTE [ Pruning by run ])."""
+    With ``runs``, only their partition folders are walked (NOTE [ Pruning by run ]). Strings,
+    not paths, and the directory entries' own link bit: on a store of tens of thousands of
+    parts, ``pathlib``'s parsing and comparisons and one ``lstat`` per part were a third of a
+    query's own work."""
     base = results / folder
     if base.is_symlink() and not base.exists():
         return [], [DamagedPart(folder, base, "a link that leads nowhere (a loop or a missing target): no parts read")]
@@ -255,33 +279,59 @@ def _part_files(results: Path, folder: str, runs: Runs = None) -> tuple[list[Pat
         return [], []
     if not base.is_dir():
         return [], [DamagedPart(folder, base, "not a folder, where the table's folder should be: no parts read")]
-    files: list[Path] = []
+    files: list[tuple[str, str, bool]] = []
     damaged: list[DamagedPart] = []
 
     def unreadable(exc: OSError) -> None:
         problem = f"unreadable folder ({exc.strerror or exc}): its parts cannot be checked"
         damaged.append(DamagedPart(folder, Path(exc.filename or base), problem))
 
-    for root in [base] if runs is None else _run_partitions(base, runs, files, unreadable):
-        for top, dirs, names in os.walk(root, onerror=unreadable):  # links to folders are not followed
-            for name in sorted(dirs):
-                if os.path.islink(os.path.join(top, name)):
-                    link = Path(top, name)
-                    damaged.append(DamagedPart(folder, link, "a link to a folder: not followed, its parts not read"))
-            files += [Path(top, n) for n in names if n.endswith(".parquet")]
-    return sorted(files), damaged
+    def linked(path: str) -> None:
+        damaged.append(DamagedPart(folder, Path(path), "a link to a folder: not followed, its parts not read"))
+
+    loose: list[Path] = []
+    if runs is None:
+        pending = [os.fspath(base)]
+    else:
+        pending = [os.fspath(r) for r in _run_partitions(base, runs, loose, unreadable, linked)]
+    files += [(os.fspath(p.parent), p.name, p.is_symlink()) for p in loose]
+    while pending:  # links to folders are not followed
+        top = pending.pop()
+        try:
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    if entry.is_symlink() and entry.is_dir():
+                        linked(entry.path)
+                    elif entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.name.endswith(".parquet"):
+                        files.append((top, entry.name, entry.is_symlink()))
+        except OSError as exc:
+            unreadable(exc)
+    files.sort(key=lambda f: (*f[0].split(os.sep), f[1]))  # the order of sorted paths
+    return files, damaged
 
 
 def _run_partitions(
-    base: Path, runs: RunFilter, files: list[Path], unreadable: Callable[[OSError], None]
+    base: Path,
+    runs: RunFilter,
+    files: list[Path],
+    unreadable: Callable[[OSError], None],
+    linked: Callable[[str], None],
 ) -> list[Path]:
-    """The ``cohort=C/run_id=R`` folders of ``base`` that ``runs`` chooses; the part files
-    lying directly in ``base`` or in a cohort folder (outside every run) go to ``files``,
-    so a pruned scan still names them (they are damaged: no run's partition holds them)."""
+    """The ``cohort=C/run_id=R`` folders of ``base`` that ``runs`` chooses. What lies directly in
+    ``base`` or in a cohort folder, outside every run, is still named, as a scan of every run
+    names it: part files go to ``files`` (damaged: no run's partition holds them), links to
+    folders to ``linked``."""
     chosen = []
     for level, is_cohort in ((base, False), *((c, True) for c in _subfolders(base, "cohort=", unreadable))):
         try:
-            files += [level / n for n in sorted(os.listdir(level)) if n.endswith(".parquet")]
+            with os.scandir(level) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    if entry.is_symlink() and entry.is_dir():
+                        linked(entry.path)
+                    elif entry.name.endswith(".parquet") and not entry.is_dir(follow_symlinks=False):
+                        files.append(level / entry.name)
         except OSError as exc:
             unreadable(exc)
             continue
@@ -426,10 +476,17 @@ class Snapshot:
     #: The real path of every good part, resolved by the scan (what :func:`connect` reads,
     #: without resolving each again); a part missing here is resolved by ``connect``.
     real_paths: Mapping[Path, str] = field(default_factory=dict)
+    #: The columns a good part lacks, for the parts that lack any (written before the columns
+    #: were added: a view shows nulls there).
+    missing: Mapping[Path, tuple[str, ...]] = field(default_factory=dict)
 
 
 def snapshot(
-    results: Path | str, run_ids: Sequence[str] | None = None, *, cohorts: Sequence[str] | None = None
+    results: Path | str,
+    run_ids: Sequence[str] | None = None,
+    *,
+    cohorts: Sequence[str] | None = None,
+    tables: Sequence[str] | None = None,
 ) -> Snapshot:
     """Check every part file under ``results`` once, for several :func:`connect` calls.
 
@@ -438,18 +495,28 @@ def snapshot(
     connection (and every page once per version of a file, through the part-check cache).
     Parts written after the scan are not in it: scan again to see them. ``run_ids`` and
     ``cohorts`` prune the scan to those runs' partitions (NOTE [ Pruning by run ]): a
-    connection from the snapshot then holds only their rows.
+    connection from the snapshot then holds only their rows. ``tables``: only these folders
+    are scanned, the others' views are empty (a report lists the runs from ``runs`` and
+    ``processes`` alone); ``KeyError`` naming the tables for an unknown one.
     """
     results = Path(results)
     runs = RunFilter.of(run_ids, cohorts)
+    unknown = sorted(set(tables or ()) - set(_KNOWN))
+    if unknown:
+        raise KeyError(f"no table {unknown[0]!r}; tables: {', '.join(_KNOWN)}")
     folders = []
     real_paths: dict[Path, str] = {}
+    missing: dict[Path, tuple[str, ...]] = {}
     with PartChecks(results) as checks:
         for folder, schema in _KNOWN.items():
+            if tables is not None and folder not in tables:
+                folders.append((folder, schema, {(): []}, []))
+                continue
             good, bad = _scan(results, folder, schema, checks, runs)
             folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
             real_paths.update((part.path, part.real) for part in good)
-    return Snapshot(tuple(folders), tuple(_ignored(results)), runs, real_paths)
+            missing.update((part.path, part.missing) for part in good if part.missing)
+    return Snapshot(tuple(folders), tuple(_ignored(results)), runs, real_paths, missing)
 
 
 _DUCKDB_TYPES = {
@@ -534,6 +601,57 @@ def _may_hold(chosen: RunFilter, path: Path) -> bool:
     return True
 
 
+#: The columns a view over a loaded table needs besides those a query names (and the run
+#: filter's): the latest attempt's, for ``processes``.
+_VIEW_COLUMNS = {
+    "processes": ("cohort", "run_id", "process_index", "attempt", "finished_at"),
+}
+
+
+def _load_table(
+    con: duckdb.DuckDBPyConnection,
+    folder: str,
+    schema: pa.Schema,
+    groups: Mapping[tuple[tuple[str, str], ...], Sequence[Path]],
+    columns: Collection[str] | None,
+    parts: Snapshot,
+    scoped: Collection[str],
+) -> None:
+    """``_parts_<folder>`` as a table DuckDB read itself (NOTE [ Tables DuckDB reads itself ]),
+    with ``columns`` and the ``scoped`` ones its view filters on.
+
+    One ``read_parquet`` per shape of part (the columns it carries under old names and those
+    it lacks, which read as typed nulls): for a store written by one schema version, one."""
+    wanted = set(schema.names) if columns is None else {*columns, *scoped, *_VIEW_COLUMNS.get(folder, ())}
+    kept = [name for name in schema.names if name in wanted] or ["run_id"]  # count(*) reads no column
+    shapes: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], list[str]] = {}
+    for renamed, paths in groups.items():
+        for path in paths:
+            shape = (renamed, parts.missing.get(path, ()))
+            shapes.setdefault(shape, []).append(parts.real_paths.get(path) or path.resolve().as_posix())
+    # The part's own run_id and cohort columns (the part check matched them to its folders),
+    # not hive keys parsed from the path, which DuckDB would type as numbers ("2026").
+    read = "FROM read_parquet(?, hive_partitioning = false)"
+    selects = [f"SELECT {_shaped_columns(schema, kept, *shape)} {read}" for shape in shapes]
+    body = " UNION ALL ".join(selects) if selects else _empty_sql(pa.schema([schema.field(n) for n in kept]))
+    con.execute(f"CREATE TABLE {_quoted(PARTS_PREFIX + folder)} AS {body}", list(shapes.values()))
+
+
+def _shaped_columns(
+    schema: pa.Schema, kept: Sequence[str], renamed: tuple[tuple[str, str], ...], lacking: tuple[str, ...]
+) -> str:
+    """The select list reading ``kept`` from parts carrying ``renamed`` columns under their old
+    names and lacking ``lacking`` (typed nulls)."""
+    new_to_old = {new: old for old, new in renamed}
+
+    def column(name: str) -> str:
+        if name in lacking:
+            return f"CAST(NULL AS {_DUCKDB_TYPES[str(schema.field(name).type)]}) AS {_quoted(name)}"
+        return f"{_quoted(new_to_old[name])} AS {_quoted(name)}" if name in new_to_old else _quoted(name)
+
+    return ", ".join(map(column, kept))
+
+
 def connect(
     results: Path | str,
     run_ids: Sequence[str] | None = None,
@@ -542,6 +660,8 @@ def connect(
     read_only: bool = True,
     parts: Snapshot | None = None,
     config: Mapping[str, str] | None = None,
+    load: Mapping[str, Collection[str] | None] | None = None,
+    unread: Collection[str] = (),
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
@@ -556,9 +676,19 @@ def connect(
     ``config``: DuckDB settings the database starts with (``memory_limit``, ...), fixed
     before the configuration is locked. ``run_ids`` and ``cohorts`` restrict every view to
     those runs; without ``parts`` only their partitions are scanned (NOTE [ Pruning by run ]).
+    ``load``: record tables DuckDB reads into memory itself before the lock, each with only
+    the columns given (``None``: all) and those its view needs; their views then have only
+    these columns (NOTE [ Tables DuckDB reads itself ]). ``KeyError`` naming the record
+    tables for another name. ``unread``: tables whose views are empty (with their columns),
+    for a connection that runs only statements that do not read them.
     """
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
+
+    load = dict(load or {})
+    unknown = sorted(set(load) - set(TABLES))
+    if unknown:
+        raise KeyError(f"cannot load {unknown[0]!r}: DuckDB loads record tables only ({', '.join(TABLES)})")
 
     parts = parts if parts is not None else snapshot(results, run_ids, cohorts=cohorts)
     con = duckdb.connect(":memory:", config=dict(config or {}))
@@ -567,9 +697,20 @@ def connect(
     damaged: list[DamagedPart] = []
     for folder, schema, groups, bad in parts.folders:
         damaged += bad
+        if chosen is not None:  # NOTE [ Pruning by run ], for a snapshot of more runs
+            groups = {renamed: [p for p in paths if _may_hold(chosen, p)] for renamed, paths in groups.items()}
+        if folder in load or folder in unread:
+            if folder in load:
+                scoped = [c for c, values in (("run_id", run_ids), ("cohort", cohorts)) if values is not None]
+                _load_table(con, folder, schema, groups, load[folder], parts, scoped)
+                relation = f"SELECT * FROM {_quoted(PARTS_PREFIX + folder)}{scope}"
+            else:  # no statement of this connection reads it
+                relation = _empty_sql(schema)
+            con.execute(f"CREATE VIEW {_view_name(folder)} AS {relation}")
+            if folder == "processes":
+                con.execute(_LATEST_ATTEMPT)
+            continue
         for i, (renamed, paths) in enumerate(groups.items()):
-            if chosen is not None:  # NOTE [ Pruning by run ], for a snapshot of more runs
-                paths = [p for p in paths if _may_hold(chosen, p)]
             files = [parts.real_paths.get(p) or p.resolve().as_posix() for p in paths]
             # Each file's path becomes its rows' `filename`, the way hive keys become columns.
             # One fragment and partition expression per file, chosen over one plain dataset

@@ -283,7 +283,27 @@ def test_a_report_checks_each_part_once_before_and_once_after_its_comparisons(co
     )
     build_report(tmp_path, run_ids=["first", "second"], draws=200)
     after = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
-    assert sorted(checked) == sorted(before + after)
+    listing = [p for p in before if p.relative_to(tmp_path).parts[0] in ("runs", "processes")]
+    assert sorted(checked) == sorted(listing + before + after)
+
+
+def test_a_report_of_one_run_reads_no_other_runs_parts_but_their_listing(compose, tmp_path, monkeypatch):
+    """Pruned: the other run costs its `runs` and `processes` parts (listed as not rendered), nothing more."""
+    from stateaware.records.part_cache import PartChecks
+
+    for run_id in ("first", "second"):
+        overrides = ["cohort=demo", "processes=2", "launcher=inline", f"out={tmp_path}", f"run_id={run_id}"]
+        overrides += ["cohort.params.size=8", "cohort.params.steps=2", "cohort.params.warmup=0"]
+        assert run(compose(*overrides), progress=False) == 0
+    checked = []
+    real = PartChecks.problem
+    monkeypatch.setattr(
+        PartChecks, "problem", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
+    )
+    report = build_report(tmp_path, run_ids=["first"], draws=200).read_text()
+    others = {p.relative_to(tmp_path).parts[0] for p in checked if "run_id=second" in p.parts}
+    assert others == {"runs", "processes"}
+    assert "`second`" in report  # still listed among the runs not rendered
 
 
 # --- Explicit run choice (issue 25) ---------------------------------------------------------------

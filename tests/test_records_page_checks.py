@@ -170,26 +170,28 @@ def test_the_cache_lives_outside_the_results_and_leaves_them_unchanged(out, cach
     before = _tree(out)
     assert checked_problem(out, path, "timings") is None
     assert _tree(out) == before
-    [written] = (cache / "part-checks").iterdir()
-    assert written == cache_file(out)
+    [folder] = (cache / "part-checks").iterdir()
+    [written] = folder.iterdir()  # the run's own file
+    key = "timings/cohort=demo/run_id=r1/p000001-m.parquet"
+    assert written == cache_file(out, key) != cache_file(out)
     entries = json.loads(written.read_text())["entries"]
     stat = path.stat()
     [(name, entry)] = entries.items()
-    assert name == "timings/cohort=demo/run_id=r1/p000001-m.parquet"
+    assert name == key
     # size, mtime, inode, ctime; the page check's problem (none) and checksums (present);
     # then (once the file had settled) the footer's answer per table schema digest: passed, no
-    # columns under old names.
+    # columns under old names, none missing.
     assert entry[:6] == [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns, None, True]
-    assert len(entry) in (6, 7) and all(list(answers.values()) == [{}] for answers in entry[6:])
+    assert len(entry) in (6, 7) and all(list(answers.values()) == [[{}, []]] for answers in entry[6:])
 
 
 def test_the_default_cache_folder_is_the_users(monkeypatch, tmp_path):
     monkeypatch.delenv("STATEAWARE_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_file(tmp_path / "out").parent == tmp_path / "xdg" / "stateaware" / "part-checks"
+    assert cache_file(tmp_path / "out").parent.parent == tmp_path / "xdg" / "stateaware" / "part-checks"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert cache_file(tmp_path / "out").parent == tmp_path / "home" / ".cache" / "stateaware" / "part-checks"
+    assert cache_file(tmp_path / "out").parent.parent == tmp_path / "home" / ".cache" / "stateaware" / "part-checks"
 
 
 def test_a_cache_folder_inside_the_results_is_never_written(out, monkeypatch):
@@ -221,13 +223,14 @@ CACHE_DAMAGE = {
         text, lambda e: {k: [*v[:4], None, True] for k, v in e.items()}
     ),
     "another directory's": lambda text: _forge(text, None, results="/elsewhere"),
+    "another run's": lambda text: _forge(text, None, run="cohort=demo/run_id=r2"),
     "entries of the wrong shape": lambda text: _forge(text, lambda e: {k: v[:4] for k, v in e.items()}),
     "empty": lambda text: b"",
 }
 
 
-def _forge(text: str, entries, results: str | None = None) -> bytes:
-    """The cache file with its entries changed and its digest recomputed (or its directory changed)."""
+def _forge(text: str, entries, results: str | None = None, run: str | None = None) -> bytes:
+    """The cache file with its entries changed and its digest dropped (or its directory or run changed)."""
     data = json.loads(text)
     if entries is not None:
         data["entries"] = entries(data["entries"])
@@ -235,6 +238,8 @@ def _forge(text: str, entries, results: str | None = None) -> bytes:
             del data["sha256"]  # forged without knowing the digest rule: must not be trusted
     if results is not None:
         data["results"] = results
+    if run is not None:
+        data["run"] = run
     return json.dumps(data).encode()
 
 
@@ -244,7 +249,7 @@ def test_a_damaged_cache_file_is_never_trusted_and_is_rebuilt(out, monkeypatch, 
     path = _write(out)
     _flip(path, _data_page(path)[1] - 2)
     assert checked_problem(out, path, "timings").startswith("a page fails its checksum")
-    file = cache_file(out)
+    file = cache_file(out, path.relative_to(out).as_posix())
     file.write_bytes(CACHE_DAMAGE[damage](file.read_text()))
     part_cache._MEMORY.clear()  # a fresh process: only the file speaks
     reads = _count_reads(monkeypatch)
@@ -261,7 +266,26 @@ def test_two_scans_saving_at_once_keep_both_answers(out, monkeypatch):
     two.problem(second, "timings")
     one.save()
     two.save()  # merged with what the first saved, not over it
-    assert len(json.loads(cache_file(out).read_text())["entries"]) == 2
+    key = first.relative_to(out).as_posix()
+    assert cache_file(out, key) == cache_file(out, second.relative_to(out).as_posix())  # one run, one file
+    assert len(json.loads(cache_file(out, key).read_text())["entries"]) == 2
+
+
+def test_each_run_has_its_own_cache_file_and_a_scan_of_one_reads_only_its_own(out, monkeypatch):
+    _settled(monkeypatch)
+    first, second = _write(out, run_id="r1"), _write(out, run_id="r2")
+    with PartChecks(out) as checks:
+        assert checks.problem(first, "timings") is None and checks.problem(second, "timings") is None
+    files = {cache_file(out, p.relative_to(out).as_posix()) for p in (first, second)}
+    assert len(files) == 2 and all(len(json.loads(f.read_text())["entries"]) == 1 for f in files)
+    part_cache._MEMORY.clear()  # a fresh process: only the files speak
+    opened: list[str] = []
+    real_read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: opened.append(self.name) or real_read(self))
+    reads = _count_reads(monkeypatch)
+    with PartChecks(out) as checks:
+        assert checks.problem(first, "timings") is None
+    assert opened == [cache_file(out, first.relative_to(out).as_posix()).name] and reads == []
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -313,3 +337,52 @@ def test_a_zero_row_part_with_the_right_identity_passes_the_part_check(out):
     path = RecordWriter(out, Identity("r1", "demo", 1, "h", "cpu", 1.0)).write("records", [])
     assert pq.read_metadata(path).num_rows == 0 and checked_problem(out, path, "records") is None
     assert pa.types.is_string(pq.read_schema(path).field("run_id").type)
+
+
+#: A second process writing parts of run r1 and saving its own checks of them, as a launch
+#: resuming beside a reader does.
+_CONCURRENT_WRITER = """
+import sys
+from pathlib import Path
+from stateaware.records import part_cache
+from stateaware.records.part_cache import PartChecks
+from tests.test_records_page_checks import _write
+
+part_cache.SETTLE_NS = -(10**18)
+out, parts = Path(sys.argv[1]), int(sys.argv[2])
+for process in range(parts):
+    path = _write(out, process=process)
+    with PartChecks(out) as checks:
+        assert checks.problem(path, "timings") is None
+"""
+
+
+def test_the_cache_survives_a_concurrent_writer(out, cache, monkeypatch):
+    import subprocess
+    import sys
+
+    _settled(monkeypatch)
+    parts = 30
+    script = [sys.executable, "-c", _CONCURRENT_WRITER, str(out), str(parts)]
+    writer = subprocess.Popen(script, cwd=Path(__file__).parents[1])
+    scans = 0
+    while writer.poll() is None or scans == 0:
+        with PartChecks(out) as checks:  # what a reader sees meanwhile: every landed part passes
+            listed = sorted(out.rglob("p*.parquet"))
+            assert all(checks.problem(p, "timings") is None for p in listed)
+        scans += 1
+    assert writer.returncode == 0
+    files = list((cache / "part-checks").rglob("*.json"))
+    assert len(files) == 1  # one run: one file, never a temporary one left behind
+    part_cache._MEMORY.clear()  # a fresh process: only the file speaks
+    entries = json.loads(files[0].read_text())["entries"]
+    assert entries  # a whole file, its digest good (or the next scan would re-read every part)
+    reads = _count_reads(monkeypatch)
+    listed = sorted(out.rglob("p*.parquet"))
+    with PartChecks(out) as checks:
+        assert [checks.problem(p, "timings") for p in listed] == [None] * parts
+    # Two savers racing may lose one's newest answers: those parts, and only those, are read again.
+    assert sorted(reads) == [p for p in listed if p.relative_to(out).as_posix() not in entries]
+    damaged = _write(out, process=3)  # rewritten in place, then damaged: its key changed
+    _flip(damaged, _data_page(damaged)[1] - 2)
+    assert checked_problem(out, damaged, "timings").startswith("a page fails its checksum")

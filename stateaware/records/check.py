@@ -112,12 +112,15 @@ def part_problem(
 
 class Footer(NamedTuple):
     """What :func:`part_footer` found: the problem (``None``: none), the renamed columns the
-    part carries under an old name (:func:`old_names`; empty when it has a problem), and the
-    file's ``os.stat`` taken before its footer was read (``None`` when it could not be)."""
+    part carries under an old name (:func:`old_names`; empty when it has a problem), the
+    file's ``os.stat`` taken before its footer was read (``None`` when it could not be), and
+    the columns of the schema the part lacks (written before they were added; a reader fills
+    them with nulls)."""
 
     problem: str | None
     old_names: dict[str, str]
     stat: os.stat_result | None
+    missing: tuple[str, ...] = ()
 
 
 def part_footer(path: Path | str, schema: pa.Schema, *, missing_ok: bool = False) -> Footer:
@@ -149,7 +152,11 @@ def part_footer(path: Path | str, schema: pa.Schema, *, missing_ok: bool = False
     if found.equals(schema):  # names, order and types equal (nullability too): nothing to compare further
         return Footer(None, {}, info)
     problem = _schema_problem(found, schema, missing_ok)
-    return Footer(problem, old_names(found) if problem is None else {}, info)
+    if problem is not None:
+        return Footer(problem, {}, info)
+    renamed = old_names(found)
+    present = {renamed.get(n, n) for n in found.names}
+    return Footer(None, renamed, info, tuple(n for n in schema.names if n not in present))
 
 
 def _read_footer(path: Path | str) -> tuple[pq.FileMetaData, pa.Schema]:

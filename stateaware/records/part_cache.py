@@ -9,29 +9,38 @@ answer for the file as it is now *against this schema* (a footer that failed is 
 time: rare, and cheap to find again).
 
 NOTE [ Where the cache lives, and what it trusts ]
-One JSON file per results directory, named by the SHA-256 of its resolved path, in
+One folder per results directory, named by the SHA-256 of its resolved path, in
 ``$STATEAWARE_CACHE/part-checks/`` — by default ``$XDG_CACHE_HOME/stateaware/part-checks/``,
 else ``~/.cache/stateaware/part-checks/``. Never inside the results directory: reading
 results must not change them (a cache folder set inside them is not written; the cache is
 then kept in memory only, as it is when the folder cannot be written at all).
+
+- The folder holds one JSON file per run (its ``cohort=C/run_id=R`` partition, whatever the
+  table), named by the SHA-256 of that partition, and one for the parts in no run's
+  partition: a query pruned to one run loads and saves that run's file only, so its cost
+  does not grow with the store's history (issue 26: one file of every part made a one-run
+  query at 60,000 parts 1.6× the same query on a store of that run alone). A file is read
+  the first time a scan asks about one of its parts, and written only if that scan learnt
+  something new about them.
 
 - The key of a part is its path (relative to the results directory) with its size,
   ``mtime_ns``, inode and ``ctime_ns``: any write, replacement or copy over it changes one of
   them, and the part is read again. The value is the problem found (``None``: none) and
   whether its pages carried checksums, then, once its footer passed, the schemas it passed
   against (:func:`_schema_digest`: the table's columns and types, ``missing_ok``, the schema
-  version and the renames) with the old column names it carries — so a change of the
-  code's schema reads every footer again, never trusts an answer given for another.
+  version and the renames) with the old column names it carries and the columns it lacks
+  (written before they were added) — so a change of the code's schema reads every footer
+  again, never trusts an answer given for another.
 - A part changed less than :data:`SETTLE_NS` before it was checked is not cached: file times
   are coarse (a kernel tick), so a second write in the same tick would keep the key. Git's
   index has the same rule ("racily clean" entries).
 - Writes are atomic (a temporary file in the same folder, then a rename), merged with what
   another process saved meanwhile; two writers racing lose at most one's new entries, which
   are checked again next time.
-- The file carries the SHA-256 of its entries and the results path it belongs to; a file
-  that does not parse, fails its digest, or belongs elsewhere is ignored whole (an empty
-  cache, rebuilt by the next check) — a damaged cache can only cost a re-read, never turn a
-  damaged part into a good one.
+- A file carries the SHA-256 of its entries, the results path and the run it belongs to; a
+  file that does not parse, fails its digest, belongs elsewhere or holds a part of another
+  run is ignored whole (an empty cache for that run, rebuilt by the next check) — a damaged
+  cache can only cost a re-read, never turn a damaged part into a good one.
 """
 
 from __future__ import annotations
@@ -56,15 +65,20 @@ CACHE_ENV = "STATEAWARE_CACHE"
 #: A part changed less than this long before its check is checked again next time (see the NOTE).
 SETTLE_NS = 2_000_000_000
 
-_FORMAT = "stateaware.part-checks/1"
+_FORMAT = "stateaware.part-checks/2"
 
 #: Entries of every results directory this process checked, by cache file: the cache when
 #: the file cannot be written, and a second connection's head start when it can.
 _MEMORY: dict[str, dict[str, list[Any]]] = {}
 
 
-def cache_file(results: Path | str) -> Path:
-    """The cache file of ``results`` (see NOTE [ Where the cache lives, and what it trusts ])."""
+def cache_file(results: Path | str, part: str = "") -> Path:
+    """The cache file holding the entry of ``part`` (a path relative to ``results``, ``/``-separated;
+    default: a part in no run's partition). See NOTE [ Where the cache lives, and what it trusts ]."""
+    return _cache_folder(results) / _shard_file_name(_shard(part))
+
+
+def _cache_folder(results: Path | str) -> Path:
     root = os.environ.get(CACHE_ENV)
     if root:
         base = Path(root).expanduser()
@@ -72,7 +86,19 @@ def cache_file(results: Path | str) -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME")
         base = (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "stateaware"
     digest = hashlib.sha256(os.fsencode(os.path.realpath(results))).hexdigest()[:32]
-    return base / "part-checks" / f"{digest}.json"
+    return base / "part-checks" / digest
+
+
+def _shard(key: str) -> str:
+    """The run partition (``cohort=C/run_id=R``) a part's key lies in, or ``""`` for none."""
+    parts = key.split("/", 3)
+    if len(parts) == 4 and parts[1].startswith("cohort=") and parts[2].startswith("run_id="):
+        return f"{parts[1]}/{parts[2]}"
+    return ""
+
+
+def _shard_file_name(shard: str) -> str:
+    return (hashlib.sha256(shard.encode()).hexdigest()[:32] if shard else "outside-runs") + ".json"
 
 
 class PartChecks:
@@ -89,11 +115,12 @@ class PartChecks:
         # Keys are paths relative to this prefix, cut as strings: Path.relative_to cost more
         # than the footer check itself on a store of small parts.
         self._prefix = os.path.join(os.fspath(self.results), "")
-        self.file = cache_file(self.results)
-        self._writable = not _inside(self.file, self._root)
-        self._entries = {**_load(self.file, self._root), **_MEMORY.get(str(self.file), {})}
-        self._new: dict[str, list[Any]] = {}
-        self._old_names: dict[str, dict[str, str]] = {}  # by key: what the last check of a part found
+        self.folder = _cache_folder(self.results)
+        self._writable = not _inside(self.folder, self._root)
+        self._shards: dict[str, dict[str, list[Any]]] = {}  # by run partition, read when first asked
+        self._new: dict[str, dict[str, list[Any]]] = {}  # by run partition: what this scan learnt
+        # By key: the old names and missing columns the last check of a part found (mostly none).
+        self._shapes: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
 
     def __enter__(self) -> PartChecks:
         return self
@@ -109,17 +136,24 @@ class PartChecks:
         answered from the cache when the file has not changed since it was read.
         """
         found = self.inspect(path, schema, missing_ok=missing_ok)
-        if found.old_names:
-            self._old_names[self._key(path)] = found.old_names
-        else:  # a part checked again, changed since: no stale names
-            self._old_names.pop(self._key(path), None)
+        key = self._key(path)
+        if found.old_names or found.missing:
+            self._shapes[key] = (found.old_names, found.missing)
+        else:  # a part checked again, changed since: no stale shape
+            self._shapes.pop(key, None)
         return found.problem
 
     def old_names(self, path: Path | str) -> dict[str, str]:
         """The renamed columns (``{old: new}``) that this object's last :meth:`problem` of
         ``path`` found the part carrying under an old name: a scan groups parts by them
         without reading the footer a second time. Empty for a part not checked here."""
-        return dict(self._old_names.get(self._key(path), {}))
+        return self.shape(path)[0]
+
+    def shape(self, path: Path | str) -> tuple[dict[str, str], tuple[str, ...]]:
+        """:meth:`old_names` of ``path``, and the columns of the schema that the last
+        :meth:`problem` found the part lacking (written before they were added)."""
+        renamed, missing = self._shapes.get(self._key(path), ({}, ()))
+        return dict(renamed), missing
 
     def inspect(self, path: Path | str, schema: pa.Schema | str, *, missing_ok: bool = False) -> check.Footer:
         """:meth:`problem`, with the old column names the part carries (a scan groups parts by
@@ -135,21 +169,21 @@ class PartChecks:
             stat = os.stat(path)
         except OSError:
             stat = None
-        entry = self._entries.get(key)
+        entry = self._entry(key)
         if stat is not None and entry is not None and entry[:4] == _signature(stat) and entry[4] is None:
             passed = entry[6].get(digest) if len(entry) > 6 else None
             if passed is not None:
-                return check.Footer(None, dict(passed), stat)
+                return check.Footer(None, dict(passed[0]), stat, tuple(passed[1]))
         footer = check.part_footer(path, schema, missing_ok=missing_ok)
         if footer.problem is not None or footer.stat is None:
             return footer
         problem = self.content(path, footer.stat).problem
         if problem is not None:
             return footer._replace(problem=problem, old_names={})
-        entry = self._entries.get(key)  # stored by content() unless the file had not settled
+        entry = self._entry(key)  # stored by content() unless the file had not settled
         if entry is not None and entry[:4] == _signature(footer.stat) and entry[4] is None:
-            passed_against = {**(entry[6] if len(entry) > 6 else {}), digest: footer.old_names}
-            self._entries[key] = self._new[key] = [*entry[:6], passed_against]
+            passed_against = {**(entry[6] if len(entry) > 6 else {}), digest: [footer.old_names, list(footer.missing)]}
+            self._remember(key, [*entry[:6], passed_against])
         return footer
 
     def content(self, path: Path | str, stat: os.stat_result | None = None) -> check.Content:
@@ -165,27 +199,40 @@ class PartChecks:
             except OSError as exc:
                 return check.Content(f"unreadable ({exc.strerror or exc})", False)
         signature = _signature(stat)
-        entry = self._entries.get(key)
+        entry = self._entry(key)
         if entry is not None and entry[:4] == signature:
             return check.Content(entry[4], entry[5])
         started = time.time_ns()
         found = check.content_problem(path)
         if max(stat.st_mtime_ns, stat.st_ctime_ns) + SETTLE_NS <= started:
-            self._entries[key] = self._new[key] = [*signature, found.problem, found.checksums]
+            self._remember(key, [*signature, found.problem, found.checksums])
         return found
 
     def save(self) -> None:
         """Store what this scan learnt (merged with what others stored meanwhile); quiet on failure."""
-        if not self._new:
-            return
-        _MEMORY.setdefault(str(self.file), {}).update(self._new)
-        if self._writable:
-            try:
-                merged = {**_load(self.file, self._root), **self._new}
-                _store(self.file, self._root, merged)
-            except OSError:
-                self._writable = False  # a read-only or full cache folder: memory only from now on
+        for shard, new in self._new.items():
+            file = self.folder / _shard_file_name(shard)
+            _MEMORY.setdefault(str(file), {}).update(new)
+            if self._writable:
+                try:
+                    merged = {**_load(file, self._root, shard), **new}
+                    _store(file, self._root, shard, merged)
+                except OSError:
+                    self._writable = False  # a read-only or full cache folder: memory only from now on
         self._new = {}
+
+    def _entry(self, key: str) -> list[Any] | None:
+        shard = _shard(key)
+        entries = self._shards.get(shard)
+        if entries is None:
+            file = self.folder / _shard_file_name(shard)
+            entries = self._shards[shard] = {**_load(file, self._root, shard), **_MEMORY.get(str(file), {})}
+        return entries.get(key)
+
+    def _remember(self, key: str, entry: list[Any]) -> None:
+        shard = _shard(key)
+        self._entry(key)  # the shard loaded, so this entry is not lost under a later first read
+        self._shards[shard][key] = self._new.setdefault(shard, {})[key] = entry
 
     def _key(self, path: Path | str) -> str:
         text = os.fspath(path)
@@ -239,14 +286,17 @@ def _digest(entries: dict[str, list[Any]]) -> str:
     return hashlib.sha256(json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _load(file: Path, root: str) -> dict[str, list[Any]]:
-    """The entries of ``file``; empty when it is missing, unreadable, damaged or another directory's."""
+def _load(file: Path, root: str, shard: str) -> dict[str, list[Any]]:
+    """The entries of ``file``; empty when it is missing, unreadable, damaged, another
+    directory's or another run's."""
     try:
         data = json.loads(file.read_bytes())
         entries = data["entries"]
-        if data["format"] != _FORMAT or data["results"] != root or data["sha256"] != _digest(entries):
+        if data["format"] != _FORMAT or data["results"] != root or data["run"] != shard:
             return {}
-        if not all(_valid(key, value) for key, value in entries.items()):
+        if data["sha256"] != _digest(entries):
+            return {}
+        if not all(_valid(key, value) and _shard(key) == shard for key, value in entries.items()):
             return {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
@@ -254,30 +304,38 @@ def _load(file: Path, root: str) -> dict[str, list[Any]]:
 
 
 def _valid(key: object, value: object) -> bool:
+    # Exact types, spelt out: this runs once per part of a run on every load of its file.
     return (
-        isinstance(key, str)
-        and isinstance(value, list)
+        type(key) is str
+        and type(value) is list
         and len(value) in (6, 7)
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:4])
-        and (value[4] is None or isinstance(value[4], str))
-        and isinstance(value[5], bool)
+        and type(value[0]) is int
+        and type(value[1]) is int
+        and type(value[2]) is int
+        and type(value[3]) is int
+        and (value[4] is None or type(value[4]) is str)
+        and type(value[5]) is bool
         and (len(value) == 6 or _valid_footers(value[6]))
     )
 
 
 def _valid_footers(value: object) -> bool:
-    """``{schema digest: {old name: new name}}``, every key and name a string."""
-    return isinstance(value, dict) and all(
-        isinstance(digest, str)
-        and isinstance(names, dict)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in names.items())
-        for digest, names in value.items()
+    """``{schema digest: [{old name: new name}, [missing column, ...]]}``, every name a string."""
+    return type(value) is dict and all(
+        type(digest) is str
+        and type(answer) is list
+        and len(answer) == 2
+        and type(answer[0]) is dict
+        and all(type(k) is str and type(v) is str for k, v in answer[0].items())
+        and type(answer[1]) is list
+        and all(type(name) is str for name in answer[1])
+        for digest, answer in value.items()
     )
 
 
-def _store(file: Path, root: str, entries: dict[str, list[Any]]) -> None:
+def _store(file: Path, root: str, shard: str, entries: dict[str, list[Any]]) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
-    body = {"format": _FORMAT, "results": root, "sha256": _digest(entries), "entries": entries}
+    body = {"format": _FORMAT, "results": root, "run": shard, "sha256": _digest(entries), "entries": entries}
     tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         tmp.write_text(json.dumps(body, sort_keys=True, separators=(",", ":")), encoding="utf-8")

@@ -1,0 +1,143 @@
+"""Tables DuckDB reads itself (NOTE [ Tables DuckDB reads itself ] in analysis/views.py): the
+``sql`` command loads the record tables its statements name, with the columns they name, and
+every answer equals the one the Arrow-backed views give — parts of older schema versions
+(columns renamed, columns added since) included."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from stateaware.analysis.sql import columns_read, query
+from stateaware.analysis.views import VIEWS, connect, snapshot
+
+from stateaware.records.schema import RENAMED, SCHEMA_VERSION, TABLES
+from stateaware.records.writer import Identity, RecordWriter
+
+
+def _write_run(out, run: str, cohort: str, processes: int) -> None:
+    for index in range(processes):
+        writer = RecordWriter(out, Identity(run, cohort, index, "h" * 64, "cpu", 1.0))
+        writer.write("processes", [{"status": "completed", "attempt": 1}], part="a001")
+        writer.write(
+            "timings",
+            {
+                "method": ["joint", "eager"] * 3,
+                "step": list(range(6)),
+                "warmup": [True, False] * 3,
+                "step_ms": [1.5 * (index + 1) + s for s in range(6)],
+                "peak_allocated_bytes": [2**20 * (s + 1) for s in range(6)],
+            },
+        )
+        writer.write("records", [{"method": "joint", "check_name": "bytes", "outcome": "match"}], part="check")
+
+
+def _old_part(out, table: str, run: str, change) -> None:
+    """A part of ``run`` as an older schema version wrote it (``change`` edits a current one)."""
+    writer = RecordWriter(out, Identity(run, "old", 0, "h" * 64, "cpu", 1.0))
+    if table == "records":
+        writer.write("records", [{"method": "m", "check_name": "replay", "outcome": "reject"}], part="old")
+    else:
+        writer.write(table, {"method": ["m"], "step": [0], "warmup": [False], "step_ms": [2.0],
+                             "peak_allocated_bytes": [1]}, part="old")  # fmt: skip
+    path = next((out / table / "cohort=old" / f"run_id={run}").glob("*-old.parquet"))
+    old, version = change(pq.read_table(path))
+    pq.write_table(old.replace_schema_metadata({b"stateaware.schema_version": str(version).encode()}), path)
+
+
+@pytest.fixture
+def store(tmp_path):
+    out = tmp_path / "results"
+    _write_run(out, "r1", "co", 3)
+    _write_run(out, "r2", "co", 2)
+    _write_run(out, "2026", "44", 1)  # ids that look like numbers stay strings
+    renamed_from = next(old for old, (new, _) in RENAMED.items() if new == "check_name")
+
+    def before_rename(table: pa.Table) -> tuple[pa.Table, int]:
+        names = [renamed_from if n == "check_name" else n for n in table.column_names]
+        return table.rename_columns(names), RENAMED[renamed_from][1] - 1
+
+    _old_part(out, "records", "o1", before_rename)
+    _old_part(out, "timings", "o2", lambda table: (table.drop(["peak_allocated_bytes"]), SCHEMA_VERSION - 1))
+    return out
+
+
+def _multiset(con, sql: str) -> Counter:
+    return Counter(con.execute(sql).fetchall())
+
+
+def test_every_view_loaded_equals_its_arrow_view_rows_columns_and_types(store):
+    parts = snapshot(store)
+    arrow = connect(store, parts=parts)
+    loaded = connect(store, parts=parts, load={table: None for table in TABLES})
+    for view in VIEWS:
+        assert loaded.execute(f'DESCRIBE "{view}"').fetchall() == arrow.execute(f'DESCRIBE "{view}"').fetchall()
+        assert _multiset(loaded, f'SELECT * FROM "{view}"') == _multiset(arrow, f'SELECT * FROM "{view}"'), view
+    # The old parts read under the current names, nulls where a column did not exist yet.
+    assert loaded.execute("SELECT check_name FROM records WHERE run_id = 'o1'").fetchall() == [("replay",)]
+    assert loaded.execute("SELECT peak_allocated_bytes FROM timings WHERE run_id = 'o2'").fetchall() == [(None,)]
+
+
+QUERIES = [
+    "SELECT method, exp(avg(ln(step_ms))) AS g FROM timings WHERE NOT warmup GROUP BY method ORDER BY method",
+    "SELECT count(*) FROM timings",
+    "SELECT * FROM processes ORDER BY ALL",
+    "SELECT p.status, t.step_ms FROM processes p JOIN timings t USING (run_id, cohort, process_index) ORDER BY ALL",
+    "SELECT * FROM runs NATURAL JOIN processes ORDER BY ALL",
+    "SELECT COLUMNS('step.*') FROM timings ORDER BY ALL",
+    "SELECT t FROM timings t ORDER BY t.step_ms, t.run_id, t.process_index, t.method",
+    "SELECT timings FROM timings ORDER BY ALL",
+    "FROM attempts ORDER BY ALL",
+    "WITH x AS (SELECT run_id, max(step_ms) AS m FROM timings GROUP BY 1) SELECT * FROM x ORDER BY 1",
+    "SELECT run_id, (SELECT count(*) FROM records r WHERE r.run_id = t.run_id) AS n FROM timings t ORDER BY ALL",
+    "SELECT run_id, check_name FROM records ORDER BY ALL",
+    "SELECT typeof(run_id), run_id, cohort FROM timings WHERE cohort = '44' LIMIT 1",
+    "SELECT count(*) FROM comparisons",
+    "DESCRIBE timings",
+    "SELECT count(*) FROM processes; SELECT max(step) FROM timings",
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_the_sql_command_answers_as_the_arrow_views_do(store, sql):
+    arrow = connect(store)
+    expected = [arrow.execute(text).fetchall() for text in sql.split("; ")]
+    assert [rows for _names, rows in query(store, sql)] == expected
+
+
+@pytest.mark.parametrize("run_ids", [["r2"], ["o1", "o2"], ["2026"]])
+def test_a_pruned_query_loads_the_chosen_runs_only(store, run_ids):
+    import io
+
+    from stateaware.analysis.sql import run
+
+    out = io.StringIO()
+    run(store, "SELECT run_id, count(*) FROM timings GROUP BY 1 ORDER BY 1", out, fmt="csv", run_ids=run_ids)
+    arrow = connect(store, run_ids=run_ids)
+    rows = arrow.execute("SELECT run_id, count(*) FROM timings GROUP BY 1 ORDER BY 1").fetchall()
+    assert out.getvalue().splitlines()[1:] == [f"{r},{n}" for r, n in rows] and rows
+
+
+def test_columns_read_names_the_tables_and_columns_a_statement_may_read():
+    assert columns_read(["SELECT count(*) FROM timings"]) == {"timings": set()}
+    assert columns_read(["SELECT method, step_ms FROM timings WHERE NOT warmup"]) == {
+        "timings": {"method", "step_ms", "warmup"}
+    }
+    both = columns_read(["SELECT p.status FROM attempts p JOIN runs r USING (run_id)"])
+    assert both is not None and both["processes"] >= {"status", "run_id"} and both["runs"] >= {"run_id"}
+    for whole in ["SELECT * FROM runs", "SELECT t FROM timings t", "FROM timings", "SELECT * FROM _parts_timings"]:
+        assert set((columns_read([whole]) or {}).values()) == {None}, whole
+    assert columns_read(["EXPLAIN SELECT step FROM timings"]) == {"timings": {"step"}}
+    assert columns_read(["SELECT 1"]) == {}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(columns=st.lists(st.sampled_from(TABLES["timings"].names), min_size=1, max_size=6, unique=True))
+def test_any_choice_of_columns_reads_the_same(store, columns):
+    listed = ", ".join(f'"{c}"' for c in columns)
+    sql = f"SELECT {listed} FROM timings ORDER BY ALL"
+    assert query(store, sql)[0][1] == connect(store).execute(sql).fetchall()
