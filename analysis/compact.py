@@ -122,7 +122,7 @@ MARKER = ".compaction-staging"
 KILL_ENV = "STATEAWARE_COMPACT_KILL_AT"
 
 #: The points of one table's compaction a kill can fall between, in order.
-STEPS = ("locked", "staging", "written", "verified", "linked", "swapped", "unmarked", "restored", "removed")
+STEPS = ("locked", "staging", "writing", "written", "verified", "linked", "swapped", "unmarked", "restored", "removed")
 
 _PROCESS_PART = re.compile(r"p(\d{6})-(.+)\.parquet")
 _COMPACTED_NAME = re.compile(r"compacted-[0-9a-f]{12}\.parquet")
@@ -370,7 +370,15 @@ def _build(plan: _Plan, cohort: str, run_id: str) -> tuple[pa.Table, dict[bytes,
 
 
 def _write(table: pa.Table, sink: Any) -> None:
-    pq.write_table(table, sink, compression="zstd", write_page_checksum=True, row_group_size=ROW_GROUP_ROWS)
+    """``table`` as Parquet into ``sink``, row group by row group; the kill point ``writing``
+    falls after the first row group reached the disk, before the footer (a torn file)."""
+    options = {"compression": "zstd", "write_page_checksum": True}
+    with pq.ParquetWriter(sink, table.schema, **options) as writer:
+        for start in range(0, max(table.num_rows, 1), ROW_GROUP_ROWS):
+            writer.write_table(table.slice(start, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+            if start == 0:
+                sink.flush()
+                _kill_point("writing")
 
 
 def _verify_written(path: Path, table: str, rows: int, digest: str) -> str | None:
