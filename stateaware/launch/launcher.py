@@ -8,7 +8,8 @@ submitit's local executor would start every job at once and hide the GPU:
 - ``local``: submitit's LocalExecutor, each process a fresh interpreter, at most
   ``max_parallel`` at once (1 for timing cohorts, so timed processes never share cores
   or a device), the machine's GPUs left visible;
-- ``slurm``: submitit's SlurmExecutor, one job array, ``array_parallelism`` at once.
+- ``slurm``: submitit's SlurmExecutor, job arrays of the cluster's ``MaxArraySize``,
+  ``array_parallelism`` at once (:mod:`stateaware.launch.slurm`).
 
 A failed process never stops the others; a full disk stops the queue (nothing more can be
 recorded), and the summary names the processes that did not start. Resume is by records,
@@ -373,7 +374,7 @@ def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
     )
 
 
-def _executor(run: RunSpec, folder: Path, timing: bool, snapshot: Path | None) -> Any:
+def _executor(run: RunSpec, folder: Path, timing: bool, snapshot: Path | None, run_id: str) -> Any:
     import submitit
 
     launcher = run.launcher
@@ -391,7 +392,7 @@ def _executor(run: RunSpec, folder: Path, timing: bool, snapshot: Path | None) -
         return executor
     from stateaware.launch.slurm import slurm_executor
 
-    return slurm_executor(launcher, folder, timing, snapshot, cohort=run.cohort, run_id=folder.name)
+    return slurm_executor(launcher, folder, timing, snapshot, cohort=run.cohort, run_id=run_id)
 
 
 def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
@@ -419,7 +420,7 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
         except DiskFullError as exc:
             summary.disk_full, summary.not_started = str(exc), [s.process_index for s in pending]
             return summary
-    executor = _executor(run, plan.out / ".submitit" / plan.run_id, timing, snapshot)
+    executor = _executor(run, plan.out / ".submitit" / plan.run_id, timing, snapshot, plan.run_id)
     # Local processes inherit this environment; Slurm jobs get the path from their batch
     # script instead (see slurm_executor), which a requeue re-runs.
     code = python_path_first(snapshot) if snapshot is not None else contextlib.nullcontext()
@@ -480,7 +481,7 @@ def launch_pair(
             summary.disk_full, summary.not_started = str(exc), sorted(left)
         return summaries[0], summaries[1]
     executors = [
-        _executor(run, p.out / ".submitit" / p.run_id, first.timing, snap)
+        _executor(run, p.out / ".submitit" / p.run_id, first.timing, snap, p.run_id)
         for p, snap in zip((plan_a, plan_b), snapshots, strict=True)
     ]
     indices = sorted({*pending[0], *pending[1]})
