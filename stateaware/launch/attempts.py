@@ -72,7 +72,9 @@ def record_requeued_attempts(spec: ProcessSpec) -> list[int]:
     numbers = []
     for offset, record in enumerate(records):
         state = record.get("State", "").split(" ")[0]
-        status = "requeued" if state in REQUEUED_STATES else "lost"
+        # A restart means Slurm requeued the job; only a record that says it ended otherwise
+        # (NODE_FAIL, OUT_OF_MEMORY: requeued by JobRequeue after a crash) makes it lost.
+        status = "requeued" if not state or state in REQUEUED_STATES else "lost"
         reason = record.get("Reason", "")
         said = f"sacct: {record.get('State')}" + (f", reason {reason}" if reason and reason != "None" else "")
         said += f", exit code {record['ExitCode']}" if record.get("ExitCode") else ""
