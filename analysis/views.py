@@ -79,7 +79,7 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -608,6 +608,21 @@ _VIEW_COLUMNS = {
 }
 
 
+def _dataset(files: Sequence[str], schema: pa.Schema) -> Any:
+    """An Arrow dataset of ``files`` with ``schema`` and a ``filename`` column, each file's path."""
+    # Imported here: ~0.25 s a `sql` command whose tables DuckDB loads itself never pays.
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    return ds.FileSystemDataset.from_paths(
+        list(files),
+        schema=schema.append(pa.field("filename", pa.string())),
+        format=ds.ParquetFileFormat(),
+        filesystem=pafs.LocalFileSystem(),
+        partitions=[ds.field("filename") == f for f in files],
+    )
+
+
 def _load_table(
     con: duckdb.DuckDBPyConnection,
     folder: str,
@@ -682,9 +697,6 @@ def connect(
     tables for another name. ``unread``: tables whose views are empty (with their columns),
     for a connection that runs only statements that do not read them.
     """
-    import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
-
     load = dict(load or {})
     unknown = sorted(set(load) - set(TABLES))
     if unknown:
@@ -718,13 +730,7 @@ def connect(
             # 10,500 parts, interleaved, medians of 4) both took 5.8-5.9 s, the cost being
             # Arrow opening each fragment, not the expressions; the plain dataset would have
             # needed a second relation to keep `filename` for verification.
-            dataset = ds.FileSystemDataset.from_paths(
-                files,
-                schema=_under_old_names(schema, dict(renamed)).append(pa.field("filename", pa.string())),
-                format=ds.ParquetFileFormat(),
-                filesystem=pafs.LocalFileSystem(),
-                partitions=[ds.field("filename") == f for f in files],
-            )
+            dataset = _dataset(files, _under_old_names(schema, dict(renamed)))
             con.register(_group_name(folder, i, len(groups)), dataset)
         if len(groups) > 1:  # parts written before a rename: read their old column under its new name
             con.execute(
