@@ -95,3 +95,32 @@ def test_states_come_from_squeue_on_a_cluster_without_accounting(tmp_path, monke
 
     assert slurm_states(["41_0", "41_1", "42_0"]) == {"41_0": "RUNNING", "41_1": "PENDING"}
     assert (tmp_path / "squeue.log").read_text() == "-h -r -o %i|%T -j 41,42\n"
+
+
+def test_a_job_gone_from_a_cluster_without_accounting_is_recorded_lost(tmp_path, monkeypatch):
+    from stateaware.launch.slurm import ArrayLimits, run_array
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _fake(bin_, "sbatch", 'echo "Submitted batch job 41"\n')
+    _fake(bin_, "sacct", "exit 1\n")  # no slurmdbd
+    _fake(bin_, "squeue", f'echo squeue >> "{tmp_path}/calls.log"\n')  # the job has left the queue
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "out"
+    spec = ProcessSpec("r1", "demo", KIND, 0, 1, 0, "h" * 64, str(out), "slurm", False)
+    results = []
+
+    run_array(
+        submitit.SlurmExecutor(folder=out / ".submitit" / "r1"),
+        [spec],
+        results.append,
+        poll_s=0.5,
+        out=out,
+        run_id="r1",
+        limits=ArrayLimits(20, 10000),
+    )
+
+    assert [(r.status, r.attempt, r.message) for r in results] == [
+        ("lost", 1, "died without recording a status (Slurm no longer lists the job)")
+    ]
+    assert (tmp_path / "calls.log").read_text() == "squeue\nsqueue\n"  # two polls that did not list it

@@ -29,7 +29,8 @@ def collect(job: Any, spec: ProcessSpec, *, state: str | None = None) -> Process
     """
     exc: BaseException | None = None
     if state is not None and not job.paths.result_pickle.exists():
-        message = f"died without recording a status (Slurm state {state})"
+        said = f"Slurm state {state}" if state else "Slurm no longer lists the job"
+        message = f"died without recording a status ({said})"
     else:
         try:
             result = job.result()

@@ -410,6 +410,7 @@ def _wait(
 
     poll_s = max(poll_s, 0.5)
     sacct_every, next_sacct = poll_s, time.monotonic() + poll_s
+    unknown: dict[Any, int] = {}  # polls in a row that neither sacct nor squeue listed the job
     while jobs:
         ended: dict[Any, str | None] = {job: None for job in jobs if job.paths.result_pickle.exists()}
         rest = [job for job in jobs if job not in ended]
@@ -418,6 +419,11 @@ def _wait(
             gone = [job for job in rest if job.job_id in states and states[job.job_id] not in IN_FLIGHT]
             listed = _squeue([job.job_id for job in gone]) if gone else {}
             ended.update({job: states[job.job_id] for job in gone if job.job_id not in listed})
+            # Known to neither: sacct lags a new job by a second or so; twice in a row, polls
+            # seconds apart, it has left the queue of a cluster without slurmdbd (squeue only).
+            for job in rest:
+                unknown[job] = unknown.get(job, 0) + 1 if job.job_id not in states else 0
+            ended.update({job: "" for job in rest if unknown[job] >= 2})
             sacct_every = min(2 * sacct_every, max(MAX_SACCT_INTERVAL_S, poll_s))
             next_sacct = time.monotonic() + sacct_every
         for job, state in ended.items():
