@@ -18,6 +18,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 COHORT ?= confirm44
+# Hydra overrides of the launch, e.g. make run ARGS='processes=12' (a bare processes=12 would
+# set a make variable, which the launch never sees).
+ARGS ?=
 PYTEST_ARGS ?=
 QUICK := not slow and not slurm
 
@@ -32,7 +35,7 @@ $(VENV)/.installed: pyproject.toml setup.py tests/wheel_cache.py
 	touch $@
 
 run: install
-	$(PY) -m stateaware cohort=$(COHORT)
+	$(PY) -m stateaware cohort=$(COHORT) $(ARGS)
 	$(PY) -m stateaware.analysis report
 
 test: install

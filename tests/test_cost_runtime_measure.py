@@ -66,6 +66,23 @@ def test_stderr_filter_drops_only_usdt_lines_and_restores_fd2_on_error(capfd):
     )
 
 
+@pytest.mark.parametrize("cuda_visible", [False, True])
+def test_the_no_driver_line_is_dropped_only_where_no_cuda_device_is_visible(capfd, monkeypatch, cuda_visible):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_visible)
+    no_driver = b"ERROR:2026-12-02 14:23:50 1:1 DeviceProperties.cpp:56] gpuGetDeviceCount failed with code 35\n"
+    with _stderr_without_usdt_lines():
+        os.write(2, no_driver + b"ERROR:2026-12-02 14:23:50 1:1 Other.cpp:1] a real error\n")
+    expected = b"ERROR:2026-12-02 14:23:50 1:1 Other.cpp:1] a real error\n"
+    assert capfd.readouterr().err == ((no_driver if cuda_visible else b"") + expected).decode()
+
+
+def test_a_cpu_profile_on_this_machine_prints_no_profiler_line(capfd):
+    window_peak(lambda: torch.empty(MIB, dtype=torch.uint8))
+    window_peak(lambda: torch.empty(MIB, dtype=torch.uint8))
+    err = capfd.readouterr().err
+    assert "USDT" not in err and (torch.cuda.is_available() or "gpuGetDeviceCount" not in err)
+
+
 def test_peak_step_adds_live_bytes_and_names_its_source():
     keep = torch.empty(2 * MIB, dtype=torch.uint8)
     peak = peak_step(

@@ -24,7 +24,11 @@ NOTE [ The profiler's USDT lines on stderr ]
     temporary file while the profiler enters and while it exits — never while ``fn`` runs
     — then restores fd 2 and writes back every captured line except those starting with
     ``USDT:``. Errors kineto prints there still reach stderr, after the edge that printed
-    them; another thread's stderr text written during an edge is delayed, not lost.
+    them; another thread's stderr text written during an edge is delayed, not lost — but
+    one: on a machine where no CUDA device is visible, kineto probes for one when the first
+    window closes, even for a CPU-only profile, and logs ``ERROR: ... gpuGetDeviceCount
+    failed with code 35`` (no driver). That line says nothing about the measurement, and
+    every CPU run printed it once per process (issue 28), so it is dropped too, only there.
 """
 
 from __future__ import annotations
@@ -58,6 +62,14 @@ PEAK_SOURCES = ("cuda_allocator", "torch_profiler")
 #: How kineto begins a USDT-level log line (its level name, then ``:``); the only lines
 #: dropped from stderr (NOTE [ The profiler's USDT lines on stderr ]).
 _USDT_LINE_PREFIX = b"USDT:"
+
+#: Kineto's line when it finds no CUDA driver (dropped only where no CUDA device is visible).
+_NO_DEVICE_LINE = b"gpuGetDeviceCount failed"
+
+
+def _noise(line: bytes, no_device: bool) -> bool:
+    """Whether ``line`` is one kineto writes at a window's edge that says nothing (see the NOTE)."""
+    return line.startswith(_USDT_LINE_PREFIX) or (no_device and line.startswith(b"ERROR:") and _NO_DEVICE_LINE in line)
 
 
 @dataclass(frozen=True)
@@ -137,7 +149,7 @@ def allocated_window(fn: Callable[[], object], device: torch.device | str) -> tu
 
 @contextlib.contextmanager
 def _stderr_without_usdt_lines() -> Iterator[None]:
-    """Capture fd 2 for the body, then write back every line not starting with ``USDT:``.
+    """Capture fd 2 for the body, then write back every line but kineto's noise (:func:`_noise`).
 
     fd 2 is restored in ``finally``, so an exception in the body loses nothing; where fd 2
     is not open there is nothing to filter and the body runs as is.
@@ -159,7 +171,8 @@ def _stderr_without_usdt_lines() -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            kept = b"".join(line for line in captured if not line.startswith(_USDT_LINE_PREFIX))
+            no_device = not torch.cuda.is_available()
+            kept = b"".join(line for line in captured if not _noise(line, no_device))
             while kept:
                 kept = kept[os.write(2, kept) :]
 
