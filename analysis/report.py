@@ -287,7 +287,8 @@ def build_report(
     # The runs are listed from `runs` and `processes` alone; every other part read is a chosen
     # run's (NOTE [ Pruning by run ] in views): a report of one run costs the same whatever
     # else the store holds. The chosen runs' parts are checked once before the comparisons
-    # are written and once after (to see them), however many connections the sections need.
+    # are written, and the comparisons once more after (to see them), however many connections
+    # the sections need.
     listing = connect(
         results,
         parts=snapshot(results, tables=("runs", "processes")),
@@ -352,7 +353,7 @@ def build_report(
     lines += ["", *_run_choice(selected, others, named=bool(run_ids))]
     if notes:
         lines += ["", *notes]
-    parts = snapshot(results, chosen)  # now with the comparisons just written
+    parts = parts.updated(snapshot(results, chosen, tables=("comparisons",)))  # with those just written
     for module_name, kind, rounds in sections_of(selected):
         module = _section_module(module_name, rounds[0][0])
         for runs in rounds:

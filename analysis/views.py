@@ -480,6 +480,19 @@ class Snapshot:
     #: were added: a view shows nulls there).
     missing: Mapping[Path, tuple[str, ...]] = field(default_factory=dict)
 
+    #: The tables scanned (None: every one); the others' views are empty.
+    tables: tuple[str, ...] | None = None
+
+    def updated(self, newer: Snapshot) -> Snapshot:
+        """This snapshot with the tables ``newer`` scanned taken from it (``newer``: a
+        :func:`snapshot` of the same results with ``tables``, e.g. after a report wrote its
+        comparisons): the other tables' parts are not checked again."""
+        fresh = set(newer.tables or _KNOWN)
+        folders = tuple(new if new[0] in fresh else old for old, new in zip(self.folders, newer.folders, strict=True))
+        real_paths = {**self.real_paths, **newer.real_paths}
+        missing = {**self.missing, **newer.missing}
+        return Snapshot(folders, newer.ignored, self.runs, real_paths, missing, self.tables)
+
 
 def snapshot(
     results: Path | str,
@@ -516,7 +529,8 @@ def snapshot(
             folders.append((folder, schema, _by_old_names(good, schema) or {(): []}, bad))
             real_paths.update((part.path, part.real) for part in good)
             missing.update((part.path, part.missing) for part in good if part.missing)
-    return Snapshot(tuple(folders), tuple(_ignored(results)), runs, real_paths, missing)
+    chosen = None if tables is None else tuple(tables)
+    return Snapshot(tuple(folders), tuple(_ignored(results)), runs, real_paths, missing, chosen)
 
 
 _DUCKDB_TYPES = {
