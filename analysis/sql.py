@@ -307,6 +307,11 @@ _FOLDER_OF = {
 #: Every folder that has a view.
 _VIEW_FOLDERS = tuple(_KNOWN)
 
+#: Functions that read a table named by a value, which the parse tree may only compute
+#: (``query_table('tim' || 'ings')``): a statement calling one loads nothing (every view
+#: reads through Arrow).
+_READS_BY_NAME = frozenset({"query_table"})
+
 
 def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None:
     """The tables ``statements`` read, each with the column names that may be theirs
@@ -315,9 +320,10 @@ def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None
 
     From DuckDB's parse tree, erring towards more: every string in it that is a column of a
     table named is kept; a ``*``/``COLUMNS(…)``, a ``NATURAL`` join, a table or alias used as
-    a column (a row as a struct) or a ``_parts_…`` relation (its ``filename``) keeps them
-    all. A statement whose tree cannot be had makes the answer ``None``: nothing is loaded
-    and every view reads through Arrow, slower and the same.
+    a column (a row as a struct), a ``_parts_…`` relation (its ``filename``) or a view's name
+    as a value keeps them all. A statement whose tree cannot be had, or that reads a table
+    by a computed name (:data:`_READS_BY_NAME`), makes the answer ``None``: nothing is
+    loaded and every view reads through Arrow, slower and the same.
     """
     parser = duckdb.connect(":memory:")
     wanted: dict[str, set[str] | None] = {}
@@ -329,7 +335,10 @@ def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None
             tree = json.loads(row[0]) if row else {"error": True}
             if tree.get("error"):
                 return None
-            for folder, columns in _columns_in(tree).items():
+            found = _columns_in(tree)
+            if found is None:
+                return None
+            for folder, columns in found.items():
                 known = wanted.get(folder, set())
                 wanted[folder] = None if columns is None or known is None else known | columns
     except (duckdb.Error, RecursionError, IndexError, ValueError):
@@ -339,7 +348,7 @@ def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None
     return wanted
 
 
-def _columns_in(tree: Any) -> dict[str, set[str] | None]:
+def _columns_in(tree: Any) -> dict[str, set[str] | None] | None:
     """:func:`columns_read` of one parse tree."""
     tables: set[str] = set()
     aliases: set[str] = set()
@@ -359,6 +368,8 @@ def _columns_in(tree: Any) -> dict[str, set[str] | None]:
                 everything = True
             elif kind == "COLUMN_REF" and len(item.get("column_names") or ()) == 1:
                 lone_refs.add(str(item["column_names"][0]))
+            elif str(item.get("function_name", "")).lower() in _READS_BY_NAME:
+                return None
             pending += item.values()
         elif isinstance(item, list):
             pending += item
@@ -370,6 +381,9 @@ def _columns_in(tree: Any) -> dict[str, set[str] | None]:
         folder = _FOLDER_OF.get(table)
         if folder is not None:
             found[folder] = None if everything else names & set(_KNOWN[folder].names)
+    # A view named by a value rather than as a table (a constant of any function): all of it.
+    for name in (names - lone_refs - tables) & set(_FOLDER_OF):
+        found[_FOLDER_OF[name]] = None
     return found
 
 

@@ -99,6 +99,9 @@ QUERIES = [
     "SELECT count(*) FROM comparisons",
     "DESCRIBE timings",
     "SELECT count(*) FROM processes; SELECT max(step) FROM timings",
+    "SELECT count(*) FROM query_table('timings')",
+    "SELECT count(*) FROM query_table('tim' || 'ings')",
+    "SELECT processes FROM runs ORDER BY ALL",
 ]
 
 
@@ -133,6 +136,8 @@ def test_columns_read_names_the_tables_and_columns_a_statement_may_read():
         assert set((columns_read([whole]) or {}).values()) == {None}, whole
     assert columns_read(["EXPLAIN SELECT step FROM timings"]) == {"timings": {"step"}}
     assert columns_read(["SELECT 1"]) == {}
+    assert columns_read(["SELECT count(*) FROM query_table('tim' || 'ings')"]) is None  # a computed name
+    assert columns_read(["SELECT 'timings' AS name"]) == {"timings": None}  # a view named as a value
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
