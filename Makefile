@@ -5,7 +5,9 @@
 #                    lint (ruff), types (mypy), the docs site (mkdocs --strict) and its code blocks
 #   make test-quick  the same without the tests marked slow or slurm: the tier for a quick check
 # `make install` installs every extra (`.[all]`) and fills the local wheel cache from which a
-# test installs the [analysis] extra alone into a fresh venv (online once, then offline).
+# test installs the [analysis] extra alone into a fresh venv (online once, then offline), and
+# the cache of the GPU lease's locked wheels for this Python (bench/gpu-wheels.lock), from
+# which tests/test_gpu_run.py's CPU dry run installs offline.
 # The venv sees system site-packages, so an already installed torch/jax is reused rather
 # than downloaded again; whatever is missing is installed from pyproject.toml. That cannot
 # hide a missing dependency: `make test` first runs tests/test_dependencies.py, which fails
@@ -28,10 +30,11 @@ QUICK := not slow and not slurm
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py tests/wheel_cache.py
+$(VENV)/.installed: pyproject.toml setup.py tests/wheel_cache.py bench/gpu-wheels.lock
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install --quiet -e '.[all]'
 	$(PY) tests/wheel_cache.py
+	$(PY) bench/gpu_wheels.py fill-cache
 	touch $@
 
 run: install

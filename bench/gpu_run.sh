@@ -14,8 +14,8 @@
 #   PARTS=cifar OUT=<folder> bench/gpu_run.sh   # rerun one part into an earlier folder
 #   HARDWARE=cpu bench/gpu_run.sh       # the CPU dry run of the same wiring (CI runs it)
 #
-# Environment: PYTHON (python3), WHEELS (.gpu-wheels/cp<XY>), FAIR44_TIMEOUT (240 s),
-# CIFAR_TIMEOUT (270 s); FAIR44_ARGS / CIFAR_ARGS: extra Hydra overrides (the dry run's sizes).
+# Environment: PYTHON (python3), WHEELS (.gpu-wheels/cp<XY>), FAIR44_TIMEOUT (210 s),
+# CIFAR_TIMEOUT (240 s); FAIR44_ARGS / CIFAR_ARGS: extra Hydra overrides (the dry run's sizes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HARDWARE="${HARDWARE:-h100}"
@@ -30,7 +30,9 @@ fi
 if [ "$HARDWARE" = cpu ]; then
   DEVICE=cpu
 else
-  DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//')"
+  # The folder's name only; the preflight is what refuses a machine without CUDA.
+  DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//')"
+  DEVICE="${DEVICE:-gpu}"
 fi
 OUT="${OUT:-bench/results/gpu-${DEVICE}-$(date -u +%Y%m%d-%H%M)}"
 mkdir -p "$OUT"
@@ -70,16 +72,18 @@ run_part() {  # name timeout command...: one part under its own timeout, its fai
   shift 2
   rm -rf "${WORK:?}/$name"
   echo "== part $name (timeout ${limit}s)"
-  local rc=0
+  local rc=0 start=$SECONDS
   timeout --kill-after=10 "$limit" "$@" || rc=$?
   if [ "$rc" != 0 ]; then
-    echo "== part $name FAILED (exit $rc$([ "$rc" = 124 ] && echo ', timed out'))"
+    echo "== part $name FAILED after $((SECONDS - start)) s (exit $rc$([ "$rc" = 124 ] && echo ', timed out'))"
     STATUS=1
+  else
+    echo "== part $name done in $((SECONDS - start)) s"
   fi
 }
 # shellcheck disable=SC2086  # *_ARGS are space-separated Hydra overrides
 case ",$PARTS," in *,fair44,*)
-  run_part fair44 "${FAIR44_TIMEOUT:-240}" env HARDWARE="$HARDWARE" BATCH=16384 STEPS="${STEPS:-10}" \
+  run_part fair44 "${FAIR44_TIMEOUT:-210}" env HARDWARE="$HARDWARE" BATCH=16384 STEPS="${STEPS:-10}" \
     WARMUP="${WARMUP:-3}" OUT="$WORK/fair44" bash bench/gpu_check.sh ${FAIR44_ARGS:-} ;;
 esac
 # The generated archive is sized to fit the lease: a quarter of CIFAR's images (the paper's
@@ -92,7 +96,7 @@ else
 fi
 # shellcheck disable=SC2086
 case ",$PARTS," in *,cifar,*)
-  run_part cifar "${CIFAR_TIMEOUT:-270}" env HARDWARE="$HARDWARE" ENCODER_EPOCHS=2 PROBE_EPOCHS=1 GENERATE=1 \
+  run_part cifar "${CIFAR_TIMEOUT:-240}" env HARDWARE="$HARDWARE" ENCODER_EPOCHS=2 PROBE_EPOCHS=1 GENERATE=1 \
     "${CIFAR_SIZE[@]}" ARCHIVE="$SCRATCH/none.tar.gz" OUT="$WORK/cifar" bash bench/gpu_cifar.sh ${CIFAR_ARGS:-} ;;
 esac
 
@@ -105,5 +109,5 @@ rm -rf "$OUT/figures"
   --header "GPU lease on $DEVICE ($HARDWARE profile), $(date -u +%F): ours beside the paper's" || STATUS=1
 # Code snapshots and submitit pickles stay out: the records name the source hash (lock.txt).
 tar -cf "$OUT/records.tar" -C "$WORK" --exclude=.snapshots --exclude=.submitit --exclude='encoder.bin' .
-echo "== done $(date -u +%FT%TZ), status $STATUS: $(ls "$OUT" | tr '\n' ' ')"
+echo "== done $(date -u +%FT%TZ) after $SECONDS s, status $STATUS: $(ls "$OUT" | tr '\n' ' ')"
 exit "$STATUS"

@@ -88,6 +88,9 @@ def summary(fair44: Path | None, cifar: Path | None, header: str) -> str:
             lines += ["not run, or no records: see run.log", ""]
             continue
         assert folder is not None
+        report = folder / "report.md"
+        if report.is_file():  # the part's own header: device, shapes and protocol as run
+            lines += [f"Ours: {report.read_text().splitlines()[0].lstrip('# ')}.", ""]
         lines += render(folder) + [""]
     lines += [
         "Ours are this run's short protocol (see the header and report.md); the paper columns are",

@@ -111,7 +111,7 @@ def test_cpu_dry_run_installs_offline_and_writes_the_eight_outputs(tmp_path: Pat
         STEPS="1",
         WARMUP="1",
         CIFAR_ARGS="cohort.params.protocols.cpu.fit=64 cohort.params.protocols.cpu.validation=32 "
-        "cohort.params.protocols.cpu.test=64",
+        "cohort.params.protocols.cpu.test=64 launcher.max_parallel=4",  # the wiring, not timings: overlap the seven
     )
     done = subprocess.run(["bash", str(REPO / "bench" / "gpu_run.sh")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -132,7 +132,36 @@ def test_cpu_dry_run_installs_offline_and_writes_the_eight_outputs(tmp_path: Pat
     assert sorted(r.split(" | ")[0][2:] for r in cifar_rows) == sorted(PAPER_T9)
     with tarfile.open(out / "records.tar") as tar:
         names = tar.getnames()
+    assert "Ours: fair44 on CPU (cpu profile: its own cells and budget), 1 + 1 steps." in summary
     assert any(n.startswith("./fair44/") and n.endswith(".parquet") for n in names)
     assert any(n.startswith("./cifar/") and n.endswith(".parquet") for n in names)
     assert not any("/.snapshots/" in n for n in names)
     assert (out / "lock.txt").read_text() == (wheels / "lock.txt").read_text()
+
+
+def test_lock_pins_every_needed_distribution_inside_pyprojects_range() -> None:
+    from packaging.requirements import Requirement
+
+    pins = gpu_wheels.locked()
+    for spec in gpu_wheels.requirements():
+        req = Requirement(spec)
+        line = pins[gpu_wheels._norm(req.name)]
+        version = line.split("==")[1].split()[0]
+        assert req.specifier.contains(version), (spec, line)
+    # Every pin carries a hash; a compiled wheel one per locked Python.
+    assert all("--hash=sha256:" in line for line in pins.values())
+    assert pins["duckdb"].count("--hash=") == len(gpu_wheels.LOCKED_PYTHONS)
+    assert set(pins) >= {"antlr4-python3-runtime", "pyyaml", "cloudpickle"}
+
+
+def test_install_refuses_a_wheel_that_is_not_the_locked_one(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "demo-1.0-py3-none-any.whl").write_bytes(b"not the locked bytes")
+    (wheels / "lock.txt").write_text("# test\nsource_hash 00\n" + "0" * 64 + "  demo-1.0-py3-none-any.whl\n")
+    with pytest.raises(SystemExit, match="do not match lock.txt's SHA-256: \\['demo-1.0-py3-none-any.whl'\\]"):
+        gpu_wheels.install(wheels, tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+    (wheels / "extra-1.0-py3-none-any.whl").write_bytes(b"")
+    with pytest.raises(SystemExit, match="not those lock.txt lists \\(\\['extra-1.0-py3-none-any.whl'\\]\\)"):
+        gpu_wheels.install(wheels, tmp_path / "site")
