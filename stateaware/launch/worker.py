@@ -125,12 +125,15 @@ def highest_recorded_attempt(spec: ProcessSpec) -> int:
 def _compacted_status_parts(folder: Path, process_index: int) -> list[str]:
     """``p<index>-a<attempt>`` of this process's status parts a compacted file of the run holds
     (``analysis/compact.py``): their attempt numbers were used, as a quarantined part's were."""
+    compacted = list(folder.glob("compacted-*.parquet"))
+    if not compacted:  # the usual case: the record checks' modules are no part of a worker's steps
+        return []
     import pyarrow.parquet as pq
 
     from stateaware.records.check import compacted_parts
 
     names = []
-    for path in folder.glob("compacted-*.parquet"):
+    for path in compacted:
         try:
             listed = compacted_parts(pq.read_schema(path).metadata) or []
         except (OSError, ValueError):

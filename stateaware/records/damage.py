@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stateaware.names import check_inside
-from stateaware.records.part_cache import checked_problem
 
 __all__ = ["QUARANTINE", "part_problem", "quarantine"]
 
@@ -34,6 +33,10 @@ def part_problem(path: Path | str, table: str, results: Path | str | None = None
     the results directory the part belongs to (whose cache answers; default: the folder
     three levels above the part, ``OUT/<table>/cohort=/run_id=/``). Never raises for a bad file.
     """
+    # Imported here: every worker imports this module for QUARANTINE (its attempt numbers),
+    # and the part checks' modules (pyarrow.compute among them) are no part of its steps.
+    from stateaware.records.part_cache import checked_problem
+
     path = Path(path)
     if results is None:
         results = path.parents[3] if len(path.parents) > 3 else path.parent
