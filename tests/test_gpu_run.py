@@ -111,7 +111,7 @@ def test_cpu_dry_run_installs_offline_and_writes_the_eight_outputs(tmp_path: Pat
         STEPS="1",
         WARMUP="1",
         CIFAR_ARGS="cohort.params.protocols.cpu.fit=64 cohort.params.protocols.cpu.validation=32 "
-        "cohort.params.protocols.cpu.test=64 launcher.max_parallel=4",  # the wiring, not timings: overlap the seven
+        "cohort.params.protocols.cpu.test=64 launcher.max_parallel=7",  # the wiring, not timings: overlap the seven
     )
     done = subprocess.run(["bash", str(REPO / "bench" / "gpu_run.sh")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
