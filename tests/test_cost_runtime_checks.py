@@ -52,3 +52,24 @@ def test_an_exception_in_a_check_is_a_refusal_only_when_the_runtime_refused(monk
     bad = [c for c in checks if c.method == "bad"]
     error = raised()
     assert {(c.exception_type, c.exception_message) for c in bad} == {(type(error).__name__, str(error))}
+
+
+def test_every_checked_run_starts_from_the_values_its_seed_builds(monkeypatch):
+    """A run that started from an instance another run had stepped would see that run's state writes."""
+    import torch
+
+    from stateaware.cost_runtime.workloads import build
+
+    real, seen = runner.forward, []
+
+    def forward(workload, rows, policy, **kwargs):
+        seen.append((workload.state.clone(), [t.detach().clone() for t in workload.params], workload.x0.clone()))
+        return real(workload, rows, policy, **kwargs)
+
+    monkeypatch.setattr(runner, "forward", forward)
+    runner.semantic_checks(SHAPE, {"a": "functional", "b": ("whole", "whole")}, seed=3, control=False)
+    assert len(seen) == 6  # per precision: the reference, then a and b
+    for i, (state, params, x0) in enumerate(seen):
+        want = build(SHAPE, seed=3, dtype=torch.float32 if i < 3 else torch.float64)
+        assert torch.equal(state, want.state) and torch.equal(x0, want.x0)
+        assert all(torch.equal(p, q) for p, q in zip(params, want.params, strict=True))

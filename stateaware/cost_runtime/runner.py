@@ -142,13 +142,17 @@ def semantic_checks(
     rows = step_rows(shape, seed=seed, step=0, device=device)
     for precision, dtype in PRECISIONS.items():
         tol = TOLERANCE[precision]
-        ref = build(shape, seed=seed, dtype=dtype, device=device)
+        # Every run starts from a copy of one instance built from the seed: the same values
+        # as a build of its own (build draws them from the seed alone), without drawing them
+        # again per method (12 ms each, 18 per process on the CPU profile).
+        fresh = build(shape, seed=seed, dtype=dtype, device=device)
+        ref = fresh.clone()
         want = _observe(ref, functools.partial(forward, ref, rows, "functional", checkpointed=False))
         runs = dict(policies)
         if control:
             runs[CONTROL] = CONTROL
         for method, policy in runs.items():
-            wl = build(shape, seed=seed, dtype=dtype, device=device)
+            wl = fresh.clone()
             run = (
                 (lambda wl=wl: _control_run(wl, rows))
                 if policy == CONTROL
