@@ -545,19 +545,24 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     from stateaware.analysis.comparisons import comparisons_of, compute_comparisons, declared_clock_of
     from stateaware.analysis.views import connect
 
-    con = connect(results)
+    con = connect(results, cohorts=[cohort])  # this cohort's partitions only: a big store costs nothing more
     run = con.execute(
         "SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs WHERE cohort = ?", [cohort]
     ).fetchone()
     specs = comparisons_of(run[1]) if run and run[0] else []
     computed = None
+    note = ""
     if specs:
         kwargs = {"draws": draws} if draws else {}
-        _, results_ = compute_comparisons(
-            con, run[0], specs, allow_partial=True, clock=declared_clock_of(run[1]), **kwargs
-        )
-        computed = [{**r.row(), "cohort": cohort} for r in results_]
-    return render(con, [cohort], computed)
+        try:
+            _, results_ = compute_comparisons(
+                con, run[0], specs, allow_partial=True, clock=declared_clock_of(run[1]), **kwargs
+            )
+        except ValueError as exc:  # e.g. one process: nothing to pair; say so, as the report does
+            note = f"\n\nPrespecified comparisons not computed: {exc}"
+        else:
+            computed = [{**r.row(), "cohort": cohort} for r in results_]
+    return render(con, [cohort], computed) + note
 
 
 def main(argv: list[str] | None = None) -> int:

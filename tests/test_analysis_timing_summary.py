@@ -11,8 +11,8 @@ STORED = [
 ]
 
 
-def _write_run(out, comparisons):
-    """A two-method, four-process timing run of ``confirm44`` whose recorded config declares ``comparisons``."""
+def _write_run(out, comparisons, processes: int = 4):
+    """A two-method timing run of ``confirm44`` (four processes) whose recorded config declares ``comparisons``."""
     import yaml
 
     from stateaware.records.writer import Identity, RecordWriter
@@ -30,14 +30,14 @@ def _write_run(out, comparisons):
         [
             {
                 "launcher": "inline",
-                "processes": 4,
+                "processes": processes,
                 "config_yaml": config,
                 "started_at": datetime(2026, 1, 1, tzinfo=UTC),
             }
         ],
         part="manifest",
     )
-    for p in range(4):
+    for p in range(processes):
         w = RecordWriter(out, Identity(process_index=p, **ident))
         w.write("processes", [{"status": "completed", "attempt": 1}], part="a001")
         cell = {"workload": "feature_queue", "cell": "large_sparse", "budget_bytes": 44 << 20}
@@ -93,3 +93,14 @@ def test_a_run_that_declared_no_comparisons_prints_none(tmp_path):
     out = tmp_path / "results"
     _write_run(out, [])
     assert "stored joint/eager_whole time" not in summary(out, "confirm44", draws=200)
+
+
+def test_a_one_process_run_says_its_comparisons_need_more_processes_instead_of_failing(tmp_path):
+    """The launch succeeded; its end-of-run summary must not turn that into a traceback."""
+    from stateaware.analysis.timing import summary
+
+    out = tmp_path / "results"
+    _write_run(out, STORED, processes=1)
+    text = summary(out, "confirm44", draws=200)
+    assert "Prespecified comparisons not computed: a paired process bootstrap needs at least 2 processes" in text
+    assert "joint" in text  # the per-method table is still there
