@@ -124,3 +124,15 @@ def test_a_job_gone_from_a_cluster_without_accounting_is_recorded_lost(tmp_path,
         ("lost", 1, "died without recording a status (Slurm no longer lists the job)")
     ]
     assert (tmp_path / "calls.log").read_text() == "squeue\nsqueue\n"  # two polls that did not list it
+
+
+def test_status_names_the_log_files_as_submitit_does():
+    """analysis.status spells submitit's log names itself (the analysis extra has no submitit)."""
+    from pathlib import Path
+
+    from stateaware.analysis.status import _logs
+    from submitit.core.utils import JobPaths
+
+    for job in ("12", "12_3"):
+        paths = JobPaths(Path("/r/.submitit/run"), job_id=job, task_id=0)
+        assert _logs(Path("/r"), "run", job) == (str(paths.stdout), str(paths.stderr))
