@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.slurm_cluster import cluster_down_reason
+
 pytestmark = pytest.mark.slurm
 
 # Upper bound of every wait here: each polls for its event and returns as soon as it
@@ -27,20 +29,8 @@ _WAIT_S = 300.0
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _cluster_up() -> str | None:
-    if shutil.which("sinfo") is None:
-        return "sinfo not found: Slurm is not installed (slurm/start_cluster.sh installs and starts it)"
-    try:
-        states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10).stdout.split()
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"sinfo failed: {exc}"
-    if not any(s.startswith(("idle", "mix", "alloc")) for s in states):
-        return f"no Slurm node is up (sinfo: {states or 'nothing'}); run slurm/start_cluster.sh"
-    return None
-
-
-if _cluster_up():
-    pytest.skip(_cluster_up(), allow_module_level=True)
+if cluster_down_reason():
+    pytest.skip(cluster_down_reason(), allow_module_level=True)
 
 
 @pytest.fixture(autouse=True)

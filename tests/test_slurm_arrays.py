@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from stateaware.launch.slurm import MAX_SACCT_INTERVAL_S, array_limits
+from tests.slurm_cluster import cluster_down_reason
 
 pytestmark = pytest.mark.slurm
 
@@ -28,20 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 PROCESSES = 50
 
 
-def _cluster_up() -> str | None:
-    if shutil.which("sinfo") is None:
-        return "sinfo not found: Slurm is not installed (slurm/start_cluster.sh installs and starts it)"
-    try:
-        states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10).stdout.split()
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"sinfo failed: {exc}"
-    if not any(s.startswith(("idle", "mix", "alloc")) for s in states):
-        return f"no Slurm node is up (sinfo: {states or 'nothing'}); run slurm/start_cluster.sh"
-    return None
-
-
-if _cluster_up():
-    pytest.skip(_cluster_up(), allow_module_level=True)
+if cluster_down_reason():
+    pytest.skip(cluster_down_reason(), allow_module_level=True)
 
 
 def _shims(folder: Path, log: Path) -> Path:
