@@ -261,8 +261,18 @@ def block_of(case: Case) -> Any:
 
 
 def train(case: Case, model: nn.Module, steps: int = 2) -> dict[str, Any]:
-    """``steps`` SGD steps in train mode; everything training can change, after them."""
+    """``steps`` SGD steps in train mode; everything training can change, after them.
+
+    A Hugging Face model trains without its key/value cache (``config.use_cache = False``):
+    HF's checkpointed layers run without it whoever checkpoints them, and with it eager
+    attention reads keys from the cache's concatenated copy, whose other layout changes the
+    last bits of the projections' gradients on some CPUs (AMD EPYC: GPT-2's ``c_attn``,
+    Llama's ``q/k/v_proj``). Eager without the cache is what any checkpoint of those
+    layers can equal byte for byte.
+    """
     model.train()
+    if case.hugging_face:
+        model.config.use_cache = False
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     torch.manual_seed(1234)
     losses, grads = [], {}
