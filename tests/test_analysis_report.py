@@ -278,9 +278,9 @@ def test_a_report_checks_each_part_once_before_and_once_after_its_comparisons(co
         )
     before = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
     checked = []
-    real = PartChecks.problem
+    real = PartChecks.inspect
     monkeypatch.setattr(
-        PartChecks, "problem", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
+        PartChecks, "inspect", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
     )
     build_report(tmp_path, run_ids=["first", "second"], draws=200)
     after = sorted(p for p in tmp_path.rglob("*.parquet") if "report" not in p.relative_to(tmp_path).parts)
@@ -298,9 +298,9 @@ def test_a_report_of_one_run_reads_no_other_runs_parts_but_their_listing(compose
         overrides += ["cohort.params.size=8", "cohort.params.steps=2", "cohort.params.warmup=0"]
         assert run(compose(*overrides), progress=False) == 0
     checked = []
-    real = PartChecks.problem
+    real = PartChecks.inspect
     monkeypatch.setattr(
-        PartChecks, "problem", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
+        PartChecks, "inspect", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
     )
     report = build_report(tmp_path, run_ids=["first"], draws=200).read_text()
     others = {p.relative_to(tmp_path).parts[0] for p in checked if "run_id=second" in p.parts}

@@ -180,9 +180,9 @@ def test_views_sql_checks_each_part_once_for_the_warnings_and_the_statements(tmp
         _write(tmp_path, index)
     (tmp_path / "timings" / "broken.parquet").write_bytes(b"not parquet")
     checked = []
-    real = PartChecks.problem
+    real = PartChecks.inspect
     monkeypatch.setattr(
-        PartChecks, "problem", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
+        PartChecks, "inspect", lambda self, path, *a, **k: checked.append(path) or real(self, path, *a, **k)
     )
     assert main(["views", "--sql", "--results", str(tmp_path)]) == 0
     out, err = capsys.readouterr()

@@ -33,13 +33,13 @@ def store(tmp_path_factory) -> Path:
 @pytest.fixture
 def checked(monkeypatch) -> list[Path]:
     seen: list[Path] = []
-    problem = part_cache.PartChecks.problem
+    inspect = part_cache.PartChecks.inspect
 
     def counting(self, path, *args, **kwargs):
         seen.append(Path(path))
-        return problem(self, path, *args, **kwargs)
+        return inspect(self, path, *args, **kwargs)
 
-    monkeypatch.setattr(part_cache.PartChecks, "problem", counting)
+    monkeypatch.setattr(part_cache.PartChecks, "inspect", counting)
     return seen
 
 

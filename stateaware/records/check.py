@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from stateaware.records.schema import IDENTITY, RENAMED, SCHEMA_VERSION, schema_for
@@ -205,7 +204,7 @@ def content_problem(path: Path | str) -> Content:
             for group in range(part.metadata.num_row_groups):
                 rows = part.read_row_group(group)  # every page: checksum (when stored) and decoding
                 for name, values in seen.items():
-                    values.update(pc.unique(rows.column(name)).to_pylist())
+                    values.update(rows.column(name).unique().to_pylist())
                 if listed is not None and "process_index" in rows.column_names:
                     per_process.update(rows.column("process_index").to_pylist())
     except Exception as exc:  # noqa: BLE001 - whatever a damaged page makes pyarrow raise is the file's problem

@@ -119,8 +119,6 @@ class PartChecks:
         self._writable = not _inside(self.folder, self._root)
         self._shards: dict[str, dict[str, list[Any]]] = {}  # by run partition, read when first asked
         self._new: dict[str, dict[str, list[Any]]] = {}  # by run partition: what this scan learnt
-        # By key: the old names and missing columns the last check of a part found (mostly none).
-        self._shapes: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
 
     def __enter__(self) -> PartChecks:
         return self
@@ -135,29 +133,12 @@ class PartChecks:
         ``missing_ok`` as there), then every page (:func:`stateaware.records.check.content_problem`),
         answered from the cache when the file has not changed since it was read.
         """
-        found = self.inspect(path, schema, missing_ok=missing_ok)
-        key = self._key(path)
-        if found.old_names or found.missing:
-            self._shapes[key] = (found.old_names, found.missing)
-        else:  # a part checked again, changed since: no stale shape
-            self._shapes.pop(key, None)
-        return found.problem
-
-    def old_names(self, path: Path | str) -> dict[str, str]:
-        """The renamed columns (``{old: new}``) that this object's last :meth:`problem` of
-        ``path`` found the part carrying under an old name: a scan groups parts by them
-        without reading the footer a second time. Empty for a part not checked here."""
-        return self.shape(path)[0]
-
-    def shape(self, path: Path | str) -> tuple[dict[str, str], tuple[str, ...]]:
-        """:meth:`old_names` of ``path``, and the columns of the schema that the last
-        :meth:`problem` found the part lacking (written before they were added)."""
-        renamed, missing = self._shapes.get(self._key(path), ({}, ()))
-        return dict(renamed), missing
+        return self.inspect(path, schema, missing_ok=missing_ok).problem
 
     def inspect(self, path: Path | str, schema: pa.Schema | str, *, missing_ok: bool = False) -> check.Footer:
-        """:meth:`problem`, with the old column names the part carries (a scan groups parts by
-        them) and its ``stat``: what a scan of many parts needs, each footer read at most once.
+        """:meth:`problem`, with the old column names the part carries and the columns it lacks
+        (a scan groups parts by them) and its ``stat``: what a scan of many parts needs, each
+        footer read at most once.
 
         A part whose footer passed against this schema and whose pages passed, as the file is
         now (the same key as the pages' answer), is answered from one ``stat``.
