@@ -111,6 +111,29 @@ def test_compaction_is_exact_one_file_per_table_and_verifies(results):
     _verified(results)
 
 
+def test_the_parts_a_compaction_replaced_leave_the_part_check_cache(results, monkeypatch):
+    """A run's cache file keeps the entries of its parts still there: after compacting, the
+    next scan that saves it drops the replaced parts (a query would else load them all)."""
+    from stateaware.records import part_cache
+
+    monkeypatch.setattr(part_cache, "SETTLE_NS", -(10**18))  # cache every check, however fresh
+    part_cache._MEMORY.clear()
+    _rows(results)  # checks every part: the run's cache file holds them all
+    cache = part_cache.cache_file(results, f"timings/{PARTITION.as_posix()}/x.parquet")
+
+    def entries() -> set[str]:
+        return set(json.loads(cache.read_text())["entries"])
+
+    def present() -> set[str]:
+        return {p.relative_to(results).as_posix() for p in results.glob(f"*/{PARTITION.as_posix()}/*.parquet")}
+
+    assert entries() == present() and len(entries()) == 7  # six parts of two processes and the manifest
+    assert _compact(results).status == 0
+    part_cache._MEMORY.clear()  # a fresh process: only the file speaks
+    _rows(results)
+    assert entries() == present() and len(entries()) == 4  # three compacted files and the manifest
+
+
 def test_second_compaction_is_a_no_op_saying_so(results):
     assert _compact(results).status == 0
     first = _without_lock(results)

@@ -36,7 +36,9 @@ then kept in memory only, as it is when the folder cannot be written at all).
   index has the same rule ("racily clean" entries).
 - Writes are atomic (a temporary file in the same folder, then a rename), merged with what
   another process saved meanwhile; two writers racing lose at most one's new entries, which
-  are checked again next time.
+  are checked again next time. A save keeps only the entries of parts still there: the
+  parts a compaction replaced (or a launch quarantined, or a user deleted) leave their run's
+  file at its next save, instead of being loaded by every query after.
 - A file carries the SHA-256 of its entries, the results path and the run it belongs to; a
   file that does not parse, fails its digest, belongs elsewhere or holds a part of another
   run is ignored whole (an empty cache for that run, rebuilt by the next check) — a damaged
@@ -197,10 +199,21 @@ class PartChecks:
             if self._writable:
                 try:
                     merged = {**_load(file, self._root, shard), **new}
-                    _store(file, self._root, shard, merged)
+                    _store(file, self._root, shard, self._present(merged))
                 except OSError:
                     self._writable = False  # a read-only or full cache folder: memory only from now on
         self._new = {}
+
+    def _present(self, entries: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """``entries`` without those of parts no longer there (compacted, quarantined, deleted):
+        a run's file would otherwise keep every part it ever held, and every query would load
+        them (a compacted run: 5 live entries of 505). One ``lstat`` per entry, on a save only."""
+        kept = {}
+        for key, entry in entries.items():
+            path = key if os.path.isabs(key) else os.path.join(self._prefix, key)
+            if os.path.lexists(path):
+                kept[key] = entry
+        return kept
 
     def _entry(self, key: str) -> list[Any] | None:
         shard = _shard(key)
