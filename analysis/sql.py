@@ -45,6 +45,7 @@ when the database is created, before :func:`connect` locks it. Either limit ends
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -158,19 +159,24 @@ def read_statements(sql: str) -> list[str]:
     ``duckdb.ParserException`` for a syntax error. Nothing is run: the parser's connection
     holds no view and the checks only parse.
     """
-    parser = duckdb.connect(":memory:")
-    try:
-        statements = parser.extract_statements(sql)
-        if not statements:
-            raise ValueError("no SQL statement given")
-        for number, statement in enumerate(statements, 1):
-            problem = _not_a_read(parser, statement)
-            if problem is not None:
-                where = f" (statement {number} of {len(statements)})" if len(statements) > 1 else ""
-                raise ReadOnlyError(f"refused: {problem}{where}: {_snippet(statement.query)}; {_HINT}")
-        return [statement.query for statement in statements]
-    finally:
-        parser.close()
+    parser = _parser()
+    statements = parser.extract_statements(sql)
+    if not statements:
+        raise ValueError("no SQL statement given")
+    for number, statement in enumerate(statements, 1):
+        problem = _not_a_read(parser, statement)
+        if problem is not None:
+            where = f" (statement {number} of {len(statements)})" if len(statements) > 1 else ""
+            raise ReadOnlyError(f"refused: {problem}{where}: {_snippet(statement.query)}; {_HINT}")
+    return [statement.query for statement in statements]
+
+
+@functools.cache
+def _parser() -> duckdb.DuckDBPyConnection:
+    """The in-memory DuckDB that parses statements and serializes their trees, and does nothing
+    else (no view, no table, nothing read): one per process, since creating a database costs
+    10-30 ms and a command parses its input several times before its own connection exists."""
+    return duckdb.connect(":memory:")
 
 
 def _snippet(text: str) -> str:
@@ -288,7 +294,7 @@ def _words(text: str) -> list[tuple[int, str]]:
 def _parsed(text: str) -> list[Any]:
     """The statements of ``text``, none when it does not parse."""
     try:
-        return duckdb.extract_statements(text)
+        return _parser().extract_statements(text)
     except duckdb.Error:
         return []
 
@@ -325,7 +331,7 @@ def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None
     by a computed name (:data:`_READS_BY_NAME`), makes the answer ``None``: nothing is
     loaded and every view reads through Arrow, slower and the same.
     """
-    parser = duckdb.connect(":memory:")
+    parser = _parser()
     wanted: dict[str, set[str] | None] = {}
     try:
         for text in statements:
@@ -343,8 +349,6 @@ def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None
                 wanted[folder] = None if columns is None or known is None else known | columns
     except (duckdb.Error, RecursionError, IndexError, ValueError):
         return None
-    finally:
-        parser.close()
     return wanted
 
 

@@ -154,6 +154,9 @@ def test_the_memory_limit_is_duckdbs(results, capsys):
         main(_sql(results, "--memory-limit", "1GiB", "--format", "csv", "SELECT current_setting('memory_limit')")) == 0
     )
     assert capsys.readouterr().out.splitlines()[1] == "1.0 GiB"
+    # The default is not read by DuckDB while parsing the arguments: it is the connection's.
+    assert main(_sql(results, "--format", "csv", "SELECT current_setting('memory_limit')")) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "1.8 GiB"  # DEFAULT_MEMORY_LIMIT, 2GB, as DuckDB prints it
 
 
 # -- bad values: one line, exit 2 ---------------------------------------------------------------
