@@ -171,11 +171,16 @@ def read_statements(sql: str) -> list[str]:
     return [statement.query for statement in statements]
 
 
-@functools.cache
 def _parser() -> duckdb.DuckDBPyConnection:
-    """The in-memory DuckDB that parses statements and serializes their trees, and does nothing
-    else (no view, no table, nothing read): one per process, since creating a database costs
-    10-30 ms and a command parses its input several times before its own connection exists."""
+    """A connection to the in-memory DuckDB that parses statements and serializes their trees,
+    and does nothing else (no view, no table, nothing read). One database per process: making
+    one costs 10-30 ms, and a command parses its input several times before its own connection
+    exists; a cursor each (a few µs), so that threads never share a connection."""
+    return _parsing_database().cursor()
+
+
+@functools.cache
+def _parsing_database() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
 
 
