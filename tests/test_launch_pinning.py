@@ -14,7 +14,11 @@ ALLOWED = sorted(os.sched_getaffinity(0))
 
 
 def test_a_process_records_both_clocks_and_its_system_context(compose, tmp_path, sql):
-    assert run(compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}"), progress=False) == 0
+    # A process long enough (~0.2 s of CPU) for /proc/stat's tick counters to move: the
+    # default 64-wide demo ends in ~40 ms, a window in which the counters may not move at all
+    # (idle CPUs' ticks are accounted late), and the other processes' share then reads None.
+    cfg = compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}", "cohort.params.size=768")
+    assert run(cfg, progress=False) == 0
     assert sql(tmp_path, "SELECT count(*), count(cpu_ms), bool_and(cpu_ms >= 0) FROM timings") == [(7, 7, True)]
     ((before, after, cpus, affinity, share, own, model),) = sql(
         tmp_path,
