@@ -146,11 +146,12 @@ def _seconds(text: str) -> float:
 
 def _memory_size(text: str) -> str:
     """An ``argparse`` type: a size DuckDB reads as a ``memory_limit`` ("2GB", "512MiB", "50%")."""
-    import duckdb
     from stateaware.analysis.sql import DEFAULT_MEMORY_LIMIT
 
     if text == DEFAULT_MEMORY_LIMIT:  # argparse types the default too: no database made for it
         return text
+    import duckdb
+
     try:  # DuckDB's own reading of the size, on a throwaway database
         duckdb.connect(":memory:", config={"memory_limit": text}).close()
         valid = not text.strip().startswith("-")  # DuckDB reads a negative size as "no limit"

@@ -663,7 +663,9 @@ def _load_table(
     if not shapes:
         con.execute(f"CREATE TABLE {table} AS {_empty_sql(pa.schema([schema.field(n) for n in kept]))}")
         return
-    # Each file's index in its list and each row's place in its file: DuckDB's virtual columns.
+    # The shape's number, each file's index in its list and each row's place in its file
+    # (DuckDB's virtual columns): the order the parts are listed in.
+    order = "_shape, file_index, file_row_number"
     selects = " UNION ALL ".join(
         f"SELECT {_shaped_columns(schema, kept, *shape)}, {i} AS _shape, file_index, file_row_number "
         "FROM read_parquet(?, hive_partitioning = false)"
@@ -676,8 +678,7 @@ def _load_table(
     con.execute("SET preserve_insertion_order = false")
     try:
         con.execute(
-            f"CREATE TABLE {table} AS SELECT * EXCLUDE (_shape, file_index, file_row_number) FROM ({selects}) "
-            "ORDER BY _shape, file_index, file_row_number",
+            f"CREATE TABLE {table} AS SELECT * EXCLUDE ({order}) FROM ({selects}) ORDER BY {order}",
             list(shapes.values()),
         )
     finally:

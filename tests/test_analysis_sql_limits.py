@@ -15,9 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from stateaware.analysis.__main__ import main
-from stateaware.analysis.sql import COUNT_CAP, format_result, query, run
+from stateaware.analysis.sql import COUNT_CAP, DEFAULT_MEMORY_LIMIT, format_result, query, run
 
 from stateaware.records.writer import Identity, RecordWriter
 
@@ -156,7 +157,11 @@ def test_the_memory_limit_is_duckdbs(results, capsys):
     assert capsys.readouterr().out.splitlines()[1] == "1.0 GiB"
     # The default is not read by DuckDB while parsing the arguments: it is the connection's.
     assert main(_sql(results, "--format", "csv", "SELECT current_setting('memory_limit')")) == 0
-    assert capsys.readouterr().out.splitlines()[1] == "1.8 GiB"  # DEFAULT_MEMORY_LIMIT, 2GB, as DuckDB prints it
+    default = duckdb.connect(":memory:", config={"memory_limit": DEFAULT_MEMORY_LIMIT})
+    assert (
+        capsys.readouterr().out.splitlines()[1]
+        == default.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    )
 
 
 # -- bad values: one line, exit 2 ---------------------------------------------------------------
