@@ -99,3 +99,44 @@ def test_timed_steps_counts_warmups_and_steps_separately():
     assert seen == [0, 1, 2, 3, 4]
     assert [(t.warmup, t.step) for t in out] == [(True, 0), (True, 1), (False, 0), (False, 1), (False, 2)]
     assert all(t.wall_ms >= 0 and t.cpu_ms >= 0 for t in out)
+
+
+class _Cycle:
+    """A container that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_no_garbage_collection_runs_inside_a_series_of_timed_steps(enabled):
+    """Steps making enough cyclic garbage to trigger collections run with none (NOTE [ No
+    garbage collection inside a timed step ]); the collector's state comes back after."""
+    import gc
+
+    events: list[tuple[str, int]] = []
+
+    def note(phase, info):
+        if phase == "start":
+            events.append(("collect", info["generation"]))
+
+    def step(index):
+        events.append(("step", index))
+        for _ in range(20 * gc.get_threshold()[0]):  # 20 x the allocations that start a collection
+            _Cycle()
+        events.append(("end", index))
+
+    previous = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    gc.callbacks.append(note)
+    try:
+        timed_steps(step, warmup=1, steps=3, device="cpu")
+        after = gc.isenabled()
+    finally:
+        gc.callbacks.remove(note)
+        (gc.enable if previous else gc.disable)()
+    last = events.index(("end", 3))
+    # none until the last step ended, though each step made cycles (the garbage may be
+    # collected as soon as the series is over)
+    assert events[: last + 1] == [(edge, i) for i in range(4) for edge in ("step", "end")]
+    assert after is enabled

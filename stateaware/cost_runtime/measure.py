@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
-from stateaware.clocks import StepTime, time_step
+from stateaware.clocks import StepTime, collector_paused, time_step
 
 __all__ = [
     "PEAK_SOURCES",
@@ -103,12 +103,14 @@ def timed_steps(step: Callable[[int], None], *, warmup: int, steps: int, device:
     step's wall time covers its queued device work; its CPU time is the calling thread's
     (NOTE [ Two clocks ] in ``stateaware.clocks``). ``index`` counts all calls from 0 (it
     selects the step's rows); the returned step numbers count warm-ups and measured steps
-    from 0 each.
+    from 0 each. The garbage collector never runs during the series (NOTE [ No garbage
+    collection inside a timed step ] in ``stateaware.clocks``).
     """
     out = []
-    for call in range(warmup + steps):
-        wall_ms, cpu_ms = time_step(functools.partial(step, call), lambda: synchronize(device))
-        out.append(StepTime(call < warmup, call if call < warmup else call - warmup, wall_ms, cpu_ms))
+    with collector_paused():
+        for call in range(warmup + steps):
+            wall_ms, cpu_ms = time_step(functools.partial(step, call), lambda: synchronize(device))
+            out.append(StepTime(call < warmup, call if call < warmup else call - warmup, wall_ms, cpu_ms))
     return out
 
 
