@@ -517,7 +517,7 @@ def compact_run(
     Compacting a compacted run again changes nothing (``tables`` empty). ``progress`` is
     called with each table's name as it is done.
     """
-    from stateaware.launch.launcher import damaged_parts, latest_statuses
+    from stateaware.launch.launcher import run_state
     from stateaware.launch.runlock import RunLocked, run_lock
 
     results = Path(results)
@@ -528,14 +528,13 @@ def compact_run(
 
     def refuse_unless_ready() -> tuple[list[_Plan], tuple[str, ...]]:
         expected = _expected_processes(results, cohort, run_id) or 0
-        damaged = damaged_parts(results, cohort, run_id)
+        statuses, damaged = run_state(results, cohort, run_id)  # one check per part
         if damaged:
             path, problem = damaged[0]
             raise CompactError(
                 f"{head}: refused: {len(damaged)} damaged part(s), first {path}: {problem}; re-run the launch "
                 "(it quarantines them and runs their processes again), then compact"
             )
-        statuses = latest_statuses(results, cohort, run_id)
         completed = {i for i, s in statuses.items() if s == "completed"}
         unfinished = [i for i in range(expected) if i not in completed]
         notes: tuple[str, ...] = ()

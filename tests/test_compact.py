@@ -134,6 +134,27 @@ def test_the_parts_a_compaction_replaced_leave_the_part_check_cache(results, mon
     assert entries() == present() and len(entries()) == 4  # three compacted files and the manifest
 
 
+def test_compaction_reads_each_original_part_once_to_check_it(results, monkeypatch):
+    """Deciding whether the run may be compacted (statuses and damage) is one scan: every
+    part's pages are checked once, not once per question (parts just written are not
+    cached yet, so a second scan would read them all again)."""
+    from stateaware.records import check, part_cache
+
+    part_cache._MEMORY.clear()
+    originals = {p.as_posix() for p in results.glob(f"*/{PARTITION.as_posix()}/*.parquet")}
+    checked: list[str] = []
+    content_problem = check.content_problem
+
+    def counted(path):
+        checked.append(Path(path).as_posix())
+        return content_problem(path)
+
+    monkeypatch.setattr(part_cache.check, "content_problem", counted)
+    monkeypatch.setattr(part_cache, "SETTLE_NS", 10**18)  # nothing settles: no answer from the cache
+    assert _compact(results).status == 0
+    assert Counter(p for p in checked if p in originals) == Counter(originals)  # each exactly once
+
+
 def test_second_compaction_is_a_no_op_saying_so(results):
     assert _compact(results).status == 0
     first = _without_lock(results)

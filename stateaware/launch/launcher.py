@@ -52,7 +52,16 @@ from stateaware.records.schema import TABLES
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
 from stateaware.run import RunSpec
 
-__all__ = ["RunPlan", "Summary", "plan_run", "latest_statuses", "damaged_parts", "quarantine_damaged", "launch"]
+__all__ = [
+    "RunPlan",
+    "Summary",
+    "plan_run",
+    "latest_statuses",
+    "damaged_parts",
+    "run_state",
+    "quarantine_damaged",
+    "launch",
+]
 
 #: The status resume gives a process with a damaged part: not completed, so relaunched.
 DAMAGED = "damaged"
@@ -280,13 +289,19 @@ def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
     completed, whatever its readable rows say, so resume and verification agree. Never raises
     for a bad file.
     """
+    return run_state(out, cohort, run_id)[0]
+
+
+def run_state(out: Path | str, cohort: str, run_id: str) -> tuple[dict[int, str], list[tuple[Path, str]]]:
+    """:func:`latest_statuses` and :func:`damaged_parts` from one scan of the run's parts: what a
+    caller that needs both (compaction) reads, each part checked once."""
     latest, damaged = _scan_run(Path(out), cohort, run_id)
     statuses = {index: last.status for index, last in latest.items()}
     for part, _problem in damaged:
         index = _process_of(part)
         if index is not None:
             statuses[index] = DAMAGED
-    return statuses
+    return statuses, damaged
 
 
 def quarantine_damaged(plan: RunPlan) -> list[str]:
