@@ -21,7 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS = ["cohort=demo", "processes=4", "cohort.params.size=256", "cohort.params.steps=40", "launcher=local"]
-SLOWER = '        wall_ms, cpu_ms = time_step(lambda: (product.__setitem__("c", a @ b), a[: size // 4] @ b))\n'
+# the line keeps the indentation of the one it replaces, wherever demo.py nests its loop
+SLOWER = 'wall_ms, cpu_ms = time_step(lambda: (product.__setitem__("c", a @ b), a[: size // 4] @ b))\n'
 
 
 def _launch(out: Path, run_id: str, compare_to: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -47,7 +48,7 @@ def _tree(dest: Path, slower: bool) -> Path:
         demo = dest / "cohorts" / "demo.py"
         lines = demo.read_text().splitlines(keepends=True)
         (at,) = [i for i, line in enumerate(lines) if "time_step(lambda: product.__setitem__" in line]
-        lines[at] = SLOWER
+        lines[at] = lines[at][: len(lines[at]) - len(lines[at].lstrip())] + SLOWER
         demo.write_text("".join(lines))
     return dest
 

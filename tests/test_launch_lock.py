@@ -35,6 +35,15 @@ def _launch(out, *extra, sleep_s=0.0, processes=2):
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
 
+def _writing(out) -> bool:
+    """Whether the launch has begun writing parts. os.walk, not Path.rglob: the launcher renames
+    its code snapshot's temporary folder while we look, and rglob raises on a folder gone
+    mid-walk where os.walk skips it."""
+    return (out / "records").exists() or any(
+        name.startswith("p") and name.endswith("-m.parquet") for _, _, names in os.walk(out) for name in names
+    )
+
+
 def _lock(out):
     return out / "runs" / "cohort=demo" / "run_id=shared" / ".launcher.lock"
 
@@ -44,7 +53,7 @@ def test_a_second_launch_of_a_live_run_exits_2_naming_the_holder(tmp_path, sql):
     out = tmp_path / "out"
     first = _launch(out, sleep_s=3.0)
     deadline = time.time() + 120
-    while time.time() < deadline and not (out / "records").exists() and not list(out.rglob("p*-m.parquet")):
+    while time.time() < deadline and not _writing(out):
         assert first.poll() is None, first.communicate()
         time.sleep(0.05)
     holder = json.loads(_lock(out).read_text())
