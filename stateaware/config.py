@@ -88,7 +88,8 @@ class LauncherConfig:
     snapshot: bool = True  # run a copy of the code taken at submission (queued jobs)
     # Pin every process to these CPUs (local and inline launchers): "1", "2-3", "0,2-3" or a
     # list. Checked against this process's own affinity at plan time; recorded in
-    # processes.affinity. null: not pinned.
+    # processes.affinity. null: not pinned. With max_parallel=N the set is cut into N
+    # disjoint groups, one per process running at once (LauncherSpec.cpu_slots).
     cpus: Any | None = None
 
 

@@ -95,6 +95,22 @@ class LauncherSpec:
             return 1
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
+    def cpu_slots(self, timing: bool) -> list[tuple[int, ...]] | None:
+        """``cpus`` cut into one disjoint group per process running at once (``None``: not pinned).
+
+        With ``max_parallel=2 cpus=0-3`` the two processes at a time get ``0-1`` and ``2-3``;
+        with ``cpus=0,2`` (one CPU of each of two physical cores) they get ``0`` and ``2``.
+        Consecutive listed CPUs stay together and the groups differ in size by at most one.
+        More processes at once than CPUs (a non-timing cohort only; :meth:`RunSpec.from_config`
+        refuses it for a timing one) makes groups of one CPU, shared by the fewest.
+        """
+        if not self.cpus:
+            return None
+        groups = min(self.parallel(timing), len(self.cpus))
+        size, extra = divmod(len(self.cpus), groups)
+        bounds = [i * size + min(i, extra) for i in range(groups + 1)]
+        return [self.cpus[bounds[i] : bounds[i + 1]] for i in range(groups)]
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -180,6 +196,14 @@ class RunSpec:
         _budgets(data)
         _kind_params(cohort)
         out = _out(data["out"], data["min_free_mib"])
+        launcher_spec = _launcher(launcher)
+        _check(
+            not (cohort["timing"] and launcher_spec.cpus and launcher_spec.parallel(True) > len(launcher_spec.cpus)),
+            "launcher.max_parallel",
+            launcher_spec.max_parallel,
+            f"at most {len(launcher_spec.cpus or ())} (the CPUs of launcher.cpus) for a timing cohort: each timed "
+            "process runs on CPUs of its own",
+        )
         return cls(
             cohort=cohort["name"],
             kind=cohort["kind"],
@@ -188,7 +212,7 @@ class RunSpec:
             seed=int(cohort["seed"]),
             cohort_config=cohort,
             hardware=hardware,
-            launcher=_launcher(launcher),
+            launcher=launcher_spec,
             out=out,
             run_id=data["run_id"],
             dry_run=bool(data["dry_run"]),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stateaware.cli import run
 from stateaware.launch.context import format_cpus
@@ -80,3 +82,60 @@ def test_a_list_of_cpus_is_accepted(compose, tmp_path, sql):
     cfg = compose("cohort=demo", "processes=1", "launcher=inline", f"out={tmp_path}", f"launcher.cpus=[{ALLOWED[0]}]")
     assert run(cfg, progress=False) == 0
     assert sql(tmp_path, "SELECT affinity FROM processes") == [(str(ALLOWED[0]),)]
+
+
+@pytest.mark.skipif(len(ALLOWED) < 2, reason="needs two CPUs to pin two processes apart")
+def test_processes_running_side_by_side_are_pinned_to_cpus_of_their_own(compose, tmp_path, sql):
+    """max_parallel=2 over two CPUs: each process gets one of them, and the two the launcher
+    starts together (processes 0 and 1, submitted before either can end) get different ones."""
+    two = ALLOWED[:2]
+    cfg = compose(
+        "cohort=demo",
+        "processes=4",
+        "launcher=local",
+        f"out={tmp_path}",
+        f"launcher.cpus=[{two[0]},{two[1]}]",
+        "launcher.max_parallel=2",
+    )
+    assert run(cfg, progress=False) == 0
+    rows = sql(tmp_path, "SELECT process_index, affinity, started_at, finished_at FROM processes ORDER BY 1")
+    assert len(rows) == 4 and {affinity for _, affinity, _, _ in rows} <= {str(two[0]), str(two[1])}
+    assert rows[0][1] != rows[1][1]
+    for a in rows:
+        for b in rows:
+            if a[0] < b[0] and a[2] < b[3] and b[2] < a[3]:  # ran at the same time
+                assert a[1] != b[1]
+
+
+def test_a_timing_cohort_refuses_more_processes_at_once_than_cpus(compose, tmp_path, capsys):
+    cfg = compose(
+        "cohort=demo",
+        "cohort.timing=true",
+        "launcher=local",
+        f"out={tmp_path}",
+        f"launcher.cpus='{ALLOWED[0]}'",
+        "launcher.max_parallel=2",
+    )
+    assert run(cfg, progress=False) == 2
+    assert (
+        "invalid launcher.max_parallel=2: allowed values are at most 1 (the CPUs of launcher.cpus) for a timing cohort"
+        in capsys.readouterr().err
+    )
+
+
+@given(
+    cpus=st.lists(st.integers(0, 255), min_size=1, max_size=64, unique=True),
+    parallel=st.integers(1, 80),
+)
+def test_cpu_slots_cut_the_cpus_into_disjoint_groups_in_order(cpus, parallel):
+    import dataclasses
+
+    from stateaware.run import LauncherSpec
+
+    spec = LauncherSpec(**{f.name: None for f in dataclasses.fields(LauncherSpec)})
+    spec = dataclasses.replace(spec, cpus=tuple(sorted(cpus)), max_parallel=parallel)
+    slots = spec.cpu_slots(timing=True)
+    assert len(slots) == min(parallel, len(cpus))
+    assert [c for slot in slots for c in slot] == sorted(cpus)  # every CPU once, in order
+    assert max(map(len, slots)) - min(map(len, slots)) <= 1 and min(map(len, slots)) >= 1
+    assert dataclasses.replace(spec, cpus=None).cpu_slots(timing=True) is None

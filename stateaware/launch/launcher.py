@@ -22,6 +22,7 @@ a damaged or foreign part makes its process count as not completed, and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -461,6 +462,7 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
                     summary,
                     bar,
                     limit=run.launcher.parallel(timing),
+                    slots=run.launcher.cpu_slots(timing),
                     inline=run.launcher.name == "inline",
                     poll_s=run.launcher.poll_s,
                 )
@@ -522,13 +524,27 @@ def launch_pair(
 
 
 def _run_throttled(
-    executor: Any, pending: list[ProcessSpec], summary: Summary, bar: Any, *, limit: int, inline: bool, poll_s: float
+    executor: Any,
+    pending: list[ProcessSpec],
+    summary: Summary,
+    bar: Any,
+    *,
+    limit: int,
+    slots: Sequence[tuple[int, ...]] | None,
+    inline: bool,
+    poll_s: float,
 ) -> None:
+    """At most ``limit`` processes at once; with ``slots`` (``launcher.cpus`` cut by
+    :meth:`~stateaware.run.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
+    running processes hold, so processes running side by side never share a CPU."""
     queue = deque(pending)
     running: dict[Any, ProcessSpec] = {}
     while queue or running:
         while queue and len(running) < limit and not summary.disk_full:
             spec = queue.popleft()
+            if slots:
+                held = Counter(s.cpus for s in running.values())
+                spec = dataclasses.replace(spec, cpus=min(slots, key=lambda slot: held[slot]))
             try:
                 # A fresh process exits non-zero when it fails (run_or_raise); inline, a raising
                 # job would stop in submitit's debugger.
