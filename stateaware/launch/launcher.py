@@ -530,7 +530,7 @@ def _run_throttled(
     bar: Any,
     *,
     limit: int,
-    slots: Sequence[tuple[int, ...]] | None,
+    slots: Sequence[tuple[int, ...]] | None = None,
     inline: bool,
     poll_s: float,
 ) -> None:
