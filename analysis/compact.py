@@ -72,11 +72,14 @@ file still holds: verification then names the duplicated rows (it never passes s
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import ctypes
 import errno
 import fcntl
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import re
 import shutil
@@ -585,12 +588,16 @@ def compact(
     include_incomplete: bool = False,
     say: Callable[[str], None] = print,
     warn: Callable[[str], None] | None = None,
+    jobs: int = 1,
 ) -> tuple[list[RunCompaction], list[CompactError]]:
     """Compact every run of ``results`` (or those of ``run_ids``): :func:`compact_run` for each.
 
-    One line per run goes to ``say``; a run refused or failed is collected (and its line goes
-    to ``warn``, default stderr) while the others go on. Progress over the tables goes to
-    stderr (tqdm, only on a terminal). ``ValueError`` for a run id the results do not hold.
+    One line per run goes to ``say``, in run order; a run refused or failed is collected (and
+    its line goes to ``warn``, default stderr) while the others go on. Progress over the tables
+    goes to stderr (tqdm, only on a terminal). ``jobs`` > 1 compacts that many runs at once,
+    each in a fresh process of its own (runs share no file: each has its own folders, lock and
+    part-check cache file); the lines and the outcome are those of one at a time.
+    ``ValueError`` for a run id the results do not hold, or ``jobs`` below 1.
     """
     from stateaware.analysis.views import runs_present
     from tqdm import tqdm
@@ -601,13 +608,19 @@ def compact(
     unknown = [r for r in chosen if r not in present]
     if unknown:
         raise ValueError(f"--run-id {unknown} not in the results; runs there: {', '.join(sorted(present)) or '(none)'}")
+    if jobs < 1:
+        raise ValueError(f"invalid --jobs {jobs}: allowed values are whole numbers from 1")
     work = [(cohort, run) for run in chosen for cohort in sorted(present[run])]
     done: list[RunCompaction] = []
     failed: list[CompactError] = []
-    with tqdm(total=len(work) * len(TABLES), desc="compact", unit="table", file=sys.stderr, disable=None) as bar:
-        for cohort, run in work:
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(
+            tqdm(total=len(work) * len(TABLES), desc="compact", unit="table", file=sys.stderr, disable=None)
+        )
+
+        def one(cohort: str, run: str) -> RunCompaction | CompactError:
             try:
-                outcome = compact_run(
+                return compact_run(
                     results,
                     cohort,
                     run,
@@ -616,17 +629,40 @@ def compact(
                     progress=lambda _table: bar.update(1),
                 )
             except CompactError as exc:
-                failed.append(exc)
-                warn(f"error: {exc}")
+                return exc
+
+        if jobs > 1 and len(work) > 1:
+            # spawn, not fork: a forked child would inherit DuckDB's and Arrow's threads mid-flight
+            pool = stack.enter_context(
+                concurrent.futures.ProcessPoolExecutor(min(jobs, len(work)), mp_context=mp.get_context("spawn"))
+            )
+            futures = [pool.submit(_compact_quietly, results, c, r, dry_run, include_incomplete) for c, r in work]
+            outcomes: Iterable[RunCompaction | CompactError] = (future.result() for future in futures)
+        else:
+            outcomes = (one(cohort, run) for cohort, run in work)
+        for index, outcome in enumerate(outcomes):
+            bar.n = (index + 1) * len(TABLES)
+            bar.refresh()
+            if isinstance(outcome, CompactError):
+                failed.append(outcome)
+                warn(f"error: {outcome}")
                 continue
-            finally:
-                bar.n = (work.index((cohort, run)) + 1) * len(TABLES)
-                bar.refresh()
             done.append(outcome)
             for note in outcome.notes:
                 warn(f"note: {note}")
             say(outcome.line())
     return done, failed
+
+
+def _compact_quietly(
+    results: Path | str, cohort: str, run: str, dry_run: bool, include_incomplete: bool
+) -> RunCompaction | CompactError:
+    """:func:`compact_run` in a worker process of :func:`compact`: its refusal is returned, not
+    raised, so that the parent reports it in run order like any other outcome."""
+    try:
+        return compact_run(results, cohort, run, dry_run=dry_run, include_incomplete=include_incomplete)
+    except CompactError as exc:
+        return exc
 
 
 def _size(n: int) -> str:
@@ -667,6 +703,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="say what would be compacted and the files and bytes it saves; change nothing",
     )
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="compact N runs at once, each in a process of its own (default: 1)",
+    )
+    parser.add_argument(
         "--include-incomplete",
         action="store_true",
         help="compact the completed processes of an unfinished run too (the others' parts stay)",
@@ -674,7 +717,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: argparse.Namespace = parser.parse_args(list(sys.argv[2:] if argv is None else argv))
     results = results_dir(args.results)
     try:
-        _done, failed = compact(results, args.run_id, dry_run=args.dry_run, include_incomplete=args.include_incomplete)
+        _done, failed = compact(
+            results, args.run_id, dry_run=args.dry_run, include_incomplete=args.include_incomplete, jobs=args.jobs
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INVALID

@@ -259,3 +259,55 @@ def test_a_kill_at_any_step_leaves_old_or_new_never_both_nor_neither(results, st
     assert not (results / STAGING).exists()
     assert not list(results.glob("*/cohort=demo/*/.compaction-staging"))
     _verified(results)
+
+
+@pytest.fixture(scope="module")
+def three_runs(pristine, tmp_path_factory) -> Path:
+    """The pristine run r1 and two more real runs, r2 and r3, in one results folder."""
+    out = Path(shutil.copytree(pristine, tmp_path_factory.mktemp("three") / "results"))
+    for run in ("r2", "r3"):
+        env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "launch-cache")}
+        done = subprocess.run(
+            [sys.executable, "-m", "stateaware", *ARGS, "processes=2", f"out={out}", f"run_id={run}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_runs_compacted_in_parallel_end_as_one_at_a_time_in_the_same_order(three_runs, tmp_path, monkeypatch):
+    """--jobs 2 over three runs, one of them held by a live launch: the same lines in run order,
+    the same refusal and exit status, the same rows in every view, as --jobs 1; and the runs
+    were compacted in worker processes (this process's compact_run is broken for the second)."""
+    from stateaware.analysis import compact
+
+    outcomes = []
+    for jobs in ("1", "2"):
+        results = Path(shutil.copytree(three_runs, tmp_path / f"jobs{jobs}"))
+        before = _rows(results)
+        if jobs == "2":
+            monkeypatch.setattr(compact, "compact_run", None)
+        with run_lock(results, "demo", "r2"):
+            outcomes.append(_compact(results, "--jobs", jobs))
+        assert _rows(results) == before
+        for run, names in (("r1", ["compacted-"]), ("r3", ["compacted-"]), ("r2", ["p000000-", "p000001-"])):
+            for table in COMPACTED_TABLES:
+                files = sorted(p.name for p in (results / table / "cohort=demo" / f"run_id={run}").glob("*.parquet"))
+                assert [f[: len(n)] for f, n in zip(files, names, strict=True)] == names, (run, table, files)
+    one, two = outcomes
+    assert one.status == two.status == 1 and not two.traceback
+    assert [line.split(":")[0] for line in one.stdout.splitlines()] == ["run r1 (cohort demo)", "run r3 (cohort demo)"]
+    assert two.stdout == one.stdout
+    for outcome in outcomes:  # the line names its own folder and the lock's holder and time
+        (refusal,) = [line for line in outcome.error_lines if line.startswith("error:")]
+        holder = f"a live launch holds it — run r2 (cohort demo) is being launched by pid {os.getpid()}"
+        assert refusal.startswith(f"error: run r2 (cohort demo): refused: {holder}")
+
+
+def test_jobs_below_one_is_invalid_input(results):
+    done = _compact(results, "--jobs", "0")
+    assert done.status == 2 and not done.traceback
+    assert done.error_lines[-1] == "error: invalid --jobs 0: allowed values are whole numbers from 1"
