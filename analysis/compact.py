@@ -618,18 +618,8 @@ def compact(
             tqdm(total=len(work) * len(TABLES), desc="compact", unit="table", file=sys.stderr, disable=None)
         )
 
-        def one(cohort: str, run: str) -> RunCompaction | CompactError:
-            try:
-                return compact_run(
-                    results,
-                    cohort,
-                    run,
-                    dry_run=dry_run,
-                    include_incomplete=include_incomplete,
-                    progress=lambda _table: bar.update(1),
-                )
-            except CompactError as exc:
-                return exc
+        def tick(_table: str) -> None:  # a table done, in this process: the bar moves at once
+            bar.update(1)
 
         if jobs > 1 and len(work) > 1:
             # spawn, not fork: a forked child would inherit DuckDB's and Arrow's threads mid-flight
@@ -639,7 +629,7 @@ def compact(
             futures = [pool.submit(_compact_quietly, results, c, r, dry_run, include_incomplete) for c, r in work]
             outcomes: Iterable[RunCompaction | CompactError] = (future.result() for future in futures)
         else:
-            outcomes = (one(cohort, run) for cohort, run in work)
+            outcomes = (_compact_quietly(results, c, r, dry_run, include_incomplete, tick) for c, r in work)
         for index, outcome in enumerate(outcomes):
             bar.n = (index + 1) * len(TABLES)
             bar.refresh()
@@ -655,12 +645,19 @@ def compact(
 
 
 def _compact_quietly(
-    results: Path | str, cohort: str, run: str, dry_run: bool, include_incomplete: bool
+    results: Path | str,
+    cohort: str,
+    run: str,
+    dry_run: bool,
+    include_incomplete: bool,
+    progress: Callable[[str], None] | None = None,
 ) -> RunCompaction | CompactError:
-    """:func:`compact_run` in a worker process of :func:`compact`: its refusal is returned, not
-    raised, so that the parent reports it in run order like any other outcome."""
+    """:func:`compact_run` for :func:`compact`, here or in a worker process: its refusal is
+    returned, not raised, so that the caller reports it in run order like any other outcome."""
     try:
-        return compact_run(results, cohort, run, dry_run=dry_run, include_incomplete=include_incomplete)
+        return compact_run(
+            results, cohort, run, dry_run=dry_run, include_incomplete=include_incomplete, progress=progress
+        )
     except CompactError as exc:
         return exc
 
