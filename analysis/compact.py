@@ -602,14 +602,14 @@ def compact(
     from stateaware.analysis.views import runs_present
     from tqdm import tqdm
 
+    if jobs < 1:  # before the results are read: bad input costs no I/O
+        raise ValueError(f"invalid --jobs {jobs}: allowed values are whole numbers from 1")
     warn = warn or (lambda line: print(line, file=sys.stderr))
     present = runs_present(results)
     chosen = sorted(present) if run_ids is None else list(dict.fromkeys(run_ids))
     unknown = [r for r in chosen if r not in present]
     if unknown:
         raise ValueError(f"--run-id {unknown} not in the results; runs there: {', '.join(sorted(present)) or '(none)'}")
-    if jobs < 1:
-        raise ValueError(f"invalid --jobs {jobs}: allowed values are whole numbers from 1")
     work = [(cohort, run) for run in chosen for cohort in sorted(present[run])]
     done: list[RunCompaction] = []
     failed: list[CompactError] = []

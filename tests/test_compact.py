@@ -27,6 +27,7 @@ from stateaware.records.check import COMPACTED
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import write_atomic
 from tests.cli_inprocess import ANALYSIS, listing, run_main
+from tests.conftest import launch_small_run
 
 RUN = "r1"
 ARGS = ("cohort=demo", "launcher=inline", f"run_id={RUN}", "cohort.params.steps=2", "cohort.params.warmup=1")
@@ -266,15 +267,7 @@ def three_runs(pristine, tmp_path_factory) -> Path:
     """The pristine run r1 and two more real runs, r2 and r3, in one results folder."""
     out = Path(shutil.copytree(pristine, tmp_path_factory.mktemp("three") / "results"))
     for run in ("r2", "r3"):
-        env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "launch-cache")}
-        done = subprocess.run(
-            [sys.executable, "-m", "stateaware", *ARGS, "processes=2", f"out={out}", f"run_id={run}"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr
+        launch_small_run(out, run, "cohort.params.steps=2", "cohort.params.warmup=1")
     return out
 
 
