@@ -28,7 +28,7 @@ def results_dir(results: Path | None) -> Path:
     ``processes``, ...): a missing path, a plain file or an empty directory is refused
     rather than answered with empty views.
     """
-    from stateaware.records.schema import TABLES
+    from stateaware.records.columns import TABLE_COLUMNS
 
     path = default_results() if results is None else Path(results)
     tip = "pass --results DIR with the out= of a launched cohort (python -m stateaware cohort=NAME out=DIR)"
@@ -36,8 +36,8 @@ def results_dir(results: Path | None) -> Path:
         fail(f"error: --results {path}: no such directory; {tip}")
     if not path.is_dir():
         fail(f"error: --results {path}: a file, not a results directory; {tip}")
-    if not any((path / table).is_dir() for table in TABLES):
-        fail(f"error: --results {path}: no record tables in it ({', '.join(TABLES)}); {tip}")
+    if not any((path / table).is_dir() for table in TABLE_COLUMNS):
+        fail(f"error: --results {path}: no record tables in it ({', '.join(TABLE_COLUMNS)}); {tip}")
     return path
 
 

@@ -59,10 +59,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
-from stateaware.analysis.result_tables import RESULT_TABLES
+from stateaware.analysis.result_columns import RESULT_COLUMNS
 from stateaware.analysis.views import PARTS_PREFIX, Snapshot, connect
 
-from stateaware.records.schema import TABLES
+from stateaware.records.columns import TABLE_COLUMNS
 
 __all__ = [
     "CHUNK_ROWS",
@@ -182,6 +182,15 @@ def _parser() -> duckdb.DuckDBPyConnection:
 @functools.cache
 def _parsing_database() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
+
+
+def _database_for_views() -> duckdb.DuckDBPyConnection:
+    """The parser's database, handed over to hold a command's views (it holds nothing: the
+    parser only parses), so a command opens one database, not two; the next parse opens a
+    new one. Its cursors' parses need nothing the lock takes away."""
+    database = _parsing_database()
+    _parsing_database.cache_clear()
+    return database
 
 
 def _snippet(text: str) -> str:
@@ -308,7 +317,7 @@ def _parsed(text: str) -> list[Any]:
 
 #: The record-table folder behind each view a statement may name (NOTE [ Tables DuckDB reads
 #: itself ] in :mod:`stateaware.analysis.views`).
-_KNOWN = {**TABLES, **RESULT_TABLES}
+_KNOWN = {**TABLE_COLUMNS, **RESULT_COLUMNS}
 _FOLDER_OF = {
     **{name: name for name in _KNOWN},
     "attempts": "processes",
@@ -409,13 +418,22 @@ def _views(
     reads: Mapping[str, set[str] | None] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """The locked connection over ``results``, with ``limits``' settings, after warning of
-    damaged parts; the record tables in ``reads`` (:func:`columns_read`) read by DuckDB itself."""
+    damaged parts; the tables in ``reads`` (:func:`columns_read`) read by DuckDB itself."""
     settings = limits.settings() if limits else None
     # Views no statement names stay empty, unread; when the statements could not be parsed
     # for their tables (``reads`` None), every view reads through Arrow instead.
-    load = {t: c for t, c in (reads or {}).items() if t in TABLES}
+    load = {t: c for t, c in (reads or {}).items() if t in _KNOWN}
     unread = () if reads is None else [t for t in _VIEW_FOLDERS if t not in reads]
-    con = connect(results, run_ids, cohorts=cohorts, parts=parts, config=settings, load=load, unread=unread)
+    con = connect(
+        results,
+        run_ids,
+        cohorts=cohorts,
+        parts=parts,
+        config=settings,
+        load=load,
+        unread=unread,
+        database=_database_for_views(),
+    )
     if warn is not None:
         for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
             warn(f"warning: skipped {path}: {problem}")

@@ -1,13 +1,13 @@
 """DuckDB views over one results directory: the SQL face of the record store.
 
-Every table of ``stateaware.records.schema`` becomes a view of the same name with exactly
+Every table of ``stateaware.records.columns`` becomes a view of the same name with exactly
 that table's columns; a table with no parts yet is an empty view with the full schema, so
 a query written today runs on any results directory. Two views are derived:
 
 - ``attempts``: every ``processes`` row, one per attempt of a process;
 - ``processes``: the latest attempt of each process (what "the status of process i" means).
 
-The analysis' own result tables (``stateaware.analysis.result_tables``: ``comparisons``)
+The analysis' own result tables (``stateaware.analysis.result_columns``: ``comparisons``)
 are views too, empty with their full schema until a report has written them. Nothing else
 becomes a view: a folder of the results directory that is not one of these tables (``select``,
 ``Records``, ``damaged_parts``, ...) holding Parquet files is listed with one warning line and
@@ -64,13 +64,23 @@ Arrow opens a small part at about 0.45 ms, DuckDB's own Parquet reader at about 
 and DuckDB scanning an Arrow dataset adds its own cost on top: a whole-store query at 15,030
 parts took 3× DuckDB alone (issue 26). Views cannot read files once external access is off,
 and allowing the files would allow writing them. So ``connect(load={table: columns})`` has
-DuckDB read those record tables itself, before the lock, keeping only ``columns`` (``None``:
+DuckDB read those tables (record or result tables) itself, before the lock, keeping only ``columns`` (``None``:
 all) plus the ones its views need (``run_id``, ``cohort``, and the latest-attempt columns of
 ``processes``): a table in memory, read at DuckDB's speed, behind the same view, which no
 statement can then write. The ``sql`` command loads exactly the tables and columns its
 statements name (:func:`stateaware.analysis.sql.read_statements`'s parse); every other
 view stays an Arrow dataset, read lazily. A query over a whole store that needs more memory
 than ``--memory-limit`` allows ends in one line naming the limit.
+
+NOTE [ No Arrow until it reads ]
+pyarrow and numpy take ~0.15 s to import, half of a small ``sql`` query (issue 26's bench:
+one compacted file per table answered in 0.3 s, 2.1× DuckDB reading it alone). Nothing on
+the path of a query whose parts the cache already vouches for needs them: the tables'
+columns are plain data (:mod:`stateaware.records.columns`), the cache answers from one
+``stat`` per part, and DuckDB reads the tables a query names itself. So this module, the
+part cache and ``analysis sql`` import pyarrow only where Arrow reads: a part the cache
+cannot vouch for (:mod:`stateaware.records.check`), and the views left as Arrow datasets
+(:func:`_dataset`). ``tests/test_sql_imports.py`` holds the line.
 """
 
 from __future__ import annotations
@@ -79,14 +89,21 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import duckdb
-import pyarrow as pa
-from stateaware.analysis.result_tables import RESULT_TABLES
+from stateaware.analysis.result_columns import RESULT_COLUMNS
 
+from stateaware.records.columns import RENAMED, TABLE_COLUMNS, Columns
 from stateaware.records.part_cache import PartChecks
-from stateaware.records.schema import RENAMED, TABLES
+
+if TYPE_CHECKING:  # pyarrow is imported only where Arrow reads (NOTE [ No Arrow until it reads ])
+    from typing import TypeAlias
+
+    import pyarrow as pa
+
+    #: A table's columns: ours as plain data, or an Arrow schema a caller gives.
+    TableColumns: TypeAlias = Columns | pa.Schema
 
 __all__ = [
     "VIEWS",
@@ -101,10 +118,16 @@ __all__ = [
 ]
 
 #: The views every connection has (and no other).
-VIEWS = ("runs", "processes", "attempts", *(t for t in TABLES if t not in ("runs", "processes")), *RESULT_TABLES)
+VIEWS = (
+    "runs",
+    "processes",
+    "attempts",
+    *(t for t in TABLE_COLUMNS if t not in ("runs", "processes")),
+    *RESULT_COLUMNS,
+)
 
 #: Every folder with a known schema: the record tables, then the analysis' result tables.
-_KNOWN: dict[str, pa.Schema] = {**TABLES, **RESULT_TABLES}
+_KNOWN: dict[str, Columns] = {**TABLE_COLUMNS, **RESULT_COLUMNS}
 
 #: Current names of renamed columns: only a folder with one of them can hold parts under old names.
 _RENAMED_TO = frozenset(new for new, _ in RENAMED.values())
@@ -190,7 +213,7 @@ class DamagedPart:
 def scan_parts(
     results: Path | str,
     folder: str,
-    schema: pa.Schema | None = None,
+    schema: TableColumns | None = None,
     *,
     checks: PartChecks | None = None,
     runs: Runs = None,
@@ -228,7 +251,7 @@ class _Good(NamedTuple):
 
 
 def _scan(
-    results: Path, folder: str, schema: pa.Schema, checks: PartChecks, runs: Runs
+    results: Path, folder: str, schema: TableColumns, checks: PartChecks, runs: Runs
 ) -> tuple[list[_Good], list[DamagedPart]]:
     """:func:`scan_parts`, keeping what :func:`snapshot` needs of each good part.
 
@@ -243,7 +266,7 @@ def _scan(
     files, damaged = _part_files(results, folder, runs)
     good: list[_Good] = []
     real_folders: dict[str, str] = {}
-    missing_ok = folder in RESULT_TABLES
+    missing_ok = folder in RESULT_COLUMNS
     for top, name, is_link in files:
         real_folder = real_folders.get(top)
         if real_folder is None:
@@ -396,7 +419,7 @@ def _not_a_table(name: str, held: str) -> str:
     return f"a folder that is not a table{hint} {what}; ignored (only the tables `views` lists are read)"
 
 
-def _by_old_names(good: Sequence[_Good], schema: pa.Schema) -> dict[tuple[tuple[str, str], ...], list[Path]]:
+def _by_old_names(good: Sequence[_Good], schema: TableColumns) -> dict[tuple[tuple[str, str], ...], list[Path]]:
     """Good parts grouped by the renamed columns they carry under an old name (most: none).
 
     Only a folder whose schema has a renamed column (``schema.RENAMED``) can hold old names;
@@ -411,16 +434,11 @@ def _by_old_names(good: Sequence[_Good], schema: pa.Schema) -> dict[tuple[tuple[
     return dict(sorted(groups.items()))  # the current names' group first
 
 
-def _under_old_names(schema: pa.Schema, renamed: dict[str, str]) -> pa.Schema:
-    new_to_old = {new: old for old, new in renamed.items()}
-    return pa.schema([f.with_name(new_to_old.get(f.name, f.name)) for f in schema], metadata=schema.metadata)
-
-
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _renaming_columns(schema: pa.Schema, renamed: dict[str, str]) -> str:
+def _renaming_columns(schema: TableColumns, renamed: dict[str, str]) -> str:
     new_to_old = {new: old for old, new in renamed.items()}
     return ", ".join(
         f"{_quoted(new_to_old[f.name])} AS {_quoted(f.name)}" if f.name in new_to_old else _quoted(f.name)
@@ -467,7 +485,7 @@ class Snapshot:
     """The checked part files of one results directory at one moment (see :func:`snapshot`)."""
 
     #: ``(folder, schema, good parts grouped by old column names, damaged parts)`` per known table.
-    folders: tuple[tuple[str, pa.Schema, dict[tuple[tuple[str, str], ...], list[Path]], list[DamagedPart]], ...]
+    folders: tuple[tuple[str, TableColumns, dict[tuple[tuple[str, str], ...], list[Path]], list[DamagedPart]], ...]
     #: Entries of the results directory that are not tables (NOTE [ Only the known tables are read ]).
     ignored: tuple[DamagedPart, ...] = ()
     #: The runs the scan read (None: all of them; NOTE [ Pruning by run ]).
@@ -544,9 +562,10 @@ _DUCKDB_TYPES = {
 }
 
 
-def _empty_sql(schema: pa.Schema) -> str:
-    columns = ", ".join(f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {_quoted(f.name)}" for f in schema)
-    return f"SELECT {columns} WHERE false"
+def _empty_sql(schema: TableColumns, *, filename: bool = False) -> str:
+    """A ``SELECT`` of no rows with ``schema``'s columns (and a ``filename``, as a parts relation has)."""
+    columns = [f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {_quoted(f.name)}" for f in schema]
+    return f"SELECT {', '.join([*columns, *(['CAST(NULL AS VARCHAR) AS filename'] if filename else [])])} WHERE false"
 
 
 def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *, parts: Snapshot | None = None) -> list[str]:
@@ -621,15 +640,23 @@ _VIEW_COLUMNS = {
 }
 
 
-def _dataset(files: Sequence[str], schema: pa.Schema) -> Any:
-    """An Arrow dataset of ``files`` with ``schema`` and a ``filename`` column, each file's path."""
-    # Imported here: ~0.25 s a `sql` command whose tables DuckDB loads itself never pays.
+def _dataset(files: Sequence[str], schema: TableColumns, renamed: Mapping[str, str]) -> Any:
+    """An Arrow dataset of ``files`` with ``schema`` (its ``renamed`` columns, ``old -> new``,
+    under the old names these files carry) and a ``filename`` column, each file's path."""
+    # NOTE [ No Arrow until it reads ]: imported here, so a `sql` command whose tables DuckDB
+    # loads itself never pays for pyarrow (~0.15 s) nor pyarrow.dataset (~0.25 s more).
+    import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
+    from stateaware.records.schema import arrow_schema
+
+    new_to_old = {new: old for old, new in renamed.items()}
+    arrow = arrow_schema(schema)
+    arrow = pa.schema([f.with_name(new_to_old.get(f.name, f.name)) for f in arrow], metadata=arrow.metadata)
     return ds.FileSystemDataset.from_paths(
         list(files),
-        schema=schema.append(pa.field("filename", pa.string())),
+        schema=arrow.append(pa.field("filename", pa.string())),
         format=ds.ParquetFileFormat(),
         filesystem=pafs.LocalFileSystem(),
         partitions=[ds.field("filename") == f for f in files],
@@ -639,7 +666,7 @@ def _dataset(files: Sequence[str], schema: pa.Schema) -> Any:
 def _load_table(
     con: duckdb.DuckDBPyConnection,
     folder: str,
-    schema: pa.Schema,
+    schema: TableColumns,
     groups: Mapping[tuple[tuple[str, str], ...], Sequence[Path]],
     columns: Collection[str] | None,
     parts: Snapshot,
@@ -661,7 +688,7 @@ def _load_table(
     # not hive keys parsed from the path, which DuckDB would type as numbers ("2026").
     table = _quoted(PARTS_PREFIX + folder)
     if not shapes:
-        con.execute(f"CREATE TABLE {table} AS {_empty_sql(pa.schema([schema.field(n) for n in kept]))}")
+        con.execute(f"CREATE TABLE {table} AS {_empty_sql(Columns([schema.field(n) for n in kept]))}")
         return
     # The shape's number, each file's index in its list and each row's place in its file
     # (DuckDB's virtual columns): the order the parts are listed in.
@@ -686,7 +713,7 @@ def _load_table(
 
 
 def _shaped_columns(
-    schema: pa.Schema, kept: Sequence[str], renamed: tuple[tuple[str, str], ...], lacking: tuple[str, ...]
+    schema: TableColumns, kept: Sequence[str], renamed: tuple[tuple[str, str], ...], lacking: tuple[str, ...]
 ) -> str:
     """The select list reading ``kept`` from parts carrying ``renamed`` columns under their old
     names and lacking ``lacking`` (typed nulls)."""
@@ -710,6 +737,7 @@ def connect(
     config: Mapping[str, str] | None = None,
     load: Mapping[str, Collection[str] | None] | None = None,
     unread: Collection[str] = (),
+    database: duckdb.DuckDBPyConnection | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views over ``results``.
 
@@ -724,19 +752,28 @@ def connect(
     ``config``: DuckDB settings the database starts with (``memory_limit``, ...), fixed
     before the configuration is locked. ``run_ids`` and ``cohorts`` restrict every view to
     those runs; without ``parts`` only their partitions are scanned (NOTE [ Pruning by run ]).
-    ``load``: record tables DuckDB reads into memory itself before the lock, each with only
+    ``load``: tables DuckDB reads into memory itself before the lock, each with only
     the columns given (``None``: all) and those its view needs; their views then have only
-    these columns (NOTE [ Tables DuckDB reads itself ]). ``KeyError`` naming the record
+    these columns (NOTE [ Tables DuckDB reads itself ]). ``KeyError`` naming the known
     tables for another name. ``unread``: tables whose views are empty (with their columns),
-    for a connection that runs only statements that do not read them.
+    for a connection that runs only statements that do not read them. ``database``: a
+    connection to a new in-memory database, holding nothing yet, to build the views in
+    instead of opening one (``config`` is then set on it before the lock): ``analysis sql``
+    hands over the one it parsed the statements with, since opening a database costs
+    15-20 ms, a tenth of a small query.
     """
     load = dict(load or {})
-    unknown = sorted(set(load) - set(TABLES))
+    unknown = sorted(set(load) - set(_KNOWN))
     if unknown:
-        raise KeyError(f"cannot load {unknown[0]!r}: DuckDB loads record tables only ({', '.join(TABLES)})")
+        raise KeyError(f"cannot load {unknown[0]!r}: DuckDB loads the known tables only ({', '.join(_KNOWN)})")
 
     parts = parts if parts is not None else snapshot(results, run_ids, cohorts=cohorts)
-    con = duckdb.connect(":memory:", config=dict(config or {}))
+    if database is None:
+        con = duckdb.connect(":memory:", config=dict(config or {}))
+    else:
+        con = database
+        for name, value in (config or {}).items():
+            con.execute(f"SET {name} = '{value.replace(chr(39), chr(39) * 2)}'")
     scope = _scope(run_ids, cohorts)
     chosen = RunFilter.of(run_ids, cohorts)
     damaged: list[DamagedPart] = []
@@ -755,6 +792,9 @@ def connect(
             if folder == "processes":
                 con.execute(_LATEST_ATTEMPT)
             continue
+        if not any(groups.values()):  # no part (or none of the chosen runs): nothing for Arrow to read
+            groups = {}
+            con.execute(f"CREATE VIEW {_quoted(PARTS_PREFIX + folder)} AS {_empty_sql(schema, filename=True)}")
         for i, (renamed, paths) in enumerate(groups.items()):
             files = [parts.real_paths.get(p) or p.resolve().as_posix() for p in paths]
             # Each file's path becomes its rows' `filename`, the way hive keys become columns.
@@ -763,7 +803,7 @@ def connect(
             # 10,500 parts, interleaved, medians of 4) both took 5.8-5.9 s, the cost being
             # Arrow opening each fragment, not the expressions; the plain dataset would have
             # needed a second relation to keep `filename` for verification.
-            dataset = _dataset(files, _under_old_names(schema, dict(renamed)))
+            dataset = _dataset(files, schema, dict(renamed))
             con.register(_group_name(folder, i, len(groups)), dataset)
         if len(groups) > 1:  # parts written before a rename: read their old column under its new name
             con.execute(

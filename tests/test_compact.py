@@ -150,7 +150,7 @@ def test_compaction_reads_each_original_part_once_to_check_it(results, monkeypat
         checked.append(Path(path).as_posix())
         return content_problem(path)
 
-    monkeypatch.setattr(part_cache.check, "content_problem", counted)
+    monkeypatch.setattr(check, "content_problem", counted)
     monkeypatch.setattr(part_cache, "SETTLE_NS", 10**18)  # nothing settles: no answer from the cache
     assert _compact(results).status == 0
     assert Counter(p for p in checked if p in originals) == Counter(originals)  # each exactly once

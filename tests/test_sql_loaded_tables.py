@@ -1,7 +1,7 @@
 """Tables DuckDB reads itself (NOTE [ Tables DuckDB reads itself ] in analysis/views.py): the
-``sql`` command loads the record tables its statements name, with the columns they name, and
-every answer equals the one the Arrow-backed views give — parts of older schema versions
-(columns renamed, columns added since) included."""
+``sql`` command loads the tables its statements name (record tables and the analysis' result
+tables), with the columns they name, and every answer equals the one the Arrow-backed views
+give — parts of older schema versions (columns renamed, columns added since) included."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stateaware.analysis.comparisons import SCHEMA as COMPARISONS
+from stateaware.analysis.comparisons import comparisons_path
 from stateaware.analysis.sql import columns_read, query
 from stateaware.analysis.views import VIEWS, connect, snapshot
 
 from stateaware.records.schema import RENAMED, SCHEMA_VERSION, TABLES
-from stateaware.records.writer import Identity, RecordWriter
+from stateaware.records.writer import Identity, RecordWriter, write_atomic
 
 
 def _write_run(out, run: str, cohort: str, processes: int) -> None:
@@ -35,6 +37,20 @@ def _write_run(out, run: str, cohort: str, processes: int) -> None:
             },
         )
         writer.write("records", [{"method": "joint", "check_name": "bytes", "outcome": "match"}], part="check")
+
+
+def _comparison(out, run: str, cohort: str, *, before_clocks: bool = False) -> None:
+    """A run's ``comparisons`` part; ``before_clocks``: as written before its clock columns were."""
+    row = {name: None for name in COMPARISONS.names} | {
+        "run_id": run, "cohort": cohort, "comparison": "joint/eager", "metric": "step_ms",
+        "numerator": "joint", "denominator": "eager", "estimate": 0.8, "lower": 0.7, "upper": 0.9,
+        "confidence": 0.99, "alpha": 0.05, "m": 4, "draws": 100, "seed": 0, "processes": 3,
+        "partial": False, "clock": "wall", "other_clock": "cpu", "other_estimate": 0.85,
+    }  # fmt: skip
+    table = pa.Table.from_pylist([row], schema=COMPARISONS)
+    if before_clocks:
+        table = table.drop([n for n in table.column_names if "clock" in n or n.startswith("other_")])
+    write_atomic(table, comparisons_path(out, cohort, run))
 
 
 def _old_part(out, table: str, run: str, change) -> None:
@@ -64,6 +80,8 @@ def store(tmp_path):
 
     _old_part(out, "records", "o1", before_rename)
     _old_part(out, "timings", "o2", lambda table: (table.drop(["peak_allocated_bytes"]), SCHEMA_VERSION - 1))
+    _comparison(out, "r1", "co")
+    _comparison(out, "r2", "co", before_clocks=True)
     return out
 
 
@@ -74,13 +92,15 @@ def _multiset(con, sql: str) -> Counter:
 def test_every_view_loaded_equals_its_arrow_view_rows_columns_and_types(store):
     parts = snapshot(store)
     arrow = connect(store, parts=parts)
-    loaded = connect(store, parts=parts, load={table: None for table in TABLES})
+    loaded = connect(store, parts=parts, load={table: None for table in [*TABLES, "comparisons"]})
     for view in VIEWS:
         assert loaded.execute(f'DESCRIBE "{view}"').fetchall() == arrow.execute(f'DESCRIBE "{view}"').fetchall()
         assert _multiset(loaded, f'SELECT * FROM "{view}"') == _multiset(arrow, f'SELECT * FROM "{view}"'), view
     # The old parts read under the current names, nulls where a column did not exist yet.
     assert loaded.execute("SELECT check_name FROM records WHERE run_id = 'o1'").fetchall() == [("replay",)]
     assert loaded.execute("SELECT peak_allocated_bytes FROM timings WHERE run_id = 'o2'").fetchall() == [(None,)]
+    clocks = loaded.execute("SELECT run_id, clock FROM comparisons ORDER BY 1").fetchall()
+    assert clocks == [("r1", "wall"), ("r2", None)]
 
 
 QUERIES = [
@@ -98,6 +118,8 @@ QUERIES = [
     "SELECT run_id, check_name FROM records ORDER BY ALL",
     "SELECT typeof(run_id), run_id, cohort FROM timings WHERE cohort = '44' LIMIT 1",
     "SELECT count(*) FROM comparisons",
+    "SELECT run_id, estimate, clock, other_estimate FROM comparisons ORDER BY ALL",
+    "SELECT c.run_id, c.estimate, count(*) FROM comparisons c JOIN timings USING (run_id) GROUP BY ALL ORDER BY ALL",
     "DESCRIBE timings",
     "SELECT count(*) FROM processes; SELECT max(step) FROM timings",
     "SELECT count(*) FROM query_table('timings')",

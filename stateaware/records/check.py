@@ -41,15 +41,25 @@ import stat as _stat
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stateaware.records.schema import IDENTITY, RENAMED, SCHEMA_VERSION, schema_for
+from stateaware.records.verdicts import Content, Footer
 from stateaware.records.writer import PAGE_CHECKSUMS
 
-__all__ = ["COMPACTED", "Content", "compacted_parts", "content_problem", "old_names", "part_footer", "part_problem"]
+__all__ = [
+    "COMPACTED",
+    "Content",
+    "Footer",
+    "compacted_parts",
+    "content_problem",
+    "old_names",
+    "part_footer",
+    "part_problem",
+]
 
 _IDENTITY_NAMES = frozenset(f.name for f in IDENTITY)
 
@@ -109,19 +119,6 @@ def part_problem(
     return problem
 
 
-class Footer(NamedTuple):
-    """What :func:`part_footer` found: the problem (``None``: none), the renamed columns the
-    part carries under an old name (:func:`old_names`; empty when it has a problem), the
-    file's ``os.stat`` taken before its footer was read (``None`` when it could not be), and
-    the columns of the schema the part lacks (written before they were added; a reader fills
-    them with nulls)."""
-
-    problem: str | None
-    old_names: dict[str, str]
-    stat: os.stat_result | None
-    missing: tuple[str, ...] = ()
-
-
 def part_footer(path: Path | str, schema: pa.Schema, *, missing_ok: bool = False) -> Footer:
     """The footer half of :func:`part_problem` (same answers), with what a scan needs besides.
 
@@ -174,14 +171,6 @@ def _read_footer(path: Path | str) -> tuple[pq.FileMetaData, pa.Schema]:
         return reader.metadata, reader.schema_arrow
     finally:
         reader.close()
-
-
-class Content(NamedTuple):
-    """What reading every page of a part found: the problem (``None``: none) and whether
-    its pages carry checksums (``False``: only decoding could vouch for them)."""
-
-    problem: str | None
-    checksums: bool
 
 
 def content_problem(path: Path | str) -> Content:

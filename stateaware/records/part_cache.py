@@ -52,12 +52,13 @@ import json
 import os
 import time
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+from stateaware.records.columns import RENAMED, SCHEMA_VERSION, Columns, columns_for
+from stateaware.records.verdicts import Content, Footer
 
-from stateaware.records import check
-from stateaware.records.schema import RENAMED, SCHEMA_VERSION, schema_for
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["CACHE_ENV", "SETTLE_NS", "PartChecks", "cache_file", "checked_problem"]
 
@@ -128,7 +129,7 @@ class PartChecks:
     def __exit__(self, *exc: object) -> None:
         self.save()
 
-    def problem(self, path: Path | str, schema: pa.Schema | str, *, missing_ok: bool = False) -> str | None:
+    def problem(self, path: Path | str, schema: Columns | pa.Schema | str, *, missing_ok: bool = False) -> str | None:
         """What is wrong with ``path`` as a part of ``schema`` (one short phrase), or ``None``.
 
         The footer and schema check of :func:`stateaware.records.check.part_problem` (with
@@ -137,7 +138,7 @@ class PartChecks:
         """
         return self.inspect(path, schema, missing_ok=missing_ok).problem
 
-    def inspect(self, path: Path | str, schema: pa.Schema | str, *, missing_ok: bool = False) -> check.Footer:
+    def inspect(self, path: Path | str, schema: Columns | pa.Schema | str, *, missing_ok: bool = False) -> Footer:
         """:meth:`problem`, with the old column names the part carries and the columns it lacks
         (a scan groups parts by them) and its ``stat``: what a scan of many parts needs, each
         footer read at most once.
@@ -145,7 +146,7 @@ class PartChecks:
         A part whose footer passed against this schema and whose pages passed, as the file is
         now (the same key as the pages' answer), is answered from one ``stat``.
         """
-        schema = schema_for(schema) if isinstance(schema, str) else schema
+        schema = columns_for(schema) if isinstance(schema, str) else schema
         key = self._key(path)
         digest = _schema_digest(schema, missing_ok)
         try:
@@ -156,8 +157,12 @@ class PartChecks:
         if stat is not None and entry is not None and entry[:4] == _signature(stat) and entry[4] is None:
             passed = entry[6].get(digest) if len(entry) > 6 else None
             if passed is not None:
-                return check.Footer(None, dict(passed[0]), stat, tuple(passed[1]))
-        footer = check.part_footer(path, schema, missing_ok=missing_ok)
+                return Footer(None, dict(passed[0]), stat, tuple(passed[1]))
+        # Arrow only now, for a part this cache cannot vouch for (NOTE [ No Arrow until it reads ]).
+        from stateaware.records import check
+        from stateaware.records.schema import arrow_schema
+
+        footer = check.part_footer(path, arrow_schema(schema), missing_ok=missing_ok)
         if footer.problem is not None or footer.stat is None:
             return footer
         problem = self.content(path, footer.stat).problem
@@ -169,7 +174,7 @@ class PartChecks:
             self._remember(key, [*entry[:6], passed_against])
         return footer
 
-    def content(self, path: Path | str, stat: os.stat_result | None = None) -> check.Content:
+    def content(self, path: Path | str, stat: os.stat_result | None = None) -> Content:
         """:func:`stateaware.records.check.content_problem` of ``path``, from the cache when it has the answer.
 
         ``stat``: the file's, when the caller just took it (the footer check does): one
@@ -180,11 +185,13 @@ class PartChecks:
             try:
                 stat = os.stat(path)
             except OSError as exc:
-                return check.Content(f"unreadable ({exc.strerror or exc})", False)
+                return Content(f"unreadable ({exc.strerror or exc})", False)
         signature = _signature(stat)
         entry = self._entry(key)
         if entry is not None and entry[:4] == signature:
-            return check.Content(entry[4], entry[5])
+            return Content(entry[4], entry[5])
+        from stateaware.records import check
+
         started = time.time_ns()
         found = check.content_problem(path)
         if max(stat.st_mtime_ns, stat.st_ctime_ns) + SETTLE_NS <= started:
@@ -248,10 +255,10 @@ def _signature(stat: os.stat_result) -> list[int]:
 _FOOTER_RULES = 1
 
 #: Digests by schema object (kept, so an id is never reused while its digest is here).
-_DIGESTS: dict[int, tuple[pa.Schema, bool, str]] = {}
+_DIGESTS: dict[int, tuple[Columns | pa.Schema, bool, str]] = {}
 
 
-def _schema_digest(schema: pa.Schema, missing_ok: bool) -> str:
+def _schema_digest(schema: Columns | pa.Schema, missing_ok: bool) -> str:
     """A short name for everything a footer's answer depends on besides the file itself."""
     known = _DIGESTS.get(id(schema))
     if known is not None and known[0] is schema and known[1] == missing_ok:
@@ -264,7 +271,7 @@ def _schema_digest(schema: pa.Schema, missing_ok: bool) -> str:
 
 
 def checked_problem(
-    results: Path | str, path: Path | str, schema: pa.Schema | str, *, missing_ok: bool = False
+    results: Path | str, path: Path | str, schema: Columns | pa.Schema | str, *, missing_ok: bool = False
 ) -> str | None:
     """:meth:`PartChecks.problem` for one part (a scan of many should hold one :class:`PartChecks`)."""
     with PartChecks(results) as checks:
