@@ -210,24 +210,27 @@ def rows_sha256(tables: Iterable[pa.Table]) -> str:
     return whole.hexdigest()
 
 
-def _normalized(path: Path, schema: pa.Schema) -> pa.Table:
+def _normalized(path: Path, schema: pa.Schema) -> tuple[pa.Table, dict[bytes, bytes]]:
     """The rows of the part at ``path`` as the views read them, in ``schema`` exactly: old column
-    names under their new ones, columns added since as nulls (parts are checked before this)."""
+    names under their new ones, columns added since as nulls (parts are checked before this);
+    and the part's footer metadata, from the same read (a part is opened once)."""
     with pq.ParquetFile(path) as part:
         table = part.read()
+    metadata = dict(table.schema.metadata or {})
+    plain = pa.schema(list(schema))  # no metadata: the footer is built separately
+    if table.schema.equals(plain):  # written by today's schema, as nearly every part: nothing to convert
+        return table.replace_schema_metadata(None), metadata
     renamed = old_names(table.schema)
     table = table.rename_columns([renamed.get(n, n) for n in table.column_names])
-    plain = pa.schema(list(schema))  # no metadata: the footer is built separately
     columns = [
         table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
         for f in plain
     ]
-    return pa.Table.from_arrays(columns, schema=plain)
+    return pa.Table.from_arrays(columns, schema=plain), metadata
 
 
-def _footer_metadata(path: Path) -> dict[str, str]:
+def _own_metadata(meta: dict[bytes, bytes]) -> dict[str, str]:
     """A part's own ``stateaware.*`` footer metadata (source hash, hardware, schema version, ...)."""
-    meta = pq.read_schema(path).metadata or {}
     return {k.decode(): v.decode("utf-8", "replace") for k, v in sorted(meta.items()) if k.startswith(b"stateaware.")}
 
 
@@ -337,12 +340,12 @@ def _build(plan: _Plan, cohort: str, run_id: str) -> tuple[pa.Table, dict[bytes,
     schema = TABLES[plan.table]
     pieces, listed, sources = [], [], []
     for path in plan.sources:
-        pieces.append(_normalized(path, schema))
-        held = compacted_parts(pq.read_schema(path).metadata)
+        rows, meta = _normalized(path, schema)
+        pieces.append(rows)
+        held = compacted_parts(meta)
         if held is not None:  # an earlier compacted file: its list carries over, and what it replaced
             listed += held
-            raw = (pq.read_schema(path).metadata or {}).get(COMPACTED)
-            sources += json.loads(raw or b"{}").get("sources", [])
+            sources += json.loads(meta.get(COMPACTED) or b"{}").get("sources", [])
         else:
             match = _PROCESS_PART.fullmatch(path.name)
             assert match is not None  # _plan_tables admits only these
@@ -352,7 +355,7 @@ def _build(plan: _Plan, cohort: str, run_id: str) -> tuple[pa.Table, dict[bytes,
                     "part": match.group(2),
                     "rows": pieces[-1].num_rows,
                     "file": path.name,
-                    "metadata": _footer_metadata(path),
+                    "metadata": _own_metadata(meta),
                 }
             )
         sources.append(path.name)

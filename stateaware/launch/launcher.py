@@ -205,7 +205,6 @@ def _disagreements(
     so each makes the process run again. Processes without ``parts_json`` (recorded before
     schema version 6) are trusted as before.
     """
-    import pyarrow.parquet as pq
 
     from stateaware.records.writer import part_path
 
@@ -221,10 +220,11 @@ def _disagreements(
                 recorded[index] = {}  # an unreadable record vouches for nothing: every part is a stray
     found: dict[int, dict[tuple[str, str], Path]] = {}
     held: dict[tuple[int, str, str], int] = {}  # (process, table, part) -> rows, of compacted files
+    footers: dict[Path, tuple[int, None] | tuple[None, str]] = {}  # part -> its rows, or why they are unknown
     for folder, part in good:
         if folder in _UNCOUNTED:
             continue
-        listed = _compacted(part)
+        listed, footers[part] = _footer_facts(part)
         if listed is not None:  # analysis/compact.py: many processes' parts in one file, listed in its footer
             for entry in listed:
                 if entry["process"] in recorded:
@@ -241,12 +241,11 @@ def _disagreements(
             if key not in parts:
                 problems.append((path, f"not a part process {index}'s completed attempt {attempt} wrote (a stray?)"))
                 continue
-            try:
-                # A compacted file's per-part rows are its footer's (the part check vouched for
-                # each process's total); a part's own are its row count.
-                rows = held[(index, *key)] if (index, *key) in held else pq.ParquetFile(path).metadata.num_rows
-            except (OSError, ValueError) as exc:  # gone or changed since its check a moment ago: not trusted either
-                problems.append((path, f"unreadable since its check ({exc})"))
+            # A compacted file's per-part rows are its footer's (the part check vouched for
+            # each process's total); a part's own are its row count.
+            rows, unreadable = (held[(index, *key)], None) if (index, *key) in held else footers[path]
+            if unreadable is not None:  # gone or changed since its check a moment ago: not trusted either
+                problems.append((path, f"unreadable since its check ({unreadable})"))
                 continue
             if rows != parts[key]:
                 wrote = f"process {index}'s completed attempt {attempt} wrote {parts[key]}"
@@ -260,16 +259,19 @@ def _disagreements(
     return problems
 
 
-def _compacted(part: Path) -> list[dict] | None:
-    """The parts a compacted file (``analysis/compact.py``) lists, or ``None`` for a plain part."""
+def _footer_facts(part: Path) -> tuple[list[dict] | None, tuple[int, None] | tuple[None, str]]:
+    """From one footer read: the parts a compacted file (``analysis/compact.py``) lists
+    (``None`` for a plain part), and the file's row count — or, for a file changed since its
+    check a moment ago, why it could not be read (then it reads as a plain part)."""
     import pyarrow.parquet as pq
 
     from stateaware.records.check import compacted_parts
 
     try:
-        return compacted_parts(pq.read_schema(part).metadata)
-    except (OSError, ValueError):  # changed since its check a moment ago: read as a plain part
-        return None
+        footer = pq.read_metadata(part)
+        return compacted_parts(footer.metadata), (footer.num_rows, None)
+    except (OSError, ValueError) as exc:
+        return None, (None, str(exc))
 
 
 def damaged_parts(out: Path | str, cohort: str, run_id: str) -> list[tuple[Path, str]]:
