@@ -64,9 +64,9 @@ Arrow opens a small part at about 0.45 ms, DuckDB's own Parquet reader at about 
 and DuckDB scanning an Arrow dataset adds its own cost on top: a whole-store query at 15,030
 parts took 3× DuckDB alone (issue 26). Views cannot read files once external access is off,
 and allowing the files would allow writing them. So ``connect(load={table: columns})`` has
-DuckDB read those tables (record or result tables) itself, before the lock, keeping only ``columns`` (``None``:
-all) plus the ones its views need (``run_id``, ``cohort``, and the latest-attempt columns of
-``processes``): a table in memory, read at DuckDB's speed, behind the same view, which no
+DuckDB read those tables (record or result tables) itself, before the lock, keeping only
+``columns`` (``None``: all) plus the ones its views need (``run_id``, ``cohort``, and the
+latest-attempt columns of ``processes``): a table in memory, read at DuckDB's speed, behind the same view, which no
 statement can then write. The ``sql`` command loads exactly the tables and columns its
 statements name (:func:`stateaware.analysis.sql.read_statements`'s parse); every other
 view stays an Arrow dataset, read lazily. A query over a whole store that needs more memory
