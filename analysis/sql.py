@@ -184,12 +184,17 @@ def _parsing_database() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
 
 
+#: Held while the parser's database is handed over: two threads never take the same one.
+_HANDING_OVER = threading.Lock()
+
+
 def _database_for_views() -> duckdb.DuckDBPyConnection:
     """The parser's database, handed over to hold a command's views (it holds nothing: the
     parser only parses), so a command opens one database, not two; the next parse opens a
     new one. Its cursors' parses need nothing the lock takes away."""
-    database = _parsing_database()
-    _parsing_database.cache_clear()
+    with _HANDING_OVER:
+        database = _parsing_database()
+        _parsing_database.cache_clear()
     return database
 
 

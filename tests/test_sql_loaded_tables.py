@@ -187,3 +187,16 @@ def test_any_choice_of_columns_reads_the_same(store, columns):
     listed = ", ".join(f'"{c}"' for c in columns)
     sql = f"SELECT {listed} FROM timings ORDER BY ALL"
     assert query(store, sql)[0][1] == connect(store).execute(sql).fetchall()
+
+
+def test_queries_from_many_threads_each_get_their_own_database(store):
+    """A command hands the database its statements were parsed with over to its views
+    (``sql._database_for_views``): threads querying at once never share one (a view created
+    twice in one database would fail)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sql = "SELECT run_id, count(*) FROM timings GROUP BY run_id ORDER BY run_id"
+    expected = query(store, sql)
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: query(store, sql), range(16)))
+    assert answers == [expected] * 16

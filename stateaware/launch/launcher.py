@@ -205,7 +205,6 @@ def _disagreements(
     so each makes the process run again. Processes without ``parts_json`` (recorded before
     schema version 6) are trusted as before.
     """
-
     from stateaware.records.writer import part_path
 
     recorded: dict[int, dict[tuple[str, str], int]] = {}
