@@ -57,8 +57,11 @@ def _sql(results: Path, settle: str, fmt: str, query: str) -> tuple[str, list[st
     return done.stdout, json.loads(done.stderr.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("fmt", ["csv", "json", "table"])
-@pytest.mark.parametrize("query", QUERIES)
+#: Every query as CSV, and the first in the other formats (each writer streams its own way).
+CASES = [*(("csv", q) for q in QUERIES), ("json", QUERIES[0]), ("table", QUERIES[0])]
+
+
+@pytest.mark.parametrize(("fmt", "query"), CASES)
 def test_a_query_over_vouched_parts_imports_no_arrow(results, fmt, query):
     first, imported = _sql(results, "now", fmt, query)  # a fresh cache: every part checked through Arrow
     assert "pyarrow" in imported
