@@ -364,11 +364,18 @@ def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None
             if found is None:
                 return None
             for folder, columns in found.items():
-                known = wanted.get(folder, set())
-                wanted[folder] = None if columns is None or known is None else known | columns
+                wanted[folder] = _union(folder, wanted.get(folder, set()), columns)
     except (duckdb.Error, RecursionError, IndexError, ValueError):
         return None
     return wanted
+
+
+def _union(folder: str, a: set[str] | None, b: set[str] | None) -> set[str] | None:
+    """The columns of ``folder`` two statements read, together (``None``: every column; with
+    ``filename``, the parts relation's, every column and each row's file)."""
+    if a is not None and b is not None:
+        return a | b
+    return {*_KNOWN[folder].names, "filename"} if "filename" in (a or b or ()) else None
 
 
 def _columns_in(tree: Any) -> dict[str, set[str] | None] | None:
@@ -407,6 +414,10 @@ def _columns_in(tree: Any) -> dict[str, set[str] | None] | None:
     # A view named by a value rather than as a table (a constant of any function): all of it.
     for name in (names - lone_refs - tables) & set(_FOLDER_OF):
         found[_FOLDER_OF[name]] = None
+    # A parts relation is the table and each row's file (its `filename`): all of both.
+    for name in (names | tables) & set(_FOLDER_OF):
+        if name.startswith(PARTS_PREFIX):
+            found[_FOLDER_OF[name]] = {*_KNOWN[_FOLDER_OF[name]].names, "filename"}
     return found
 
 

@@ -669,14 +669,14 @@ def _check_recorded_rows(
 
 
 def _source_with_filename(con: Any, table: str) -> str | None:
-    columns = _views(con).get(table, set())
-    if "filename" in columns:
+    relations = _views(con)
+    if "filename" in relations.get(table, set()):
         return _q(table)
     from stateaware.analysis.views import PARTS_PREFIX
 
     parts = PARTS_PREFIX + ("processes" if table == "attempts" else table)
-    if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [parts]).fetchone()[0]:
-        return _q(parts)  # the read-only views keep each row's file here
+    if "filename" in relations.get(parts, set()):
+        return _q(parts)  # the read-only views keep each row's file here (a view, or a table DuckDB loaded)
     sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]).fetchone()
     call = _read_parquet_call(sql[0]) if sql and sql[0] else None
     # Rows are filtered by run id in every query here, so any filter the view adds

@@ -139,11 +139,10 @@ def test_mixed_source_hashes_stop_the_analysis_and_name_both(tmp_path):
     assert f"{HASH!r} in runs (process(es) 0), processes (process(es) 0-2)" in message
 
 
-def test_a_duplicated_part_stops_the_analysis_and_names_the_parts(tmp_path):
-    write_run(tmp_path)
-    # The same steps written again under another part name, as a resumed process that
-    # chose a non-deterministic part name would leave them.
-    w = RecordWriter(tmp_path, Identity("r1", "confirm44", 1, HASH, "cpu", 0.001))
+def _write_retried_steps(out: Path) -> None:
+    """The same steps of process 1 written again under another part name, as a resumed
+    process that chose a non-deterministic part name would leave them."""
+    w = RecordWriter(out, Identity("r1", "confirm44", 1, HASH, "cpu", 0.001))
     w.write(
         "timings",
         [
@@ -160,14 +159,37 @@ def test_a_duplicated_part_stops_the_analysis_and_names_the_parts(tmp_path):
         ],
         part="retry",
     )
+
+
+DUPLICATED_PARTS = (
+    "duplicated part across parts timings/cohort=confirm44/run_id=r1/p000001-method=joint.parquet, "
+    "timings/cohort=confirm44/run_id=r1/p000001-retry.parquet"
+)
+
+
+def test_a_duplicated_part_stops_the_analysis_and_names_the_parts(tmp_path):
+    write_run(tmp_path)
+    _write_retried_steps(tmp_path)
     message = problems_of(tmp_path)
     assert "timings process 1 method 'joint': 3 row key(s)" in message
-    assert (
-        "duplicated part across parts timings/cohort=confirm44/run_id=r1/p000001-method=joint.parquet, "
-        "timings/cohort=confirm44/run_id=r1/p000001-retry.parquet" in message
-    )
+    assert DUPLICATED_PARTS in message
     # The duplicate also breaks the row count of that cell.
     assert "process 1 method 'joint': 7" in message
+
+
+def test_the_parts_of_a_duplicate_are_named_alike_through_arrow_and_through_loaded_tables(tmp_path):
+    """A report's connections have every table loaded by DuckDB (``LOAD_EVERY_TABLE``), each
+    row's file kept: verification names a duplicate's parts as through Arrow's views."""
+    from stateaware.analysis.views import LOAD_EVERY_TABLE
+
+    write_run(tmp_path)
+    _write_retried_steps(tmp_path)
+    messages = []
+    for load in (None, LOAD_EVERY_TABLE):
+        with pytest.raises(VerificationError) as info:
+            verify(connect_results(tmp_path, load=load))
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and DUPLICATED_PARTS in messages[1]
 
 
 def test_a_duplicated_part_is_named_through_a_view_with_filenames(tmp_path):

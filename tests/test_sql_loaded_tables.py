@@ -125,6 +125,8 @@ QUERIES = [
     "SELECT count(*) FROM query_table('timings')",
     "SELECT count(*) FROM query_table('tim' || 'ings')",
     "SELECT processes FROM runs ORDER BY ALL",
+    "SELECT filename, count(*) FROM _parts_timings GROUP BY ALL ORDER BY ALL",
+    "SELECT * FROM timings ORDER BY ALL; SELECT count(DISTINCT filename) FROM _parts_records",
 ]
 
 
@@ -173,8 +175,12 @@ def test_columns_read_names_the_tables_and_columns_a_statement_may_read():
     }
     both = columns_read(["SELECT p.status FROM attempts p JOIN runs r USING (run_id)"])
     assert both is not None and both["processes"] >= {"status", "run_id"} and both["runs"] >= {"run_id"}
-    for whole in ["SELECT * FROM runs", "SELECT t FROM timings t", "FROM timings", "SELECT * FROM _parts_timings"]:
+    for whole in ["SELECT * FROM runs", "SELECT t FROM timings t", "FROM timings"]:
         assert set((columns_read([whole]) or {}).values()) == {None}, whole
+    # A parts relation: every column and each row's file, whatever another statement reads.
+    with_files = {"timings": {*TABLES["timings"].names, "filename"}}
+    assert columns_read(["SELECT step FROM _parts_timings"]) == with_files
+    assert columns_read(["SELECT * FROM timings", "SELECT filename FROM _parts_timings"]) == with_files
     assert columns_read(["EXPLAIN SELECT step FROM timings"]) == {"timings": {"step"}}
     assert columns_read(["SELECT 1"]) == {}
     assert columns_read(["SELECT count(*) FROM query_table('tim' || 'ings')"]) is None  # a computed name
@@ -187,6 +193,28 @@ def test_any_choice_of_columns_reads_the_same(store, columns):
     listed = ", ".join(f'"{c}"' for c in columns)
     sql = f"SELECT {listed} FROM timings ORDER BY ALL"
     assert query(store, sql)[0][1] == connect(store).execute(sql).fetchall()
+
+
+def test_a_loaded_table_keeps_the_listed_order_of_its_parts_read_either_way(store, monkeypatch):
+    """Few files are read in their listed order, many in any order and sorted back
+    (``ORDERED_READ_MAX_FILES``): the rows come the same, each part's rows together, the
+    parts in the order the snapshot lists them."""
+    import itertools
+
+    import stateaware.analysis.views as views
+
+    runs = ["r1", "r2", "2026"]  # parts of one shape (o2's lacks a column): one read_parquet
+    parts = snapshot(store, runs)
+    answers = []
+    for most in (10**6, 0):
+        monkeypatch.setattr(views, "ORDERED_READ_MAX_FILES", most)
+        con = connect(store, runs, parts=parts, load={"timings": ["filename"]})
+        answers.append(con.execute("SELECT * FROM _parts_timings").fetchall())
+    assert answers[0] == answers[1]
+    timings = next(groups for folder, _schema, groups, _bad in parts.folders if folder == "timings")
+    listed = [path.resolve().as_posix() for paths in timings.values() for path in paths]
+    files = [row[-1] for row in answers[0]]
+    assert [f for f, _rows in itertools.groupby(files)] == listed and len(listed) == 6
 
 
 def test_queries_from_many_threads_each_get_their_own_database(store):
