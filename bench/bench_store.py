@@ -360,10 +360,13 @@ def main(argv: list[str] | None = None) -> int:
     if compact and compactable:
         largest = stores[max(compactable)]
         compact_in_place(largest, env)
-        for n in compactable:
-            compacted = largest if stores[n] == largest else work / f"compacted-{n}"
-            files = link_store(largest, compacted, range(n)) if compacted != largest else _files(largest)
-            time.sleep(2.1)  # past the settle time, so the warm-up's answers are kept
+        compacted_stores = {n: largest if stores[n] == largest else work / f"compacted-{n}" for n in compactable}
+        files = {
+            n: link_store(largest, compacted, range(n)) if compacted != largest else _files(largest)
+            for n, compacted in compacted_stores.items()
+        }
+        time.sleep(2.1)  # past the settle time, so the warm-ups' answers are kept
+        for n, compacted in compacted_stores.items():
             timed(analysis("sql", "--results", str(compacted), "--format", "csv", QUERY), env)
             after = interleaved(
                 {
@@ -373,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.reps,
                 env,
             )
-            table_rows(counts[n], [(f"compacted query ({files:,} files)", after["compacted"], after["floor"])])
+            table_rows(counts[n], [(f"compacted query ({files[n]:,} files)", after["compacted"], after["floor"])])
     notes = []
     if not compact:
         notes += ["", "`python -m stateaware.analysis compact` was not in this checkout: no compacted rows."]

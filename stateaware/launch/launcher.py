@@ -187,7 +187,8 @@ def _read_statuses(part: Path, latest: dict[int, _Latest]) -> None:
     import pyarrow.parquet as pq
 
     wanted = ["process_index", "attempt", "status", "parts_json"]
-    rows = pq.read_table(part, columns=[c for c in wanted if c in pq.read_schema(part).names])
+    with pq.ParquetFile(part) as file:  # one open for the schema and the rows (read_table opens twice)
+        rows = file.read(columns=[c for c in wanted if c in file.schema_arrow.names])
     columns = [rows.column(c).to_pylist() if c in rows.column_names else [None] * rows.num_rows for c in wanted]
     for index, attempt, status, parts_json in zip(*columns, strict=True):
         if index not in latest or attempt >= latest[index].attempt:
