@@ -93,9 +93,10 @@ def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[s
 
 def _sql(args: argparse.Namespace) -> int:
     import duckdb
-    from stateaware.analysis.sql import LimitError, Limits, ReadOnlyError, run
+    from stateaware.analysis.sql import LimitError, Limits, ReadOnlyError, open_database_early, run
     from stateaware.analysis.views import snapshot
 
+    open_database_early()  # while the parts are checked
     results = results_dir(args.results)
     text = _query_text(args)
     try:

@@ -45,7 +45,6 @@ when the database is created, before :func:`connect` locks it. Either limit ends
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import json
 import math
@@ -179,23 +178,60 @@ def _parser() -> duckdb.DuckDBPyConnection:
     return _parsing_database().cursor()
 
 
-@functools.cache
-def _parsing_database() -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(":memory:")
+class _Opening(threading.Thread):
+    """A new in-memory database being opened in the background: DuckDB lets go of the
+    interpreter while it opens one (~20 ms), so the command's own work goes on meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__(name="stateaware-open-database")  # not a daemon: an exit waits for it
+        self._database: duckdb.DuckDBPyConnection | None = None
+        self._error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._database = duckdb.connect(":memory:")
+        except BaseException as exc:  # noqa: BLE001 - raised again where the database is wanted
+            self._error = exc
+
+    def database(self) -> duckdb.DuckDBPyConnection:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        assert self._database is not None
+        return self._database
 
 
-#: Held while the parser's database is handed over: two threads never take the same one.
+#: The parser's database, open or opening (None: none yet); read and replaced under the lock.
+_OPENED: _Opening | None = None
+
+#: Held while the parser's database is started or handed over: two threads never take the same one.
 _HANDING_OVER = threading.Lock()
+
+
+def open_database_early() -> _Opening:
+    """Start opening the database this process's next statements are parsed with (and its
+    views then built in), so that the 10-30 ms it takes pass while the caller checks the
+    parts: ``analysis sql`` calls this before its scan. Without it, the first parse opens it."""
+    global _OPENED
+    with _HANDING_OVER:
+        if _OPENED is None:
+            _OPENED = _Opening()
+        return _OPENED
+
+
+def _parsing_database() -> duckdb.DuckDBPyConnection:
+    return open_database_early().database()
 
 
 def _database_for_views() -> duckdb.DuckDBPyConnection:
     """The parser's database, handed over to hold a command's views (it holds nothing: the
     parser only parses), so a command opens one database, not two; the next parse opens a
     new one. Its cursors' parses need nothing the lock takes away."""
+    global _OPENED
     with _HANDING_OVER:
-        database = _parsing_database()
-        _parsing_database.cache_clear()
-    return database
+        opened, _OPENED = _OPENED or _Opening(), None
+    return opened.database()
 
 
 def _snippet(text: str) -> str:

@@ -228,3 +228,24 @@ def test_queries_from_many_threads_each_get_their_own_database(store):
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda _: query(store, sql), range(16)))
     assert answers == [expected] * 16
+
+
+def test_the_sql_command_opens_one_database_while_it_checks_the_parts(store, monkeypatch, capsys):
+    """``analysis sql`` opens its database in the background before its scan
+    (``sql.open_database_early``), parses the statements in it and builds the views in it:
+    one ``duckdb.connect`` per command, on the opening thread, whatever the query."""
+    import threading
+
+    import duckdb
+    from stateaware.analysis.__main__ import main
+
+    opened = []
+    real = duckdb.connect
+    monkeypatch.setattr(
+        duckdb, "connect", lambda *a, **k: opened.append(threading.current_thread().name) or real(*a, **k)
+    )
+    for sql in ["SELECT count(*) FROM timings", "SELECT 1; SELECT count(*) FROM processes"]:
+        opened.clear()
+        assert main(["sql", "--results", str(store), "--format", "csv", sql]) == 0
+        assert opened == ["stateaware-open-database"], sql
+    assert capsys.readouterr().out == "count_star()\n37\n1\n1\n\ncount_star()\n6\n"
