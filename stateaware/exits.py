@@ -60,11 +60,21 @@ def fail(message: str, status: int = INVALID) -> NoReturn:
     sys.exit(status)
 
 
-def run_main(main: Callable[[], int | None]) -> NoReturn:
-    """Run ``main`` and exit with its status, ending Ctrl-C and a closed pipe as documented above."""
+def run_main(main: Callable[[], int | None], *, skip_teardown: bool = False) -> NoReturn:
+    """Run ``main`` and exit with its status, ending Ctrl-C and a closed pipe as documented above.
+
+    ``skip_teardown``: once ``main`` has returned and standard output and error are flushed,
+    end the process at once (``os._exit``) instead of tearing the interpreter down, which
+    takes ~20 ms with DuckDB loaded (a tenth of a small query). Only for a command that
+    leaves nothing open but those two streams: no atexit handler, buffered file or other
+    thread runs after this.
+    """
     try:
         status = main() or 0
         sys.stdout.flush()  # a closed pipe shows here for output still buffered
+        if skip_teardown:
+            sys.stderr.flush()
+            os._exit(status)
     except KeyboardInterrupt:
         print(INTERRUPTED_MESSAGE, file=sys.stderr)
         status = INTERRUPTED

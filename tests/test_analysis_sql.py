@@ -189,3 +189,28 @@ def test_views_sql_checks_each_part_once_for_the_warnings_and_the_statements(tmp
     assert sorted(checked) == sorted(tmp_path.rglob("*.parquet")) and len(checked) == 5
     assert err.count("warning: skipped") == 1 and "broken.parquet" in err
     assert out.count('CREATE VIEW "timings" AS') == 1 and "broken.parquet" not in out
+
+
+def test_the_command_ends_at_once_with_every_byte_of_its_output_written(tmp_path):
+    """``python -m stateaware.analysis sql`` skips the interpreter's teardown
+    (``run_main(skip_teardown=True)``): what it printed is all there, on both streams, with
+    its exit status."""
+    import os
+    import subprocess
+    import sys
+
+    for index in range(2):
+        _write(tmp_path, index)
+    (tmp_path / "timings" / "broken.parquet").write_bytes(b"not parquet")
+    env = {**os.environ, "STATEAWARE_CACHE": str(tmp_path / "cache")}
+
+    def sql(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "stateaware.analysis", "sql", "--results", str(tmp_path), *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+    done = sql("--format", "csv", "SELECT range AS n FROM range(100000); SELECT count(*) FROM timings")
+    assert done.returncode == 0
+    assert done.stdout == "n\n" + "".join(f"{n}\n" for n in range(100000)) + "\ncount_star()\n6\n"
+    assert done.stderr.startswith("warning: skipped ") and done.stderr.count("\n") == 1
+    refused = sql("DROP TABLE timings")
+    assert refused.returncode == 2 and refused.stdout == "" and refused.stderr.startswith("error: refused: DROP")
