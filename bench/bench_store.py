@@ -255,6 +255,16 @@ def compact_available(env: dict[str, str]) -> bool:
     return done.returncode == 0
 
 
+def _unused(path: Path) -> Path:
+    """``path``, or ``path`` with the first ``-2``, ``-3``, ... that names no file: a second run
+    of the day never overwrites the first's results."""
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.stem}-{number}{path.suffix}")
+    return candidate
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build the stores, time every command against its floor, print and write the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -269,8 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the stores in --work (rebuilt only when missing)")
     today = time.strftime("%Y-%m-%d")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"cpu-store-{today}.md")
+    parser.add_argument(
+        "--out", type=Path, default=None, help=f"the table's file (default: a new bench/results/cpu-store-{today}*.md)"
+    )
     args = parser.parse_args(argv)
+    args.out = args.out or _unused(ROOT / "bench" / "results" / f"cpu-store-{today}.md")
     sizes = sorted(int(s) for s in args.sizes.split(","))
     work: Path = args.work
     work.mkdir(parents=True, exist_ok=True)
