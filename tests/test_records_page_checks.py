@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -154,6 +155,22 @@ def test_a_checked_part_is_read_once_until_it_changes(out, monkeypatch):
     _flip(path, _data_page(path)[1] - 2)  # same size, new content: read again, and found
     assert checked_problem(out, path, "timings").startswith("a page fails its checksum")
     assert len(reads) == 3
+
+
+@pytest.mark.parametrize("field", ["st_size", "st_mtime_ns", "st_ino", "st_ctime_ns"])
+def test_each_field_of_the_key_alone_sends_the_part_to_be_read_again(out, monkeypatch, field):
+    _settled(monkeypatch)
+    path = _write(out)
+    stat = path.stat()
+    key = {name: getattr(stat, name) for name in ("st_size", "st_mtime_ns", "st_ino", "st_ctime_ns")}
+    reads = _count_reads(monkeypatch)
+    with PartChecks(out) as checks:
+        checks.content(path, SimpleNamespace(**key))
+        checks.content(path, SimpleNamespace(**key))
+        assert len(reads) == 1
+        # A stat differing in this one field (what the file system reports after such a change).
+        checks.content(path, SimpleNamespace(**{**key, field: key[field] + 1}))
+    assert len(reads) == 2
 
 
 def test_a_part_changed_just_now_is_not_cached(out, monkeypatch):
@@ -344,6 +361,7 @@ def test_a_zero_row_part_with_the_right_identity_passes_the_part_check(out):
 _CONCURRENT_WRITER = """
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from stateaware.records import part_cache
 from stateaware.records.part_cache import PartChecks
 from tests.test_records_page_checks import _write
