@@ -240,6 +240,59 @@ def test_an_edited_compacted_file_is_damaged(results):
     assert "are not those its footer lists" in problem
 
 
+def _rows_per_process(results: Path) -> dict[str, list[tuple[int, int]]]:
+    con = connect(results)
+    query = 'SELECT process_index, count(*) FROM "{}" GROUP BY ALL ORDER BY ALL'
+    return {view: con.execute(query.format(view)).fetchall() for view in COMPACTED_TABLES}
+
+
+@pytest.mark.parametrize("table", COMPACTED_TABLES)
+def test_a_damaged_compacted_file_runs_its_processes_again_leaving_no_row_twice(results, table):
+    assert _compact(results).status == 0
+    counts = _rows_per_process(results)
+    compacted = sorted(name for t in COMPACTED_TABLES for name in _files(results, t))
+    path = results / table / PARTITION / _files(results, table)[0]
+    write_atomic(pq.read_table(path).slice(1), path)  # one row less, the footer's list kept
+    launched = subprocess.run(
+        [sys.executable, "-m", "stateaware", *ARGS, "processes=2", f"out={results}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "STATEAWARE_CACHE": str(results.parent / "launch-cache")},
+        timeout=300,
+    )
+    assert launched.returncode == 0, launched.stderr
+    # The damaged file goes, and so do the run's other compacted files: both processes run
+    # again, and rows of theirs left in a compacted file would be there twice.
+    moved = sorted(p.name.partition(".parquet")[0] + ".parquet" for p in (results / ".quarantine").rglob("compacted-*"))
+    assert moved == compacted
+    assert launched.stderr.count("processes 0, 1 will run again") == len(COMPACTED_TABLES)
+    assert not [name for t in COMPACTED_TABLES for name in _files(results, t) if name.startswith("compacted-")]
+    assert _rows_per_process(results) == counts
+    _verified_but_for_source(results)
+    attempts = connect(results).execute("SELECT process_index, attempt FROM attempts ORDER BY ALL").fetchall()
+    # Attempt 1's rows went aside with the compacted file; the numbers go on after it: the
+    # damaged row, then the new attempt.
+    assert attempts == [(0, 2), (0, 3), (1, 2), (1, 3)]
+
+
+def test_attempt_numbers_a_compacted_file_holds_stay_used_once_it_is_moved_aside(results):
+    from stateaware.launch.spec import ProcessSpec
+    from stateaware.launch.worker import highest_recorded_attempt
+    from stateaware.records.damage import quarantine
+
+    fields = {"run_id": RUN, "cohort": "demo", "kind": "demo", "processes": 2, "seed": 0}
+    specs = [
+        ProcessSpec(**fields, process_index=i, source_hash="h", out=str(results), launcher="inline", timing=False)
+        for i in (0, 1)
+    ]
+    assert [highest_recorded_attempt(s) for s in specs] == [1, 1]
+    assert _compact(results).status == 0
+    assert [highest_recorded_attempt(s) for s in specs] == [1, 1]  # from the compacted file's footer
+    (name,) = _files(results, "processes")
+    quarantine(results, results / "processes" / PARTITION / name)
+    assert [highest_recorded_attempt(s) for s in specs] == [1, 1]  # from the moved file's footer
+
+
 @pytest.mark.parametrize("step", STEPS)
 def test_a_kill_at_any_step_leaves_old_or_new_never_both_nor_neither(results, step):
     before = _rows(results)

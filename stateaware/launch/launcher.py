@@ -179,6 +179,7 @@ def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], 
             if folder == "processes":
                 _read_statuses(part, latest)
     damaged += _disagreements(out, cohort, run_id, latest, good)
+    damaged += _superseded(good, latest, damaged)
     return latest, damaged
 
 
@@ -259,6 +260,68 @@ def _disagreements(
     return problems
 
 
+def _superseded(
+    good: list[tuple[str, Path]], latest: dict[int, _Latest], damaged: list[tuple[Path, str]]
+) -> list[tuple[Path, str]]:
+    """The sound compacted files that hold rows of a process which runs again.
+
+    NOTE [ A process that runs again leaves no rows in a compacted file ]
+    A process runs again when its latest attempt did not complete or a part of its is
+    damaged — a compacted file of another table damaged or lost, say, which held rows of
+    every process of the run. Its new attempt writes parts of its own, by name; its old rows
+    inside the run's other compacted files (``analysis/compact.py``) would stay beside them,
+    every row twice. So such a file is named here, and moved aside with the damaged parts
+    (:func:`quarantine_damaged`); every process it holds runs again with it (its rows go
+    with the file), and so on until no sound compacted file holds a process that runs
+    again. A run compacts every table of the same completed processes, so in practice the
+    processes of the damaged file are all there is: nothing runs that would not have.
+    """
+    again = {index for index, last in latest.items() if last.status != "completed"}
+    again |= {index for part, _problem in damaged for index in _owners(part)}
+    if not again:  # the usual case: no footer read
+        return []
+    compacted = {part: _owners(part) for _folder, part in good if _COMPACTED_NAME.fullmatch(part.name)}
+    named: dict[Path, list[int]] = {}
+    while True:
+        found = {part: sorted(held & again) for part, held in compacted.items() if part not in named and held & again}
+        if not found:
+            break
+        named |= found
+        again |= {index for part in found for index in compacted[part]}
+    return [
+        (part, f"holds rows of {_processes(indices)}, which run again (their new rows would repeat these)")
+        for part, indices in named.items()
+    ]
+
+
+def _processes(indices: Sequence[int]) -> str:
+    """``process 3`` or ``processes 0, 1``."""
+    return f"process {indices[0]}" if len(indices) == 1 else f"processes {', '.join(map(str, indices))}"
+
+
+#: ``analysis/compact.py``'s file name: many processes' rows, listed in its footer.
+_COMPACTED_NAME = re.compile(r"compacted-[0-9a-f]+\.parquet")
+
+
+def _owners(part: Path) -> set[int]:
+    """The processes whose rows ``part`` holds: the one its name gives, or those a compacted
+    file's footer lists (none where the footer cannot be read: its processes' parts are then
+    missing, and named so)."""
+    index = _process_of(part)
+    if index is not None:
+        return {index}
+    if not _COMPACTED_NAME.fullmatch(part.name):
+        return set()
+    import pyarrow.parquet as pq
+
+    from stateaware.records.check import compacted_parts
+
+    try:
+        return {int(entry["process"]) for entry in compacted_parts(pq.read_schema(part).metadata) or []}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
 def _footer_facts(part: Path) -> tuple[list[dict] | None, tuple[int, None] | tuple[None, str]]:
     """From one footer read: the parts a compacted file (``analysis/compact.py``) lists
     (``None`` for a plain part), and the file's row count — or, for a file changed since its
@@ -301,8 +364,7 @@ def run_state(out: Path | str, cohort: str, run_id: str) -> tuple[dict[int, str]
     latest, damaged = _scan_run(Path(out), cohort, run_id)
     statuses = {index: last.status for index, last in latest.items()}
     for part, _problem in damaged:
-        index = _process_of(part)
-        if index is not None:
+        for index in _owners(part):
             statuses[index] = DAMAGED
     return statuses, damaged
 
@@ -320,9 +382,9 @@ def quarantine_damaged(plan: RunPlan) -> list[str]:
     found = damaged_parts(plan.out, plan.cohort, plan.run_id)
     specs = {spec.process_index: spec for spec in plan.specs}
     by_process: dict[int, list[str]] = {}
+    owners = {part: sorted(_owners(part) & specs.keys()) for part, _problem in found}
     for part, problem in found:
-        index = _process_of(part)
-        if index in specs:
+        for index in owners[part]:
             by_process.setdefault(index, []).append(f"{part.relative_to(plan.out)} ({problem})")
     for index, parts in by_process.items():
         message = f"damaged part(s) moved to {QUARANTINE}/, the process runs again: {'; '.join(parts)}"
@@ -333,8 +395,7 @@ def quarantine_damaged(plan: RunPlan) -> list[str]:
         )
     lines = []
     for part, problem in found:
-        index = _process_of(part)
-        rerun = f"; process {index} will run again" if index in specs else ""
+        rerun = f"; {_processes(owners[part])} will run again" if owners[part] else ""
         if not part.exists():
             lines.append(f"missing part {part}: {problem}{rerun}")
             continue

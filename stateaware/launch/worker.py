@@ -117,15 +117,16 @@ def highest_recorded_attempt(spec: ProcessSpec) -> int:
     aside = Path(spec.out) / QUARANTINE / folder.relative_to(spec.out)  # damaged rows still used their numbers
     names = [p.name for p in folder.glob(f"p{spec.process_index:06d}-a*.parquet")]
     names += [p.name.partition(".parquet")[0] for p in aside.glob(f"p{spec.process_index:06d}-a*.parquet*")]
-    names += _compacted_status_parts(folder, spec.process_index)
+    names += _compacted_status_parts([folder, aside], spec.process_index)
     numbers = [_int_or_none(name.removesuffix(".parquet").rpartition("-a")[2]) for name in names]
     return max((n for n in numbers if n is not None), default=0)
 
 
-def _compacted_status_parts(folder: Path, process_index: int) -> list[str]:
+def _compacted_status_parts(folders: list[Path], process_index: int) -> list[str]:
     """``p<index>-a<attempt>`` of this process's status parts a compacted file of the run holds
-    (``analysis/compact.py``): their attempt numbers were used, as a quarantined part's were."""
-    compacted = list(folder.glob("compacted-*.parquet"))
+    (``analysis/compact.py``), in ``folders`` or moved aside from them (a quarantined file's
+    name ends in a time stamp): their attempt numbers were used, as a quarantined part's were."""
+    compacted = [path for folder in folders for path in folder.glob("compacted-*.parquet*")]
     if not compacted:  # the usual case: the record checks' modules are no part of a worker's steps
         return []
     import pyarrow.parquet as pq
