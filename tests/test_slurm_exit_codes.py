@@ -105,6 +105,7 @@ def test_a_job_gone_from_a_cluster_without_accounting_is_recorded_lost(tmp_path,
     _fake(bin_, "sbatch", 'echo "Submitted batch job 41"\n')
     _fake(bin_, "sacct", "exit 1\n")  # no slurmdbd
     _fake(bin_, "squeue", f'echo squeue >> "{tmp_path}/calls.log"\n')  # the job has left the queue
+    _fake(bin_, "srun", "exit 1\n")  # never run: submitit's executor looks for it on PATH
     monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "out"
     spec = ProcessSpec("r1", "demo", KIND, 0, 1, 0, "h" * 64, str(out), "slurm", False)

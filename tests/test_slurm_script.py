@@ -57,6 +57,11 @@ def _fake_sbatch(folder: Path) -> Path:
         'echo "Submitted batch job $n"\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    # submitit's SlurmExecutor refuses to start where no `srun` is on PATH (a machine without
+    # Slurm); the scripts only name it, and nothing here runs it.
+    srun = folder / "srun"
+    srun.write_text('#!/bin/sh\necho "srun: not a cluster (a test fake)" >&2\nexit 1\n')
+    srun.chmod(srun.stat().st_mode | stat.S_IXUSR)
     return folder
 
 
@@ -76,9 +81,9 @@ def test_the_sbatch_scripts_of_a_split_cohort_match_the_golden_file(compose, tmp
     ).launcher
     out = tmp_path / "out"
     folder = out / ".submitit" / "demo-0123456789"
+    monkeypatch.setenv("PATH", f"{_fake_sbatch(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
     executor = submitit.SlurmExecutor(folder=folder)
     executor.update_parameters(**slurm_parameters(launcher, False, cohort="noop", run_id="demo-0123456789"))
-    monkeypatch.setenv("PATH", f"{_fake_sbatch(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
 
     ids = run_array(
         executor,
@@ -159,8 +164,8 @@ def test_no_more_tasks_than_max_job_count_are_queued_at_once(tmp_path, monkeypat
     import submitit
 
     out = tmp_path / "out"
-    executor = submitit.SlurmExecutor(folder=out / ".submitit" / "demo-0123456789")
     monkeypatch.setenv("PATH", f"{_fake_sbatch(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
+    executor = submitit.SlurmExecutor(folder=out / ".submitit" / "demo-0123456789")
 
     ids = run_array(
         executor,
