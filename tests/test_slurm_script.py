@@ -47,7 +47,7 @@ def _specs(out: Path, count: int) -> list[ProcessSpec]:
 
 
 def _fake_sbatch(folder: Path) -> Path:
-    """A ``sbatch`` that numbers its submissions from 41 and submits nothing."""
+    """A ``sbatch`` that numbers its submissions from 41 and submits nothing, and an ``srun`` never run."""
     folder.mkdir()
     script = folder / "sbatch"
     script.write_text(
