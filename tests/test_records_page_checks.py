@@ -361,7 +361,6 @@ def test_a_zero_row_part_with_the_right_identity_passes_the_part_check(out):
 _CONCURRENT_WRITER = """
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from stateaware.records import part_cache
 from stateaware.records.part_cache import PartChecks
 from tests.test_records_page_checks import _write
