@@ -92,7 +92,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stateaware.records.check import COMPACTED, compacted_parts, content_problem, old_names, part_problem
+from stateaware.records.check import (
+    COMPACTED,
+    COMPACTED_NAME,
+    compacted_parts,
+    content_problem,
+    old_names,
+    part_problem,
+)
 from stateaware.records.schema import SCHEMA_VERSION, TABLES
 from stateaware.records.writer import PAGE_CHECKSUMS
 
@@ -128,7 +135,6 @@ KILL_ENV = "STATEAWARE_COMPACT_KILL_AT"
 STEPS = ("locked", "staging", "writing", "written", "verified", "linked", "swapped", "unmarked", "restored", "removed")
 
 _PROCESS_PART = re.compile(r"p(\d{6})-(.+)\.parquet")
-_COMPACTED_NAME = re.compile(r"compacted-[0-9a-f]{12}\.parquet")
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -285,7 +291,7 @@ def _consumed(live: Path) -> set[str]:
     """The file names the live folder's compacted files say they replaced."""
     names: set[str] = set()
     for name in _entries(live):
-        if _COMPACTED_NAME.fullmatch(name):
+        if COMPACTED_NAME.fullmatch(name):
             try:
                 raw = (pq.read_schema(live / name).metadata or {}).get(COMPACTED)
                 names.update(json.loads(raw or b"{}").get("sources", []))
@@ -328,7 +334,7 @@ def _plan_tables(results: Path, cohort: str, run_id: str, completed: set[int]) -
             match = _PROCESS_PART.fullmatch(name)
             if match and int(match.group(1)) in completed:
                 parts.append(live / name)
-            elif _COMPACTED_NAME.fullmatch(name):
+            elif COMPACTED_NAME.fullmatch(name):
                 compacted.append(live / name)
         if parts or len(compacted) > 1:  # one compacted file and nothing new: done already
             plans.append(_Plan(table, live, tuple(sorted(compacted + parts))))

@@ -38,7 +38,7 @@ COMPACTED_TABLES = ("processes", "records", "timings")
 pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
-def _launch(out: Path, processes: int) -> None:
+def _launch(out: Path, processes: int) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "launch-cache")}
     done = subprocess.run(
         [sys.executable, "-m", "stateaware", *ARGS, f"processes={processes}", f"out={out}"],
@@ -48,6 +48,7 @@ def _launch(out: Path, processes: int) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
+    return done
 
 
 @pytest.fixture(scope="module")
@@ -253,14 +254,7 @@ def test_a_damaged_compacted_file_runs_its_processes_again_leaving_no_row_twice(
     compacted = sorted(name for t in COMPACTED_TABLES for name in _files(results, t))
     path = results / table / PARTITION / _files(results, table)[0]
     write_atomic(pq.read_table(path).slice(1), path)  # one row less, the footer's list kept
-    launched = subprocess.run(
-        [sys.executable, "-m", "stateaware", *ARGS, "processes=2", f"out={results}"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "STATEAWARE_CACHE": str(results.parent / "launch-cache")},
-        timeout=300,
-    )
-    assert launched.returncode == 0, launched.stderr
+    launched = _launch(results, 2)
     # The damaged file goes, and so do the run's other compacted files: both processes run
     # again, and rows of theirs left in a compacted file would be there twice.
     moved = sorted(p.name.partition(".parquet")[0] + ".parquet" for p in (results / ".quarantine").rglob("compacted-*"))

@@ -48,6 +48,7 @@ from stateaware.launch.worker import (
     status_row,
 )
 from stateaware.names import check_inside
+from stateaware.records.check import COMPACTED_NAME
 from stateaware.records.damage import QUARANTINE, quarantine
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
@@ -280,14 +281,16 @@ def _superseded(
     again |= {index for part, _problem in damaged for index in _owners(part)}
     if not again:  # the usual case: no footer read
         return []
-    compacted = {part: _owners(part) for _folder, part in good if _COMPACTED_NAME.fullmatch(part.name)}
+    compacted = {part: _owners(part) for _folder, part in good if COMPACTED_NAME.fullmatch(part.name)}
     named: dict[Path, list[int]] = {}
-    while True:
-        found = {part: sorted(held & again) for part, held in compacted.items() if part not in named and held & again}
-        if not found:
-            break
-        named |= found
-        again |= {index for part in found for index in compacted[part]}
+    grew = True
+    while grew:  # a file named makes all it holds run again, which may name another
+        grew = False
+        for part, held in compacted.items():
+            if part not in named and held & again:
+                named[part] = sorted(held & again)
+                again |= held
+                grew = True
     return [
         (part, f"holds rows of {_processes(indices)}, which run again (their new rows would repeat these)")
         for part, indices in named.items()
@@ -299,10 +302,6 @@ def _processes(indices: Sequence[int]) -> str:
     return f"process {indices[0]}" if len(indices) == 1 else f"processes {', '.join(map(str, indices))}"
 
 
-#: ``analysis/compact.py``'s file name: many processes' rows, listed in its footer.
-_COMPACTED_NAME = re.compile(r"compacted-[0-9a-f]+\.parquet")
-
-
 def _owners(part: Path) -> set[int]:
     """The processes whose rows ``part`` holds: the one its name gives, or those a compacted
     file's footer lists (none where the footer cannot be read: its processes' parts are then
@@ -310,16 +309,10 @@ def _owners(part: Path) -> set[int]:
     index = _process_of(part)
     if index is not None:
         return {index}
-    if not _COMPACTED_NAME.fullmatch(part.name):
+    if not COMPACTED_NAME.fullmatch(part.name):
         return set()
-    import pyarrow.parquet as pq
-
-    from stateaware.records.check import compacted_parts
-
-    try:
-        return {int(entry["process"]) for entry in compacted_parts(pq.read_schema(part).metadata) or []}
-    except (OSError, ValueError, KeyError, TypeError):
-        return set()
+    listed, _rows = _footer_facts(part)
+    return {entry["process"] for entry in listed or ()}
 
 
 def _footer_facts(part: Path) -> tuple[list[dict] | None, tuple[int, None] | tuple[None, str]]:

@@ -52,6 +52,7 @@ from stateaware.records.writer import PAGE_CHECKSUMS
 
 __all__ = [
     "COMPACTED",
+    "COMPACTED_NAME",
     "Content",
     "Footer",
     "compacted_parts",
@@ -78,6 +79,9 @@ _PROCESS_IN_NAME = re.compile(r"p(\d+)-")
 #: File metadata key of a compacted file (``analysis/compact.py``): JSON whose ``parts`` lists
 #: ``{"process", "part", "rows", ...}`` for every original part the file holds the rows of.
 COMPACTED = b"stateaware.compacted"
+
+#: A compacted file's name: ``compacted-<the first 12 hex digits of its rows' digest>.parquet``.
+COMPACTED_NAME = re.compile(r"compacted-[0-9a-f]{12}\.parquet")
 
 #: Identity columns a compacted file may hold several values of: it is many processes' rows
 #: (parts of one run written by older schema versions keep their own ``schema_version``).
