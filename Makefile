@@ -4,10 +4,13 @@
 #   make test        install into .venv, then run the whole test suite (what CI runs): the tests,
 #                    lint (ruff), types (mypy), the docs site (mkdocs --strict) and its code blocks
 #   make test-quick  the same without the tests marked slow or slurm: the tier for a quick check
-# `make install` installs every extra (`.[all]`) and fills the local wheel cache from which a
-# test installs the [analysis] extra alone into a fresh venv (online once, then offline), and
-# the cache of the GPU lease's locked wheels for this Python (bench/gpu-wheels.lock), from
-# which tests/test_gpu_run.py's CPU dry run installs offline.
+# `make install` installs every extra (`.[all]`). On Linux without an NVIDIA device it first takes
+# torch and torchvision from PyTorch's CPU index (TORCH_INDEX), not the default index's CUDA build
+# and its nvidia-* wheels; GPU=1 or GPU=0 overrides the check (install/torch_wheels.py says which,
+# in one line, and installs as before where torch is already importable or the index is unreachable).
+# Only the test targets fill the local wheel caches the tests install from: the [analysis] extra's
+# (a test installs it alone into a fresh venv, online once, then offline) and the GPU lease's
+# locked wheels for this Python (bench/gpu-wheels.lock, for tests/test_gpu_run.py's CPU dry run).
 # The venv sees system site-packages, so an already installed torch/jax is reused rather
 # than downloaded again; whatever is missing is installed from pyproject.toml. That cannot
 # hide a missing dependency: `make test` first runs tests/test_dependencies.py, which fails
@@ -24,15 +27,25 @@ COHORT ?= confirm44
 # set a make variable, which the launch never sees).
 ARGS ?=
 PYTEST_ARGS ?=
+# auto: nvidia-smi decides; 0: PyTorch's CPU wheels; 1: the default index's (CUDA on Linux).
+GPU ?= auto
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 QUICK := not slow and not slurm
 
-.PHONY: install run test test-quick lint docs clean
+.PHONY: install test-caches run test test-quick lint docs clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py tests/wheel_cache.py bench/gpu-wheels.lock
+$(VENV)/.installed: pyproject.toml setup.py install/torch_wheels.py
 	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) install/torch_wheels.py --gpu $(GPU) --index $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -e '.[all]'
+	touch $@
+
+# The wheel caches only the tests install from; a user running `make run` never needs them.
+test-caches: $(VENV)/.test-caches
+
+$(VENV)/.test-caches: $(VENV)/.installed tests/wheel_cache.py bench/gpu-wheels.lock
 	$(PY) tests/wheel_cache.py
 	$(PY) bench/gpu_wheels.py fill-cache
 	touch $@
@@ -41,11 +54,11 @@ run: install
 	$(PY) -m stateaware cohort=$(COHORT) $(ARGS)
 	$(PY) -m stateaware.analysis report
 
-test: install
+test: install test-caches
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_dependencies.py
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-quick: install
+test-quick: install test-caches
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_dependencies.py
 	$(PY) -m pytest -q -m "$(QUICK)" $(PYTEST_ARGS)
 
