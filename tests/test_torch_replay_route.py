@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import threading
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -333,3 +334,57 @@ def test_is_replaying_marks_the_replay_and_hooks_can_observe_once() -> None:
     # tensor is recomputed) runs lin and bn again, flagged
     assert counts == [4, 2]
     assert not is_replaying()
+
+
+def test_checkpoint_captured_by_torch_compile_stays_torchs() -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return tuc.checkpoint(net, x, use_reentrant=False).sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, backend="eager")  # runs the captured op through torch's checkpoint
+    with route() as routed:
+        compiled(torch.randn(8, 4)).backward()
+    assert routed.calls == 0
+    torch._dynamo.reset()
+
+
+def test_torch_without_the_generator_is_refused_naming_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(tuc, "_checkpoint_without_reentrant_generator_impl")
+    monkeypatch.delattr(tuc, "_checkpoint_without_reentrant_generator")
+    version = re.escape(torch.__version__)
+    with pytest.raises(RuntimeError, match=rf"torch {version} has no .*supported: torch 2\.4-2\.14"):
+        route()
+
+
+def test_pre_2_14_generator_signature_is_routed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch 2.4-2.13 call _checkpoint_without_reentrant_generator(fn, preserve_rng_state,
+    # context_fn, determinism_check, debug, *args, **kwargs) and run fn between two next()s.
+    impl = tuc._checkpoint_without_reentrant_generator_impl
+
+    def legacy(
+        fn,
+        preserve_rng_state=True,
+        context_fn=tuc.noop_context_fn,
+        determinism_check="default",
+        debug=False,
+        *args,
+        **kwargs,
+    ):  # noqa: E501
+        yield from impl(fn, args, kwargs, preserve_rng_state=preserve_rng_state, context_fn=context_fn,
+                        determinism_check=determinism_check, debug=debug)  # fmt: skip
+
+    monkeypatch.delattr(tuc, "_checkpoint_without_reentrant_generator_impl")
+    monkeypatch.setattr(tuc, "_checkpoint_without_reentrant_generator", legacy)
+    block = _bn_net()[0]
+    x = torch.randn(8, 6, requires_grad=True)
+    with route() as routed:
+        gen = tuc._checkpoint_without_reentrant_generator(block, True, tuc.noop_context_fn, "default", False, x)
+        next(gen)
+        out = block(x)
+        assert next(gen, "closed") == "closed"
+        out.sum().backward()
+    assert tuc._checkpoint_without_reentrant_generator is legacy
+    assert routed.calls == 1 and int(block.bn.num_batches_tracked) == 1

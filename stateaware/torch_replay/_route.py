@@ -39,8 +39,9 @@ __all__ = ["route", "Route", "ROUTE_STATES"]
 # one closes. The reentrant path (``use_reentrant=True``, and no ``use_reentrant`` at
 # all, which torch 2.4-2.14 takes as True with a warning) never reaches the generator, so
 # it stays torch's. Dynamo does not call it either: a checkpoint inside a
-# ``torch.compile`` region is captured as a higher-order op and stays torch's (and while
-# Dynamo compiles, the generator hands the call back to torch's).
+# ``torch.compile`` region is captured as a higher-order op and stays torch's: while
+# Dynamo or AOTAutograd trace, and when a backend runs the op's graph eagerly through
+# torch's checkpoint (``_captured``), the routed generator hands the call to torch's.
 #
 # Invariants: (1) the swap is process-wide and happens under one lock; the routes form a
 # stack, closed innermost first, and the innermost one's ``state`` applies. (2) While
@@ -166,13 +167,22 @@ def _routed_new(
         respect_saved_tensors_hooks=respect_saved_tensors_hooks,
     )
     top = _open[-1] if _open else None
-    if top is None or torch.compiler.is_compiling() or not _torch_generator:
+    if top is None or not _torch_generator or torch.compiler.is_compiling() or _captured(fn):
         yield from _torch_steps(fn, args, kwargs, options)
         return
     top.calls += 1
     if not isinstance(fn, Transaction):  # a transaction's own declaration wins
         fn = Transaction(fn, _reached(fn, args, kwargs) if top.state == "reached" else (), "whole")
     yield from transaction_steps(fn, args, kwargs, _UNSET, _UNSET, use_reentrant=False, **options)
+
+
+def _captured(fn: Any) -> bool:
+    """A segment Dynamo captured: its higher-order op runs the traced graph through
+    ``torch.utils.checkpoint`` (an ``fx.Interpreter``, or a closure of torch's
+    ``_higher_order_ops`` over one) when a backend executes it without AOT tracing."""
+    if isinstance(getattr(fn, "__self__", None), torch.fx.Interpreter):
+        return True
+    return str(getattr(fn, "__module__", "")).startswith("torch._higher_order_ops")
 
 
 def _torch_steps(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]) -> Iterator[Any]:
