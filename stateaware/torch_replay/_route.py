@@ -158,7 +158,7 @@ def _routed_new(
     early_stop: bool = True,
     respect_saved_tensors_hooks: bool | None = None,
 ) -> Iterator[Any]:
-    options = dict(
+    options: dict[str, Any] = dict(
         preserve_rng_state=preserve_rng_state,
         context_fn=context_fn,
         determinism_check=determinism_check,

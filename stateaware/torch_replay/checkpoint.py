@@ -15,7 +15,7 @@ import inspect
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
@@ -384,7 +384,7 @@ def transaction_steps(
     debug: bool,
     early_stop: bool,
     respect_saved_tensors_hooks: bool | None,
-) -> Iterator[Callable[..., Any]]:
+) -> Generator[Callable[..., Any], None, None]:
     """One checkpointed call as a generator, the shape of torch's
     ``_checkpoint_without_reentrant_generator``: it opens the transaction (Rule 1), yields
     the function the caller must run as the segment's forward (``function``, or a
@@ -681,7 +681,7 @@ def _forward(
     check_metadata: bool,
     early_stop: bool,
     ctx: compat.Contexts | None = None,
-) -> Iterator[Callable[..., Any]]:
+) -> Generator[Callable[..., Any], None, None]:
     declared_ids = {id(d.tensor) for d in declared}
     device_type, devices = _devices(fn, args, kwargs, declared)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
