@@ -388,3 +388,21 @@ def test_pre_2_14_generator_signature_is_routed(monkeypatch: pytest.MonkeyPatch)
         out.sum().backward()
     assert tuc._checkpoint_without_reentrant_generator is legacy
     assert routed.calls == 1 and int(block.bn.num_batches_tracked) == 1
+
+
+def test_composable_checkpoint_applied_before_route_is_routed() -> None:
+    # torch.distributed._composable.checkpoint(module) imported torch's generator by name
+    from torch.distributed._composable import checkpoint as checkpoint_module
+
+    def marked() -> nn.Module:
+        model = _bn_net()
+        for block in model[:-1]:
+            checkpoint_module(block)
+        return model
+
+    eager = _train(_bn_net(), _vector_loss)
+    with route() as routed:
+        ours = _train(marked(), _vector_loss)
+    zoo.assert_identical(eager, ours)
+    assert routed.calls == 2 * 3
+    assert _bn_buffers_differ(eager, _train(marked(), _vector_loss))  # the control: torch's own

@@ -13,6 +13,7 @@ form ``checkpoint(use_reentrant=False)(fn)`` and ``checkpoint_sequential`` go th
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,13 +36,18 @@ __all__ = ["route", "Route", "ROUTE_STATES"]
 # that calls the new one): ``next(gen)`` opens the checkpoint, the caller runs
 # ``fn(*args, **kwargs)``, ``next(gen)`` closes it (2.14 throws the forward's exception
 # in). Our checkpoint has the same shape (``checkpoint.transaction_steps``), so routing
-# swaps that one module global while a route is open and puts torch's back when the last
-# one closes. The reentrant path (``use_reentrant=True``, and no ``use_reentrant`` at
-# all, which torch 2.4-2.14 takes as True with a warning) never reaches the generator, so
-# it stays torch's. Dynamo does not call it either: a checkpoint inside a
-# ``torch.compile`` region is captured as a higher-order op and stays torch's: while
-# Dynamo or AOTAutograd trace, and when a backend runs the op's graph eagerly through
-# torch's checkpoint (``_captured``), the routed generator hands the call to torch's.
+# swaps that module global while a route is open — in ``torch.utils.checkpoint`` and in
+# every module already imported that bound the generator by name (torch's composable
+# ``torch.distributed._composable.checkpoint(module)``) — and puts torch's back when the
+# last one closes. A module that imports the generator by name while a route is open
+# binds ours and keeps it; with no route open ours hands every call to torch's.
+#
+# The reentrant path (``use_reentrant=True``, and no ``use_reentrant`` at all, which torch
+# 2.4-2.14 takes as True with a warning) never reaches the generator, so it stays torch's.
+# A checkpoint inside a ``torch.compile`` region is captured as a higher-order op and
+# stays torch's: while Dynamo or AOTAutograd trace, and when a backend runs the op's graph
+# eagerly through torch's checkpoint (``_captured``), the routed generator hands the call
+# to torch's.
 #
 # Invariants: (1) the swap is process-wide and happens under one lock; the routes form a
 # stack, closed innermost first, and the innermost one's ``state`` applies. (2) While
@@ -61,6 +67,7 @@ _MAX_CONTAINER = 64
 _lock = threading.Lock()
 _open: list[Route] = []
 _torch_generator: list[tuple[str, Callable[..., Any]]] = []  # (global name, torch's generator) while routed
+_swapped: list[Any] = []  # the modules whose global named so was torch's generator, while routed
 
 
 class Route:
@@ -90,7 +97,9 @@ class Route:
             self.closed = True
             if not _open:
                 name, original = _torch_generator.pop()
-                setattr(_tuc, name, original)
+                for module in _swapped:
+                    setattr(module, name, original)
+                _swapped.clear()
 
     def __enter__(self) -> Route:
         return self
@@ -141,9 +150,21 @@ def route(*, state: str = "reached") -> Route:
                     "Tip: call stateaware.torch_replay.checkpoint directly."
                 )
             _torch_generator.append((name, original))
-            setattr(_tuc, name, _routed_new if name == _NEW else _legacy(original))
+            routed = _routed_new if name == _NEW else _legacy(original)
+            # torch.utils.checkpoint, and every module imported so far that bound the generator
+            # by name (torch.distributed._composable's checkpoint(module) does)
+            _swapped.extend(m for m in list(sys.modules.values()) if _holds(m, name, original))
+            for module in _swapped:
+                setattr(module, name, routed)
         _open.append(handle)
     return handle
+
+
+def _holds(module: Any, name: str, original: Callable[..., Any]) -> bool:
+    try:
+        return vars(module).get(name) is original
+    except TypeError:  # not a module with a __dict__ (a placeholder some packages leave)
+        return False
 
 
 def _routed_new(
@@ -186,7 +207,11 @@ def _captured(fn: Any) -> bool:
 
 
 def _torch_steps(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]) -> Iterator[Any]:
-    name, original = _torch_generator[0] if _torch_generator else (_NEW, getattr(_tuc, _NEW))
+    if _torch_generator:
+        name, original = _torch_generator[0]
+    else:  # no route open: a module bound ours while one was (see NOTE [ Route ])
+        name = _NEW if hasattr(_tuc, _NEW) else _OLD
+        original = getattr(_tuc, name)
     if name == _NEW:
         yield from original(fn, args, kwargs, **options)
         return
