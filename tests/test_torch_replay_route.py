@@ -406,3 +406,27 @@ def test_composable_checkpoint_applied_before_route_is_routed() -> None:
     zoo.assert_identical(eager, ours)
     assert routed.calls == 2 * 3
     assert _bn_buffers_differ(eager, _train(marked(), _vector_loss))  # the control: torch's own
+
+
+def test_keywords_reach_the_segment_also_state_and_preserve() -> None:
+    # torch passes every keyword it does not know to the function; routed calls must too,
+    # ours included (a routed call declares through route's state, never through keywords).
+    torch.manual_seed(0)
+    routed_block = nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6))
+    eager_block = copy.deepcopy(routed_block)
+    x = torch.randn(8, 6)
+    h = torch.full((8, 6), 2.0)
+
+    def cell(block: nn.Module, t: torch.Tensor, state: torch.Tensor, preserve: float = 1.0) -> torch.Tensor:
+        return block(t) * state * preserve
+
+    eager = cell(eager_block, x, h, 3.0)
+    eager.sum().backward()
+    with route() as routed:
+        out = tuc.checkpoint(cell, routed_block, x, use_reentrant=False, state=h, preserve=3.0)
+        out.sum().backward()
+    assert routed.calls == 1
+    assert torch.equal(out, eager)
+    assert torch.equal(routed_block[0].weight.grad, eager_block[0].weight.grad)
+    for a, b in zip(routed_block.buffers(), eager_block.buffers(), strict=True):
+        assert torch.equal(a, b)
