@@ -7,15 +7,20 @@
 # test files are read with `git --git-dir=PYTORCH show REV:test/...`, REV defaults to
 # HEAD — pick the commit of the installed torch's release) or a PyTorch source checkout.
 # test/test_autograd.py and test/test_utils.py are copied into a scratch folder outside
-# this repository (nothing of PyTorch's is kept), next to a conftest.py that replaces
-# `torch.utils.checkpoint.checkpoint` with a wrapper: calls with use_reentrant=False go
-# to stateaware.torch_replay.checkpoint (ROUTE=torch keeps torch's, for a baseline),
-# every other call to torch's. Each test records how many calls reached the wrapper
-# with use_reentrant=False; the summary counts only those tests ("reach ours") — the
-# others never exercise our code. Runs on CPU only (CUDA hidden): GPU-only tests skip.
+# this repository (nothing of PyTorch's is kept), next to a conftest.py that opens
+# stateaware.torch_replay.route() for the session: every non-reentrant checkpoint call
+# (checkpoint(use_reentrant=False), its decorator form, checkpoint_sequential) runs on
+# ours with the modules it reaches declared; reentrant calls stay torch's (ROUTE=torch
+# keeps torch's everywhere, for a baseline). Each test records how many non-reentrant
+# calls it made (route's count, or a counter at the same generator for ROUTE=torch);
+# the summary counts only those tests ("reach ours") — the others never exercise our code. Runs on CPU only (CUDA hidden): GPU-only tests skip.
 #
 # Default selection: -k "checkpoint or Checkpoint or recompute" (override after --).
+# A test that counts the replay by a side effect on a module it reaches (a Python counter
+# attribute) sees one call under ROUTE_STATE=reached — the replay's writes to declared
+# state are undone, as BatchNorm's are — and two under ROUTE_STATE=none.
 # Environment: PYTHON (default: this repo's .venv/bin/python), ROUTE=ours|torch,
+# ROUTE_STATE=reached|none (route's state=, default reached),
 # KEEP=1 keeps the scratch folder, DEPS=folder of extra packages the tests import
 # (torch.testing._internal needs `expecttest`: pip install --target DEPS expecttest).
 set -euo pipefail
@@ -47,29 +52,37 @@ if git --git-dir="$src" rev-parse -q --verify "$rev^{commit}" >/dev/null 2>&1; t
 fi
 
 cat >"$work/conftest.py" <<'EOF'
-"""Route torch.utils.checkpoint.checkpoint(use_reentrant=False) to stateaware's."""
+"""Route every non-reentrant torch checkpoint to stateaware's with route() (ROUTE=torch: count only)."""
 import json
 import os
 
 import pytest
 import torch.utils.checkpoint as tuc
 
-from stateaware.torch_replay import checkpoint as ours
+from stateaware.torch_replay import route
 
-_torch_checkpoint = tuc.checkpoint
-_route = os.environ.get("ROUTE", "ours")
-_reached = [0]
+if os.environ.get("ROUTE", "ours") == "ours":
+    _handle = route(state=os.environ.get("ROUTE_STATE", "reached"))  # the whole session, before any test imports
+
+    def _calls():
+        return _handle.calls
+
+else:  # torch's own, counted at the same generator route() swaps
+    _name = next(n for n in ("_checkpoint_without_reentrant_generator_impl",
+                             "_checkpoint_without_reentrant_generator") if hasattr(tuc, n))
+    _torch, _count = getattr(tuc, _name), [0]
+
+    def _counted(*args, **kwargs):
+        _count[0] += 1
+        return _torch(*args, **kwargs)
+
+    setattr(tuc, _name, _counted)
+
+    def _calls():
+        return _count[0]
 
 
-def routed(function=None, *args, use_reentrant=None, **kwargs):
-    if use_reentrant is False:
-        _reached[0] += 1
-        if _route == "ours":
-            return ours(function, *args, use_reentrant=False, **kwargs)
-    return _torch_checkpoint(function, *args, use_reentrant=use_reentrant, **kwargs)
-
-
-tuc.checkpoint = routed  # before the test modules run `from torch.utils.checkpoint import checkpoint`
+_start = [0]
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -77,13 +90,13 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.when == "setup":
-        _reached[0] = 0
+        _start[0] = _calls()
     if report.failed or (report.when == "call") or report.skipped:
         if not hasattr(item, "_verdict") or report.failed:
             item._verdict = "skipped" if report.skipped else report.outcome
     if report.when == "teardown":
         with open(os.environ["REACH_LOG"], "a") as log:
-            log.write(json.dumps({"test": item.nodeid, "reached": _reached[0],
+            log.write(json.dumps({"test": item.nodeid, "reached": _calls() - _start[0],
                                   "outcome": getattr(item, "_verdict", report.outcome)}) + "\n")
 EOF
 
@@ -102,7 +115,7 @@ import json, os, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 reach = [r for r in rows if r["reached"] > 0]
 ok = [r for r in reach if r["outcome"] == "passed"]
-print(f"route={os.environ['ROUTE']}: {len(rows)} selected, {len(reach)} reach the non-reentrant "
+print(f"route={os.environ['ROUTE']} state={os.environ.get('ROUTE_STATE', 'reached')}: {len(rows)} selected, {len(reach)} reach the non-reentrant "
       f"checkpoint, {len(ok)} of them pass")
 for r in reach:
     if r["outcome"] != "passed":

@@ -18,7 +18,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from stateaware.auto.profiler import profile  # noqa: E402
+from stateaware.auto.discover import trace  # noqa: E402
+from stateaware.auto.profiler import check_arguments, profile  # noqa: E402
 from stateaware.integrations import transformers as hf  # noqa: E402
 from tests import model_zoo as zoo  # noqa: E402
 
@@ -160,3 +161,62 @@ def test_discovery_without_a_budget_and_explicit_state_train_bit_identically(how
     enabled = hf.enable(model, **how)
     assert enabled.plan is None and enabled.options == ("whole", "whole")
     assert_same_training(eager, model)
+
+
+def _t5() -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.T5Config(
+        vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_decoder_layers=2, num_heads=2,
+        decoder_start_token_id=0, pad_token_id=0,
+    )  # fmt: skip
+    return transformers.T5ForConditionalGeneration(config).train()
+
+
+def test_the_cache_tip_holds_for_t5_whose_decoder_keeps_its_own_config():
+    # T5's decoder stack holds a copy of the config: model.config.use_cache = False leaves its cache on.
+    model = _t5()
+    model.config.use_cache = False
+    ids = batch(0)["input_ids"]
+    segments = ["m.decoder.block.1"]
+    with pytest.raises(ValueError, match=r"EncoderDecoderCache") as refused:
+        profile(_Call(model), (ids,), segments=segments, repeats=1)
+    tip = str(refused.value)
+    assert "pass use_cache=False in the call" in tip and "T5's decoder" in tip
+    # What the tip says: the step that refused (the traced arguments of every segment) now passes;
+    # the measurement after it is profile's as for any model (Llama's is measured above).
+    found = trace(_Call(model, use_cache=False), (ids,), segments)
+    for segment, (args, kwargs) in zip(found.names, found.inputs, strict=True):
+        check_arguments(segment, args, kwargs)
+    assert found.names == segments
+    enabled = hf.enable(_t5(), example_inputs={"input_ids": ids, "labels": ids})  # the tip's other way
+    assert {"decoder.block.0", "decoder.block.1"} <= set(enabled.checkpointed)
+
+
+def test_enable_on_ddp_points_to_its_module_and_that_trains_bit_identically():
+    import dataclasses
+    import socket
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available in this build")
+    case = zoo.CASES["gpt2"]
+    eager = zoo.train(case, case.build())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{port}")
+    try:
+        model = case.build()
+        ddp = DistributedDataParallel(model)
+        with pytest.raises(ValueError, match=r"wraps the GPT2LMHeadModel.*enable\(DistributedDataParallel\.module"):
+            hf.enable(ddp)
+        enabled = hf.enable(ddp.module)  # what the tip says; training goes through DDP as before
+        assert enabled.checkpointed == ("transformer.h.0", "transformer.h.1")
+        model.config.use_cache = False  # as zoo.train does for the eager run
+        through_ddp = dataclasses.replace(case, loss=lambda m, b: zoo._hf_loss(m, b))
+        ours = zoo.train(through_ddp, ddp)
+    finally:
+        torch.distributed.destroy_process_group()
+    unwrapped = {k: {n.removeprefix("module."): v for n, v in ours[k].items()} for k in ("grads", "state")}
+    zoo.assert_identical(eager, {**ours, **unwrapped})

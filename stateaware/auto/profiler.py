@@ -213,9 +213,10 @@ def check_arguments(segment: str, args: tuple[Any, ...], kwargs: dict[str, Any])
             f"segment {segment!r} receives {part}, a {type(obj).__module__}.{type(obj).__qualname__}: an object "
             "that is neither a tensor, a list/tuple/dict of tensors nor an immutable value, so each profiling run "
             "of the segment could change it (a key/value cache grows and keeps the traced graph). Tip: do not pass "
-            "it to the segments while profiling — for a Hugging Face model call it with use_cache=False (or set "
-            "model.config.use_cache = False), or let stateaware.integrations.transformers.enable(model, ...) "
-            "checkpoint its decoder layers, which turns their cache off."
+            "it to the segments while profiling — for a Hugging Face model pass use_cache=False in the call "
+            "(model(..., use_cache=False); model.config.use_cache = False does not reach submodules that keep "
+            "their own config, such as T5's decoder), or let stateaware.integrations.transformers.enable(model, "
+            "...) checkpoint its decoder layers, which turns their cache off."
         )
 
 

@@ -255,6 +255,13 @@ def enable(
         type(model), "gradient_checkpointing_enable", None
     )
     layers = _gc_layers(model)
+    inner = getattr(model, "module", None)  # DistributedDataParallel, DataParallel, FSDP1 hold it there
+    if hf_enable is None and isinstance(inner, torch.nn.Module) and _gc_layers(inner):
+        raise ValueError(
+            f"{type(model).__name__} wraps the {type(inner).__name__}; stateaware.integrations.transformers.enable "
+            f"needs the transformers model itself. Tip: enable the wrapped model, enable({type(model).__name__}"
+            ".module, ...), and keep training through the wrapper (or call enable before wrapping)."
+        )
     if hf_enable is None or not getattr(model, "supports_gradient_checkpointing", False) or not layers:
         raise ValueError(
             f"{type(model).__name__} has no Hugging Face gradient checkpointing (supports_gradient_checkpointing "

@@ -3,11 +3,15 @@
 ``checkpoint`` is a drop-in for ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``
 that restores declared state (whole snapshots or ``Region`` journals) and RNG state
 around each replay, and raises ``UndeclaredStateError`` instead of differentiating a
-segment that wrote state it did not declare.
+segment that wrote state it did not declare. ``route()`` runs every non-reentrant
+``torch.utils.checkpoint`` call in the process on it; ``is_replaying()`` tells hooks
+whether they run in a replay.
 """
 
 from stateaware.torch_replay._keywords import transaction
 from stateaware.torch_replay._learned_reads import READ_RECORDING, set_read_recording
+from stateaware.torch_replay._replaying import is_replaying
+from stateaware.torch_replay._route import ROUTE_STATES, Route, route
 from stateaware.torch_replay.checkpoint import (
     DETERMINISM_CHECKS,
     ReplayError,
@@ -26,4 +30,8 @@ __all__ = [
     "DETERMINISM_CHECKS",
     "set_read_recording",
     "READ_RECORDING",
+    "route",
+    "Route",
+    "ROUTE_STATES",
+    "is_replaying",
 ]

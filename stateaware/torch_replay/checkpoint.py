@@ -15,7 +15,7 @@ import inspect
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
@@ -26,6 +26,7 @@ from stateaware.torch_replay._generators import GeneratorState
 from stateaware.torch_replay._keywords import Transaction, check_collision
 from stateaware.torch_replay._reach import _roots, describe, module_devices, names, subtree
 from stateaware.torch_replay._reads import Reads, Touched, rebind_mark, rebound_since
+from stateaware.torch_replay._replaying import replaying
 from stateaware.torch_replay._state import ModuleState, TrainingModes, plain_tensors
 from stateaware.torch_replay.preserve import (
     PRESERVE_MODES,
@@ -344,6 +345,32 @@ def checkpoint(
 
 @compat.dynamo_disable
 def _checkpoint(
+    function: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    state: Iterable[StateItem],
+    preserve: PreserveSpec,
+    **options: Any,
+) -> Any:
+    steps = transaction_steps(function, args, kwargs, state, preserve, **options)
+    run = next(steps)  # the transaction is open: run the segment's forward inside it
+    try:
+        out = run(*args, **kwargs)
+    except BaseException as e:
+        steps.throw(e)  # the transaction's contexts exit with the exception, which propagates
+        raise
+    next(steps, None)
+    if inspect.isgenerator(out) or inspect.isasyncgen(out):
+        raise TypeError(
+            f"stateaware checkpoint: the segment {getattr(run, '__name__', type(run).__name__)!r} returned a "
+            "generator; its body runs lazily, after the checkpoint has returned, so nothing of it is "
+            "checkpointed and a replay cannot recompute it. Tip: return a tuple or list (return tuple(...)), "
+            "or checkpoint each step the generator yields."
+        )
+    return out
+
+
+def transaction_steps(
     function: Any,  # the segment, a Transaction, or checkpoint()'s None (calling it then raises)
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -357,7 +384,12 @@ def _checkpoint(
     debug: bool,
     early_stop: bool,
     respect_saved_tensors_hooks: bool | None,
-) -> Any:
+) -> Generator[Callable[..., Any], None, None]:
+    """One checkpointed call as a generator, the shape of torch's
+    ``_checkpoint_without_reentrant_generator``: it opens the transaction (Rule 1), yields
+    the function the caller must run as the segment's forward (``function``, or a
+    ``transaction``'s own), and on the next resumption closes it (Rule 6a, learning).
+    An exception the forward raises is thrown in, so the contexts exit with it."""
     if use_reentrant:
         raise ValueError(
             "stateaware.torch_replay.checkpoint supports use_reentrant=False only; the state "
@@ -382,7 +414,8 @@ def _checkpoint(
     declared, modules, generators = _declare(state, preserve)
     ctx = compat.contexts(context_fn, debug, respect_saved_tensors_hooks)
     if not torch.is_grad_enabled():
-        return function(*args, **kwargs)
+        yield function
+        return
     # What torch's own checkpoint fails on with setup_context's error (a Python call: cheap)
     if torch._C._functorch.peek_interpreter_stack() is not None:
         raise RuntimeError(
@@ -391,7 +424,7 @@ def _checkpoint(
             "through. Tip: call the function without checkpoint inside torch.func, or checkpoint "
             "around the transformed function."
         )
-    return _forward(
+    yield from _forward(
         function,
         args,
         kwargs,
@@ -648,7 +681,7 @@ def _forward(
     check_metadata: bool,
     early_stop: bool,
     ctx: compat.Contexts | None = None,
-) -> Any:
+) -> Generator[Callable[..., Any], None, None]:
     declared_ids = {id(d.tensor) for d in declared}
     device_type, devices = _devices(fn, args, kwargs, declared)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
@@ -672,22 +705,14 @@ def _forward(
         compat.entered(ctx.forward if ctx is not None else None),
         recording(engines),
     ):
-        out = fn(*args, **kwargs)
+        yield fn  # the caller runs fn(*args, **kwargs) here
     frame.forward_completed = True
-    if inspect.isgenerator(out) or inspect.isasyncgen(out):
-        raise TypeError(
-            f"stateaware checkpoint: the segment {getattr(fn, '__name__', type(fn).__name__)!r} returned a "
-            "generator; its body runs lazily, after the checkpoint has returned, so nothing of it is "
-            "checkpointed and a replay cannot recompute it. Tip: return a tuple or list (return tuple(...)), "
-            "or checkpoint each step the generator yields."
-        )
     if isinstance(touched, Touched):
         host = _host_rng.moved(host)  # a recorded call learns which host generators it drew from
     if host and preserve_rng_state:
         frame.contexts.append(_host_rng.HostRngState(host))
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
     _learned_reads.learn(key, touched, shape[1], shape[2], tuple(host))
-    return out
 
 
 def _reached_modules(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -811,6 +836,7 @@ def _replay(frame: _Frame, gid: int) -> None:
                 _autocast_restored(frame.autocast),
                 compat.entered(frame.device_context),
                 compat.entered(replay_context),
+                replaying(),
             ):
                 try:
                     frame.fn(*args, **frame.kwargs)
