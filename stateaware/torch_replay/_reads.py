@@ -163,6 +163,8 @@ class Reads:
         self.stat_writes: dict[int, torch.Tensor] = {}
         self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         self.rebound: list[tuple[torch.nn.Module, str]] = []
+        # declared tensors a learned profile says this forward writes without a version bump
+        self.quiet: list[torch.Tensor] = []
         # host generators (``_host_rng``) to capture: None = all (a recording learns which moved)
         self.host_rng: tuple[str, ...] | None = None
 

@@ -664,7 +664,10 @@ def _forward(
     frame.contexts.append(TrainingModes(_reached_modules(fn, args, kwargs)))
     frame.save_inputs(args, declared_ids)
     shape = _learned_reads.call_shape(fn, args, kwargs)
-    touched, key = _learned_reads.observe(*shape)
+    # What the learned profile vouches for depends on what is declared (a declared tensor's
+    # silent writes are not watched) and on the autocast settings (another path).
+    context = (tuple(declared_ids), tuple(id(g) for _, g in generators), tuple(autocast[0]), autocast[1])
+    touched, key = _learned_reads.observe(*shape, context)
     host = _host_rng.capture(touched.host_rng)  # a learned call: only what its profile drew from
     with (
         compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)),
@@ -686,7 +689,17 @@ def _forward(
     if host and preserve_rng_state:
         frame.contexts.append(_host_rng.HostRngState(host))
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
-    _learned_reads.learn(key, touched, shape[1], shape[2], tuple(host))
+    if key is not None:
+        _learned_reads.learn(
+            key,
+            touched,
+            shape[1],
+            shape[2],
+            tuple(host),
+            declared=lambda t: id(t) in declared_ids or (t._base is not None and id(t._base) in declared_ids),
+            declared_generators=frozenset(id(g) for _, g in generators),
+            declared_modules=lambda: {id(m) for root in modules for m in root.modules()},
+        )
     return out
 
 
@@ -717,6 +730,8 @@ def _check_forward(
         note_silent_write(t)  # NOTE [ Shared snapshots ]
     for _, _, owner in touched.data_aliases:
         note_silent_write(owner)
+    for t in touched.quiet:  # a learned call: the declared tensors its profile writes silently
+        note_silent_write(t)
     problems: list[tuple[object, str]] = [(t, how) for t, how in written if not is_declared(t)]
     problems += [
         (g, "its state moved (it was drawn from)") for g in touched.moved_generators() if id(g) not in generator_ids
