@@ -6,29 +6,41 @@ the cost runtime's 64 small segments spend it on every step. Most segments touch
 same pre-existing tensors on every call: their arguments (new objects each step, but in
 the same positions), and the parameters, buffers and closure tensors they reach (the
 same objects). So the first call of a segment is recorded; when it did nothing a version
-counter cannot show (no ``.data`` alias, fused running-statistics write, generator or
-rebound buffer: ``Reads.silent``), the calls after it are watched through a
+counter cannot show (a ``.data`` alias, fused running-statistics write, generator or
+rebound buffer: ``Reads.silent``) to undeclared state, the calls after it are watched through a
 :class:`Witness` of what it learned: the tensors at the argument positions and keywords
 it read, and the other pre-existing tensors it read ("ambient"), each with its version
 before and after the forward — the same ``Reads`` that a recording gives, for the cost
 of reading those versions.
 
-A learned profile is used only for the same *call shape*: the key holds the function's
-code and bound ``self``; the identities of what it reaches (closure contents, defaults,
-globals its code names, nested callables: ``_reach``'s walk); the module-structure
-generation (a module, parameter or buffer registered into a module some segment reaches,
-e.g. ``self.mem = new``, starts over; ``_reach.structure_generation``); the ``training``
-flags of the modules it reaches and of their norm layers (which write running statistics
-only in training mode; ``model.train()``/``.eval()`` flips the reached module's own); and
-the types of its arguments, with the values of ``int``/``bool``/``str``/``None`` ones
-(``model.layer(i, h)`` reads layer ``i``) and the identity of module ones (``forward(layer,
-x)``). A ``functools.partial`` is keyed as the call it makes (``call_shape``). A learned
-tensor that has died (a rebound attribute) starts over, too.
+A learned profile is used only for the same *call shape*: what can make the segment's
+Python code take another path and so read or write other state. The key holds the
+function's code and bound ``self``; the identities of what it reaches (closure contents,
+defaults, globals its code names, nested callables: ``_reach``'s walk); the
+module-structure generation (a module, parameter or buffer registered into a module some
+segment reaches, e.g. ``self.mem = new``, starts over; ``_reach.structure_generation``);
+the ``training`` flags of the modules it reaches and of their norm layers (which write
+running statistics only in training mode; ``model.train()``/``.eval()`` flips the reached
+module's own); the caller's context (what is declared — a declared tensor's silent writes
+are not watched —, and the autocast settings); and per argument: a tensor's shape, dtype,
+device, layout and ``requires_grad`` (``bn(h) if x.shape[0] >= 8 else ln(h)``), the value
+of a small one (``int``/``float``/``bool``/``str``/``None``/dtype/device: ``model.layer(i,
+h)`` reads layer ``i``), the identity of a module (``forward(layer, x)``), small lists,
+tuples and string-keyed dicts element by element, anything else its type. A
+``functools.partial`` is keyed as the call it makes (``call_shape``). A learned tensor that
+has died (a rebound attribute) starts over, too. A new tensor shape is a new call shape:
+a sequence length that changes every step records once per length.
+
+A first call that wrote silently is learned when everything it wrote so is declared (a
+declared BatchNorm's running statistics): Rule 6 need not see it, the declaration
+preserves it; the profile keeps those tensors so that the calls after it still report
+them to snapshot sharing (``Reads.quiet``).
 
 Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
-— control flow on tensor values, or a list or plain object in its closure whose tensors
-are replaced between calls — is watched on those calls only as far as its learned reads
-go. ``set_read_recording("every_call")`` records every call instead (the cost above).
+— control flow on tensor values or on a Python attribute, an argument object kept by its
+type, or a list or plain object in its closure whose tensors are replaced between calls —
+is watched on those calls only as far as its learned reads go.
+``set_read_recording("every_call")`` records every call instead (the cost above).
 """
 
 from __future__ import annotations

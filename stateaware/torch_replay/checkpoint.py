@@ -273,11 +273,14 @@ def checkpoint(
     * Under ``torch.compile`` the call is a graph break, so ``fullgraph=True`` refuses it
       (Dynamo's ``Unsupported`` error); compile the code around the checkpoint instead.
     * Rule 6 learns a segment's reads on the first call of each call shape (function
-      code, closure and bound module, module structure and training flags, argument
-      layout, ``int``/``str``/``bool`` argument values) and re-checks them by version
-      counter on the calls after it: a tensor read, or silently written, only on some
-      calls of one shape (control flow on tensor values; a list or plain object whose
-      contents are replaced between calls) is watched only on calls that record.
+      code, closure and bound module, module structure and training flags, what is
+      declared, autocast, and per argument a tensor's shape, dtype, device, layout and
+      ``requires_grad``, small values such as ``int``/``float``/``str``/``bool``, small
+      containers element by element) and re-checks them by version counter on the calls
+      after it: a tensor read, or silently written, only on some calls of one shape
+      (control flow on tensor values or on a Python attribute; an argument object kept
+      by type; a list or plain object whose contents are replaced between calls) is
+      watched only on calls that record.
       ``set_read_recording("every_call")`` records every call (a Python call per op).
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
