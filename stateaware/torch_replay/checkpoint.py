@@ -24,7 +24,7 @@ from stateaware.torch_replay import _host_rng, _learned_reads
 from stateaware.torch_replay import _torch_compat as compat
 from stateaware.torch_replay._generators import GeneratorState
 from stateaware.torch_replay._keywords import Transaction, check_collision
-from stateaware.torch_replay._reach import _roots, describe, module_devices, names, subtree
+from stateaware.torch_replay._reach import _roots, describe, module_devices, named_subtree, names, subtree
 from stateaware.torch_replay._reads import Reads, Touched, rebind_mark, rebound_since
 from stateaware.torch_replay._state import ModuleState, TrainingModes, plain_tensors
 from stateaware.torch_replay.preserve import (
@@ -471,7 +471,14 @@ def _declare(
             modules.append(item)
             from_module = True
             cls = type(item).__name__
-            entries = [(f"{cls}.{n}", b, None, b) for n, b in item.named_buffers()]
+            # named_buffers(), through the subtree walk cached per structure (a generator
+            # chain per submodule costs more than the rest of the declaration)
+            entries = [
+                (f"{cls}.{path}.{n}" if path else f"{cls}.{n}", b, None, b)
+                for path, sub in named_subtree(item)
+                for n, b in sub._buffers.items()
+                if b is not None
+            ]
             entries += [(f"{cls}.{n} (plain attribute)", t, None, t) for n, t in plain_tensors(item)]
         elif isinstance(item, torch.Generator):
             generators.setdefault(id(item), (f"state[{i}] (generator on {item.device})", item))
@@ -669,7 +676,7 @@ def _forward(
     shape = _learned_reads.call_shape(fn, args, kwargs)
     # What the learned profile vouches for depends on what is declared (a declared tensor's
     # silent writes are not watched) and on the autocast settings (another path).
-    context = (tuple(declared_ids), tuple(id(g) for _, g in generators), tuple(autocast[0]), autocast[1])
+    context = (tuple(id(d.tensor) for d in declared), tuple(id(g) for _, g in generators), *autocast[0], autocast[1])
     touched, key = _learned_reads.observe(*shape, context)
     host = _host_rng.capture(touched.host_rng)  # a learned call: only what its profile drew from
     with (
