@@ -163,31 +163,20 @@ def learn(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     host_rng: tuple[str, ...] = (),
-    declared: Callable[[torch.Tensor], bool] = lambda t: False,
-    declared_generators: frozenset[int] = frozenset(),
-    declared_modules: Callable[[], set[int]] = set,
 ) -> None:
     """Keep what a recorded, accepted forward read under ``key``, with the host generators it
     drew from (``host_rng``: captured on the calls after it).
 
-    A forward that did something a version counter cannot show is learned only when all
-    of it concerns declared state (``declared``: a tensor predicate; ``declared_generators``:
-    ids; ``declared_modules``: the ids of every declared module's subtree, asked only when a
-    buffer was rebound): Rule 6 need not see a declared tensor's writes, the declaration
-    preserves them on every call. The tensors it wrote so are kept with the profile, for
-    the calls after it to report (``Reads.quiet``: NOTE [ Shared snapshots ] in ``preserve``).
+    A forward that did something a version counter cannot show (``reads.silent``) is
+    learned only when all of it concerns declared state (``reads.quiet_undeclared`` is
+    false, as the checkpoint's Rule 6a check found): Rule 6 need not see a declared
+    tensor's writes, the declaration preserves them on every call. The tensors it wrote so
+    are kept with the profile, for the calls after it to report (``Reads.quiet``: NOTE
+    [ Shared snapshots ] in ``preserve``).
     """
-    if key is None:
+    if key is None or (reads.silent and reads.quiet_undeclared is not False):
         return
-    quiet = [t for t in reads.stat_writes.values()] + [owner for _, _, owner in reads.data_aliases]
-    if not all(declared(t) for t in quiet):
-        return
-    if any(i not in declared_generators for i in reads.generators):
-        return
-    if reads.rebound:
-        inside = declared_modules()
-        if any(id(m) not in inside for m, _ in reads.rebound):
-            return
+    quiet = [*reads.stat_writes.values(), *(owner for _, _, owner in reads.data_aliases)]
     where: dict[int, tuple[Any, ...]] = {}
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):

@@ -165,6 +165,9 @@ class Reads:
         self.rebound: list[tuple[torch.nn.Module, str]] = []
         # declared tensors a learned profile says this forward writes without a version bump
         self.quiet: list[torch.Tensor] = []
+        # whether some of ``silent`` concerns undeclared state (set by the checkpoint's Rule 6a
+        # check, which knows what is declared; None: not checked, taken as yes)
+        self.quiet_undeclared: bool | None = None
         # host generators (``_host_rng``) to capture: None = all (a recording learns which moved)
         self.host_rng: tuple[str, ...] | None = None
 

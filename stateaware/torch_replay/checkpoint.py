@@ -699,17 +699,7 @@ def _forward(
     if host and preserve_rng_state:
         frame.contexts.append(_host_rng.HostRngState(host))
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
-    if key is not None:
-        _learned_reads.learn(
-            key,
-            touched,
-            shape[1],
-            shape[2],
-            tuple(host),
-            declared=lambda t: id(t) in declared_ids or (t._base is not None and id(t._base) in declared_ids),
-            declared_generators=frozenset(id(g) for _, g in generators),
-            declared_modules=lambda: {id(m) for root in modules for m in root.modules()},
-        )
+    _learned_reads.learn(key, touched, shape[1], shape[2], tuple(host))
     return out
 
 
@@ -746,11 +736,20 @@ def _check_forward(
     problems += [
         (g, "its state moved (it was drawn from)") for g in touched.moved_generators() if id(g) not in generator_ids
     ]
+    declared_modules: set[int] = set()
     if touched.rebound:
         declared_modules = {id(m) for root in modules for m in root.modules()}
         problems += [
             (m, f"buffer {name!r} was (re)bound") for m, name in touched.rebound if id(m) not in declared_modules
         ]
+    # What a version counter cannot show is learned only when it all concerns declared state
+    # (``_learned_reads.learn``): a declared BatchNorm's statistics, not an undeclared `.data` read.
+    touched.quiet_undeclared = (
+        any(not is_declared(t) for t in touched.stat_writes.values())
+        or any(not is_declared(owner) for _, _, owner in touched.data_aliases)
+        or any(i not in generator_ids for i in touched.generators)
+        or any(id(m) not in declared_modules for m, _ in touched.rebound)
+    )
     if problems:
         raise UndeclaredStateError(_undeclared_message(frame.fn, args, frame.kwargs, problems))
     positions = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
