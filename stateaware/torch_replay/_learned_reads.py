@@ -274,7 +274,11 @@ def _shape_of(value: Any, depth: int = 0) -> Any:
     if kind in _BY_VALUE:
         return value
     if isinstance(value, torch.Tensor):
-        return (kind, value.shape, value.dtype, value.device, value.layout, value.requires_grad)
+        try:
+            shape: Any = value.shape
+        except (RuntimeError, NotImplementedError):  # a layout without one shape (strided nested tensors)
+            shape = None
+        return (kind, shape, value.dtype, value.device, value.layout, value.requires_grad)
     if isinstance(value, torch.nn.Module):
         return ("module", id(value))
     if depth < _MAX_DEPTH and (kind is list or kind is tuple) and len(value) <= _MAX_ITEMS:
