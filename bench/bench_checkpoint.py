@@ -561,8 +561,8 @@ def _part6(args) -> None:
     )
     for name, kind, ratio, fastest in bench_models(args.reps, args.warmup):
         target = MODEL_TARGETS[kind]
-        verdict = "met" if ratio <= target else f"MISSED by {ratio - target:+.3f}"
-        print(f"    {name:<72} {ratio:.3f} (fastest runs {fastest:.3f}; target <= {target}: {verdict})")
+        verdict = "met" if ratio <= target else f"MISSED by {ratio - target:+.4f}"
+        print(f"    {name:<72} {ratio:.4f} (fastest runs {fastest:.3f}; target <= {target}: {verdict})")
     med, fastest = bench_first_lengths(max(3, args.reps // 3))
     print(
         f"    {'first round of the 8 lengths (each recorded once), declared':<72} {med:.3f} "
