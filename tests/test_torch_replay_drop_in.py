@@ -455,3 +455,29 @@ def test_a_state_parameter_filled_positionally_leaves_state_keyword_ours():
     assert torch.equal(torch.autograd.grad(out.sum(), x)[0], ref)
     with pytest.raises(TypeError, match="takes a parameter named 'state'"):
         checkpoint(segment, 2.0, x=x, state=[state])  # now `state` is free: ambiguous
+
+
+def test_a_closure_made_per_call_reads_its_signature_once(monkeypatch):
+    # checkpoint(lambda t: block(t), x, state=[...]) in a loop: a new function object per
+    # call with one code object; its parameters are read once, not once per call.
+    import stateaware.torch_replay._keywords as keywords
+
+    reads = []
+    signature = keywords.inspect.signature
+    monkeypatch.setattr(keywords.inspect, "signature", lambda f: reads.append(f) or signature(f))
+    mem = torch.zeros(4, dtype=F64)
+    (x,) = _leaves(4, n=1)
+    for _ in range(3):
+        checkpoint(lambda t: torch.tanh(t + mem), x, state=[mem]).sum().backward()
+    assert len(reads) == 1
+    # A wrapper whose signature is another function's (functools.wraps) is still read as such.
+
+    def taking_state(x, state=None):
+        return x.sin()
+
+    @functools.wraps(taking_state)
+    def wrapper(*args):
+        return taking_state(*args)
+
+    with pytest.raises(TypeError, match=r"takes a parameter named 'state'"):
+        checkpoint(wrapper, x, state=[mem])

@@ -209,3 +209,44 @@ def test_a_shorter_list_argument_than_the_learned_call_is_learned_again():
     a.add_(1)
     with pytest.raises(UndeclaredStateError, match="modified in place before the replay"):
         out.sum().backward()
+
+
+def _bn_block():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).double()
+
+
+def test_a_declared_batchnorm_is_learned_once_and_trains_as_eager(recorded_ops):
+    # Its running statistics are written without a version bump: declared, they need not
+    # be watched, so the calls after the first run on the learned profile.
+    model, eager = _bn_block(), _bn_block()
+    recorded = []
+    for step in range(3):
+        x = torch.randn(5, 4, dtype=D, generator=torch.Generator().manual_seed(step), requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        checkpoint(model, x, state=[model]).square().sum().backward()
+        eager(xe).square().sum().backward()
+        assert torch.equal(x.grad, xe.grad)
+        recorded.append(len(recorded_ops))
+    assert recorded[0] > 0 and recorded[1] == recorded[2] == recorded[0]
+    for (name, a), b in zip(model.state_dict().items(), eager.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_learned_calls_still_report_a_declared_silent_write_to_later_snapshots():
+    # Two segments declare the same BatchNorm; the first writes its running mean without a
+    # version bump, and the second multiplies by it: the second's snapshot must be taken
+    # after the first's write on learned calls too (NOTE [ Shared snapshots ] in preserve).
+    bn, bn_eager = torch.nn.BatchNorm1d(4).double(), torch.nn.BatchNorm1d(4).double()
+
+    def segment(h, norm):
+        return norm(h) * (1 + norm.running_mean)
+
+    for step in range(3):
+        x = torch.randn(5, 4, dtype=D, generator=torch.Generator().manual_seed(step), requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        h = checkpoint(segment, x, bn, state=[bn])
+        checkpoint(segment, h, bn, state=[bn]).square().sum().backward()
+        segment(segment(xe, bn_eager), bn_eager).square().sum().backward()
+        assert torch.equal(x.grad, xe.grad), step
+    assert torch.equal(bn.running_mean, bn_eager.running_mean)

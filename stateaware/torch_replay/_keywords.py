@@ -16,6 +16,7 @@ So a keyword the function accepts is never consumed silently:
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -97,6 +98,11 @@ def _accepts(fn: Any) -> tuple[dict[str, int], frozenset[str], bool]:
 
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
     key = getattr(target, "__func__", target)  # a bound method: its function (weak-referenceable)
+    if type(key) is types.FunctionType and not key.__dict__:
+        # A plain function's parameters are its code's (nothing like __wrapped__ or
+        # __signature__ redirects inspect): a closure made per call (checkpoint(lambda t:
+        # block(t), x)) shares its code object's entry instead of reading a signature per call.
+        key = key.__code__
     try:
         cached = _accepts_cache[key]
     except (KeyError, TypeError):

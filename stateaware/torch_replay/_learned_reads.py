@@ -6,29 +6,41 @@ the cost runtime's 64 small segments spend it on every step. Most segments touch
 same pre-existing tensors on every call: their arguments (new objects each step, but in
 the same positions), and the parameters, buffers and closure tensors they reach (the
 same objects). So the first call of a segment is recorded; when it did nothing a version
-counter cannot show (no ``.data`` alias, fused running-statistics write, generator or
-rebound buffer: ``Reads.silent``), the calls after it are watched through a
+counter cannot show (a ``.data`` alias, fused running-statistics write, generator or
+rebound buffer: ``Reads.silent``) to undeclared state, the calls after it are watched through a
 :class:`Witness` of what it learned: the tensors at the argument positions and keywords
 it read, and the other pre-existing tensors it read ("ambient"), each with its version
 before and after the forward — the same ``Reads`` that a recording gives, for the cost
 of reading those versions.
 
-A learned profile is used only for the same *call shape*: the key holds the function's
-code and bound ``self``; the identities of what it reaches (closure contents, defaults,
-globals its code names, nested callables: ``_reach``'s walk); the module-structure
-generation (a module, parameter or buffer registered into a module some segment reaches,
-e.g. ``self.mem = new``, starts over; ``_reach.structure_generation``); the ``training``
-flags of the modules it reaches and of their norm layers (which write running statistics
-only in training mode; ``model.train()``/``.eval()`` flips the reached module's own); and
-the types of its arguments, with the values of ``int``/``bool``/``str``/``None`` ones
-(``model.layer(i, h)`` reads layer ``i``) and the identity of module ones (``forward(layer,
-x)``). A ``functools.partial`` is keyed as the call it makes (``call_shape``). A learned
-tensor that has died (a rebound attribute) starts over, too.
+A learned profile is used only for the same *call shape*: what can make the segment's
+Python code take another path and so read or write other state. The key holds the
+function's code and bound ``self``; the identities of what it reaches (closure contents,
+defaults, globals its code names, nested callables: ``_reach``'s walk); the
+module-structure generation (a module, parameter or buffer registered into a module some
+segment reaches, e.g. ``self.mem = new``, starts over; ``_reach.structure_generation``);
+the ``training`` flags of the modules it reaches and of their norm layers (which write
+running statistics only in training mode; ``model.train()``/``.eval()`` flips the reached
+module's own); the caller's context (what is declared — a declared tensor's silent writes
+are not watched —, and the autocast settings); and per argument: a tensor's shape, dtype,
+device, layout and ``requires_grad`` (``bn(h) if x.shape[0] >= 8 else ln(h)``), the value
+of a small one (``int``/``float``/``bool``/``str``/``None``/dtype/device: ``model.layer(i,
+h)`` reads layer ``i``), the identity of a module (``forward(layer, x)``), small lists,
+tuples and string-keyed dicts element by element, anything else its type. A
+``functools.partial`` is keyed as the call it makes (``call_shape``). A learned tensor that
+has died (a rebound attribute) starts over, too. A new tensor shape is a new call shape:
+a sequence length that changes every step records once per length.
+
+A first call that wrote silently is learned when everything it wrote so is declared (a
+declared BatchNorm's running statistics): Rule 6 need not see it, the declaration
+preserves it; the profile keeps those tensors so that the calls after it still report
+them to snapshot sharing (``Reads.quiet``).
 
 Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
-— control flow on tensor values, or a list or plain object in its closure whose tensors
-are replaced between calls — is watched on those calls only as far as its learned reads
-go. ``set_read_recording("every_call")`` records every call instead (the cost above).
+— control flow on tensor values or on a Python attribute, an argument object kept by its
+type, or a list or plain object in its closure whose tensors are replaced between calls —
+is watched on those calls only as far as its learned reads go.
+``set_read_recording("every_call")`` records every call instead (the cost above).
 """
 
 from __future__ import annotations
@@ -49,12 +61,17 @@ __all__ = ["READ_RECORDING", "set_read_recording", "call_shape", "observe", "lea
 #: Values of :func:`set_read_recording`.
 READ_RECORDING = ("first_call", "every_call")
 _mode = ["first_call"]
-_MAX_PROFILES = 512  # call shapes kept (the oldest learned dropped first): a bound, never a cache of the world
+_MAX_PROFILES = 4096  # call shapes kept (the oldest learned dropped first): a bound, never a cache of the world
 _profiles: dict[tuple[Any, ...], _Profile] = {}  # insertion-ordered
 # Arguments keyed by value, not type: an index (``model.layer(i, h)``) or a flag picks
 # which tensors a call reads. A value that changes on every call (a step counter) makes
 # every call a new shape: recorded, as with "every_call".
-_BY_VALUE = frozenset([int, bool, str, type(None)])
+_BY_VALUE = frozenset(
+    [int, bool, str, type(None), float, complex, bytes, torch.dtype, torch.device, torch.layout, torch.memory_format]
+)
+# Containers are keyed element by element only this deep and this long (the cost stays bounded);
+# a bigger one by its type, like any other object.
+_MAX_DEPTH, _MAX_ITEMS = 2, 64
 
 
 def set_read_recording(mode: str) -> None:
@@ -68,26 +85,31 @@ def set_read_recording(mode: str) -> None:
 
 
 class _Profile:
-    __slots__ = ("arg_reads", "ambient", "host_rng")
+    __slots__ = ("arg_reads", "ambient", "host_rng", "quiet")
 
     def __init__(
         self,
         arg_reads: tuple[tuple[Any, ...], ...],
         ambient: tuple[weakref.ref[torch.Tensor], ...],
         host_rng: tuple[str, ...],
+        quiet: tuple[weakref.ref[torch.Tensor], ...] = (),
     ):
         self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name) | ("kwitem", name, j)
         self.ambient = ambient
         self.host_rng = host_rng  # the host generators the learned call drew from (``_host_rng``)
+        self.quiet = quiet  # declared tensors the learned call wrote without a version bump
 
 
 class Witness(Reads):
     """The learned tensors of one call, with versions before the forward (``Reads``)."""
 
-    def __init__(self, tensors: list[torch.Tensor], host_rng: tuple[str, ...] = ()):
+    def __init__(
+        self, tensors: list[torch.Tensor], host_rng: tuple[str, ...] = (), quiet: list[torch.Tensor] | None = None
+    ):
         super().__init__()
         self.tensors = {id(t): (t, t._version) for t in tensors}
         self.host_rng = host_rng
+        self.quiet = quiet or []
 
 
 def call_shape(
@@ -114,21 +136,23 @@ _MODULE_CALLS = frozenset(
 
 
 def observe(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], context: Any = ()
 ) -> tuple[Reads, tuple[Any, ...] | None]:
     """What to run ``fn``'s forward under: a :class:`Witness` when this call shape was
     learned (and every learned tensor is alive), else a recording :class:`Touched`; with
-    the key to :func:`learn` under (``None``: nothing to learn, e.g. a witness)."""
+    the key to :func:`learn` under (``None``: nothing to learn, e.g. a witness).
+    ``context``: the caller's hashable part of the call shape (autocast settings)."""
     if _mode[0] != "first_call":
         return Touched(), None
-    key = _key(fn, args, kwargs)
+    key = _key(fn, args, kwargs, context)
     if key is None:
         return Touched(), None
     profile = _profiles.get(key)
     if profile is not None:
         tensors = _resolve(profile, args, kwargs)
-        if tensors is not None:
-            return Witness(tensors, profile.host_rng), None
+        quiet = _alive(profile.quiet)
+        if tensors is not None and quiet is not None:
+            return Witness(tensors, profile.host_rng, quiet), None
         _profiles.pop(key, None)  # pop, not del: another thread may have dropped it
     return Touched(), key
 
@@ -140,10 +164,19 @@ def learn(
     kwargs: dict[str, Any],
     host_rng: tuple[str, ...] = (),
 ) -> None:
-    """Keep what a recorded, accepted forward read under ``key`` (not when it wrote silently),
-    with the host generators it drew from (``host_rng``: captured on the calls after it)."""
-    if key is None or reads.silent:
+    """Keep what a recorded, accepted forward read under ``key``, with the host generators it
+    drew from (``host_rng``: captured on the calls after it).
+
+    A forward that did something a version counter cannot show (``reads.silent``) is
+    learned only when all of it concerns declared state (``reads.quiet_undeclared`` is
+    false, as the checkpoint's Rule 6a check found): Rule 6 need not see a declared
+    tensor's writes, the declaration preserves them on every call. The tensors it wrote so
+    are kept with the profile, for the calls after it to report (``Reads.quiet``: NOTE
+    [ Shared snapshots ] in ``preserve``).
+    """
+    if key is None or (reads.silent and reads.quiet_undeclared is not False):
         return
+    quiet = [*reads.stat_writes.values(), *(owner for _, _, owner in reads.data_aliases)]
     where: dict[int, tuple[Any, ...]] = {}
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
@@ -165,9 +198,20 @@ def learn(
             arg_reads.append(where[i])
         else:
             ambient.append(weakref.ref(t))
-    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng)
+    kept_quiet = tuple(weakref.ref(t) for t in dict.fromkeys(quiet))  # dict: once each, in order
+    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng, kept_quiet)
     while len(_profiles) > _MAX_PROFILES:  # oldest learned first out
         _profiles.pop(next(iter(_profiles)), None)
+
+
+def _alive(refs: tuple[weakref.ref[torch.Tensor], ...]) -> list[torch.Tensor] | None:
+    out = []
+    for ref in refs:
+        t = ref()
+        if t is None:
+            return None
+        out.append(t)
+    return out
 
 
 def _resolve(profile: _Profile, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor] | None:
@@ -196,7 +240,7 @@ def _resolve(profile: _Profile, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return out
 
 
-def _key(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+def _key(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], context: Any) -> tuple[Any, ...] | None:
     """The call shape (module doc), or ``None`` for a callable whose code is not one function's.
 
     What the function reaches (closure, defaults, named globals, nested callables) is
@@ -214,15 +258,31 @@ def _key(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, .
     modes = tuple(_reach.training_flags(r) for r in (*reached, *args) if isinstance(r, torch.nn.Module))
     layout = tuple(_shape_of(a) for a in args)
     keywords = tuple((k, _shape_of(v)) for k, v in kwargs.items())
-    return (code, id(bound), _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords)
+    return (code, id(bound), _reach.structure_generation(), tuple(map(id, reached)), modes, layout, keywords, context)
 
 
-def _shape_of(value: Any) -> Any:
-    """An argument's part of the call shape: small values by value (they pick what is read),
+def _shape_of(value: Any, depth: int = 0) -> Any:
+    """An argument's part of the call shape: what a segment's Python code can branch on.
+
+    A tensor by its metadata (``bn(h) if x.shape[0] >= 8 else ln(h)``: a new batch size is
+    a new call shape, recorded once); small values by value (an index picks what is read);
     a module by identity (``forward(layer, x)``: its parameters are what is read; Hugging
-    Face hands each layer over so), anything else by type."""
-    if type(value) in _BY_VALUE:
+    Face hands each layer over so); small lists, tuples and string-keyed dicts element by
+    element; anything else by type.
+    """
+    kind = type(value)
+    if kind in _BY_VALUE:
         return value
+    if isinstance(value, torch.Tensor):
+        try:
+            shape: Any = value.shape
+        except (RuntimeError, NotImplementedError):  # a layout without one shape (strided nested tensors)
+            shape = None
+        return (kind, shape, value.dtype, value.device, value.layout, value.requires_grad)
     if isinstance(value, torch.nn.Module):
         return ("module", id(value))
-    return type(value)
+    if depth < _MAX_DEPTH and (kind is list or kind is tuple) and len(value) <= _MAX_ITEMS:
+        return (kind, *(_shape_of(v, depth + 1) for v in value))
+    if depth < _MAX_DEPTH and kind is dict and len(value) <= _MAX_ITEMS and all(type(k) is str for k in value):
+        return (kind, *((k, _shape_of(v, depth + 1)) for k, v in value.items()))
+    return kind

@@ -163,6 +163,11 @@ class Reads:
         self.stat_writes: dict[int, torch.Tensor] = {}
         self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         self.rebound: list[tuple[torch.nn.Module, str]] = []
+        # declared tensors a learned profile says this forward writes without a version bump
+        self.quiet: list[torch.Tensor] = []
+        # whether some of ``silent`` concerns undeclared state (set by the checkpoint's Rule 6a
+        # check, which knows what is declared; None: not checked, taken as yes)
+        self.quiet_undeclared: bool | None = None
         # host generators (``_host_rng``) to capture: None = all (a recording learns which moved)
         self.host_rng: tuple[str, ...] | None = None
 

@@ -24,7 +24,7 @@ from stateaware.torch_replay import _host_rng, _learned_reads
 from stateaware.torch_replay import _torch_compat as compat
 from stateaware.torch_replay._generators import GeneratorState
 from stateaware.torch_replay._keywords import Transaction, check_collision
-from stateaware.torch_replay._reach import _roots, describe, module_devices, names, subtree
+from stateaware.torch_replay._reach import _roots, describe, module_devices, named_subtree, names, subtree
 from stateaware.torch_replay._reads import Reads, Touched, rebind_mark, rebound_since
 from stateaware.torch_replay._replaying import replaying
 from stateaware.torch_replay._state import ModuleState, TrainingModes, plain_tensors
@@ -274,11 +274,14 @@ def checkpoint(
     * Under ``torch.compile`` the call is a graph break, so ``fullgraph=True`` refuses it
       (Dynamo's ``Unsupported`` error); compile the code around the checkpoint instead.
     * Rule 6 learns a segment's reads on the first call of each call shape (function
-      code, closure and bound module, module structure and training flags, argument
-      layout, ``int``/``str``/``bool`` argument values) and re-checks them by version
-      counter on the calls after it: a tensor read, or silently written, only on some
-      calls of one shape (control flow on tensor values; a list or plain object whose
-      contents are replaced between calls) is watched only on calls that record.
+      code, closure and bound module, module structure and training flags, what is
+      declared, autocast, and per argument a tensor's shape, dtype, device, layout and
+      ``requires_grad``, small values such as ``int``/``float``/``str``/``bool``, small
+      containers element by element) and re-checks them by version counter on the calls
+      after it: a tensor read, or silently written, only on some calls of one shape
+      (control flow on tensor values or on a Python attribute; an argument object kept
+      by type; a list or plain object whose contents are replaced between calls) is
+      watched only on calls that record.
       ``set_read_recording("every_call")`` records every call (a Python call per op).
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
@@ -501,7 +504,14 @@ def _declare(
             modules.append(item)
             from_module = True
             cls = type(item).__name__
-            entries = [(f"{cls}.{n}", b, None, b) for n, b in item.named_buffers()]
+            # named_buffers(), through the subtree walk cached per structure (a generator
+            # chain per submodule costs more than the rest of the declaration)
+            entries = [
+                (f"{cls}.{path}.{n}" if path else f"{cls}.{n}", b, None, b)
+                for path, sub in named_subtree(item)
+                for n, b in sub._buffers.items()
+                if b is not None
+            ]
             entries += [(f"{cls}.{n} (plain attribute)", t, None, t) for n, t in plain_tensors(item)]
         elif isinstance(item, torch.Generator):
             generators.setdefault(id(item), (f"state[{i}] (generator on {item.device})", item))
@@ -697,7 +707,10 @@ def _forward(
     frame.contexts.append(TrainingModes(_reached_modules(fn, args, kwargs)))
     frame.save_inputs(args, declared_ids)
     shape = _learned_reads.call_shape(fn, args, kwargs)
-    touched, key = _learned_reads.observe(*shape)
+    # What the learned profile vouches for depends on what is declared (a declared tensor's
+    # silent writes are not watched) and on the autocast settings (another path).
+    context = (tuple(id(d.tensor) for d in declared), tuple(id(g) for _, g in generators), *autocast[0], autocast[1])
+    touched, key = _learned_reads.observe(*shape, context)
     host = _host_rng.capture(touched.host_rng)  # a learned call: only what its profile drew from
     with (
         compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)),
@@ -742,15 +755,26 @@ def _check_forward(
         note_silent_write(t)  # NOTE [ Shared snapshots ]
     for _, _, owner in touched.data_aliases:
         note_silent_write(owner)
+    for t in touched.quiet:  # a learned call: the declared tensors its profile writes silently
+        note_silent_write(t)
     problems: list[tuple[object, str]] = [(t, how) for t, how in written if not is_declared(t)]
     problems += [
         (g, "its state moved (it was drawn from)") for g in touched.moved_generators() if id(g) not in generator_ids
     ]
+    declared_modules: set[int] = set()
     if touched.rebound:
         declared_modules = {id(m) for root in modules for m in root.modules()}
         problems += [
             (m, f"buffer {name!r} was (re)bound") for m, name in touched.rebound if id(m) not in declared_modules
         ]
+    # What a version counter cannot show is learned only when it all concerns declared state
+    # (``_learned_reads.learn``): a declared BatchNorm's statistics, not an undeclared `.data` read.
+    touched.quiet_undeclared = (
+        any(not is_declared(t) for t in touched.stat_writes.values())
+        or any(not is_declared(owner) for _, _, owner in touched.data_aliases)
+        or any(i not in generator_ids for i in touched.generators)
+        or any(id(m) not in declared_modules for m, _ in touched.rebound)
+    )
     if problems:
         raise UndeclaredStateError(_undeclared_message(frame.fn, args, frame.kwargs, problems))
     positions = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
@@ -826,7 +850,7 @@ def _replay(frame: _Frame, gid: int) -> None:
     with _rng_restored(frame.rng):
         entered: list[Any] = []  # engines and module/generator states
         try:
-            with torch.no_grad():
+            with _GradOff():
                 for engine in (*frame.contexts, *frame.engines):
                     engine.enter()
                     entered.append(engine)
@@ -844,7 +868,7 @@ def _replay(frame: _Frame, gid: int) -> None:
                     stopped = True
             _check_saved_unchanged(frame)  # Rule 3
         finally:
-            with torch.no_grad():  # the engines' exits, like their enters, are not autograd-visible
+            with _GradOff():  # the engines' exits, like their enters, are not autograd-visible
                 for engine in reversed(entered):  # Rule 5
                     engine.exit()
             frame.replay_saved = []
@@ -1083,6 +1107,21 @@ def _autocast_restored(state: _AutocastState) -> contextlib.AbstractContextManag
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+class _GradOff:
+    """``torch.no_grad()`` for our own bookkeeping, without its decorator machinery: it is
+    entered on every replay, and ``torch.no_grad()``'s construction costs several times
+    the switch itself."""
+
+    __slots__ = ("previous",)
+
+    def __enter__(self) -> None:
+        self.previous = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
+
+    def __exit__(self, *exc: object) -> None:
+        torch._C._set_grad_enabled(self.previous)
 
 
 def _no_dispatch_modes() -> contextlib.AbstractContextManager[object]:
