@@ -7,6 +7,19 @@ identity of each (a rebound buffer is rebound back), every other instance attrib
 with ``rng=True``, the global CPU and CUDA random-generator states. ``restore()`` writes
 them all back through ``.data`` (no autograd-visible write); it can be called any number
 of times.
+
+# NOTE [ Hooks and markers ]
+# A library may install state on the modules it runs the first time they run: Hugging
+# Face's output recording (``output_hidden_states``, ``output_router_logits``) registers a
+# forward hook on every layer and sets ``_output_capturing_hooks_installed`` on the model.
+# Profiling runs that first forward; undoing the marker but not the hooks would make the
+# next forward install them again (each output recorded twice, a wrong auxiliary loss).
+# So the snapshot keeps every entry of every ``__dict__`` — torch's own tables (parameters,
+# buffers, submodules, the forward/backward/state-dict hook dicts, with_kwargs and
+# always_called flags, the non-persistent set) by their contents, restored into the same
+# dict objects (a ``RemovableHandle`` refers to them), and every other attribute as above
+# — and torch's process-wide module hook tables (``register_module_forward_hook`` and
+# friends). ``restore()`` deletes what was added after, whatever its name.
 """
 
 from __future__ import annotations
@@ -18,7 +31,15 @@ import torch
 
 __all__ = ["ModelSnapshot"]
 
-_REGISTRIES = ("_parameters", "_buffers", "_modules")
+#: torch's tables in every module's ``__dict__`` (registries and hook dicts): kept by contents.
+_TABLES = frozenset(k for k, v in vars(torch.nn.Module()).items() if isinstance(v, (dict, set)))
+#: torch's process-wide module hook tables (``torch.nn.modules.module``), kept the same way.
+_GLOBAL_TABLES = tuple(
+    name
+    for name, value in vars(torch.nn.modules.module).items()
+    if name.startswith("_global_") and isinstance(value, dict)
+)
+_GLOBAL_FLAGS = ("_global_is_full_backward_hook",)
 
 
 class ModelSnapshot:
@@ -34,11 +55,11 @@ class ModelSnapshot:
         self.memo.update({id(t): t for t in module.buffers()})
         self.tensors: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.grads: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = []
-        self.dicts: list[tuple[torch.nn.Module, dict[str, Any], dict[str, dict[str, Any]]]] = []
+        self.dicts: list[tuple[torch.nn.Module, dict[str, Any], dict[str, Any]]] = []
         for m in self.modules:
             attrs = {}
             for key, value in vars(m).items():
-                if key in _REGISTRIES or key.startswith("_forward") or key.startswith("_backward"):
+                if key in _TABLES and isinstance(value, (dict, set)):
                     continue
                 if isinstance(value, torch.Tensor):
                     self._keep(value)
@@ -47,7 +68,7 @@ class ModelSnapshot:
                     attrs[key] = value
                 else:
                     attrs[key] = _copy(value, self.memo)
-            registries = {name: dict(getattr(m, name)) for name in _REGISTRIES}
+            registries = {k: v.copy() for k, v in vars(m).items() if k in _TABLES and isinstance(v, (dict, set))}
             for t in (*registries["_parameters"].values(), *registries["_buffers"].values()):
                 if t is not None:
                     self._keep(t)
@@ -56,6 +77,9 @@ class ModelSnapshot:
             grad = p.grad
             self.grads.append((p, grad, None if grad is None else grad.detach().clone()))
         self.rng = _rng_state() if rng else None
+        globals_ = vars(torch.nn.modules.module)
+        self.global_tables = {name: globals_[name].copy() for name in _GLOBAL_TABLES}
+        self.global_flags = {name: globals_[name] for name in _GLOBAL_FLAGS if name in globals_}
 
     def _keep(self, t: torch.Tensor) -> None:
         if id(t) not in self.tensors:
@@ -65,17 +89,13 @@ class ModelSnapshot:
         """Write everything back (see the module docstring)."""
         for m, attrs, registries in self.dicts:
             for name, saved in registries.items():
-                live = getattr(m, name)
-                live.clear()
-                live.update(saved)
-            for key in [
-                k
-                for k in vars(m)
-                if k not in attrs
-                and k not in _REGISTRIES
-                and not k.startswith("_forward")
-                and not k.startswith("_backward")
-            ]:
+                live = m.__dict__.get(name)
+                if type(live) is type(saved):
+                    live.clear()  # the same dict object: handles refer to it
+                    live.update(saved)
+                else:
+                    m.__dict__[name] = saved.copy()
+            for key in [k for k in vars(m) if k not in attrs and k not in registries]:
                 del m.__dict__[key]
             for key, value in attrs.items():
                 m.__dict__[key] = (
@@ -93,6 +113,11 @@ class ModelSnapshot:
                 grad.data.copy_(saved)
         if self.rng is not None:
             _set_rng_state(self.rng)
+        globals_ = vars(torch.nn.modules.module)
+        for name, saved in self.global_tables.items():
+            globals_[name].clear()
+            globals_[name].update(saved)
+        globals_.update(self.global_flags)
 
 
 def _copy(value: Any, memo: dict[int, Any]) -> Any:
