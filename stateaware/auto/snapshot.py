@@ -2,9 +2,9 @@
 
 ``ModelSnapshot(module)`` keeps, for the module's whole subtree, the bytes of every
 parameter, buffer and plain tensor attribute (and of every parameter's ``.grad``), the
-identity of each (a rebound buffer is rebound back), every other instance attribute
-(Python numbers, strings, containers: deep copies where they copy, else the object), and,
-with ``rng=True``, the global CPU and CUDA random-generator states. ``restore()`` writes
+identity of each (a rebound buffer is rebound back), every other instance attribute by
+identity with what it holds (a list's, dict's or set's items, a plain object's fields,
+nested), and, with ``rng=True``, the global CPU and CUDA random-generator states. ``restore()`` writes
 them all back through ``.data`` (no autograd-visible write); it can be called any number
 of times.
 
@@ -24,7 +24,6 @@ of times.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
@@ -47,15 +46,17 @@ class ModelSnapshot:
 
     def __init__(self, module: torch.nn.Module, *, rng: bool = False) -> None:
         self.modules = list(module.modules())
-        # Deep copies share the model's own modules and tensors (a hook list or a bound
-        # method refers to them): only plain Python data is copied.
-        self.memo: dict[int, Any] = {id(m): m for m in self.modules}
-        self.memo.update({id(t): t for m in self.modules for t in vars(m).values() if isinstance(t, torch.Tensor)})
-        self.memo.update({id(t): t for t in module.parameters()})
-        self.memo.update({id(t): t for t in module.buffers()})
+        # The model's own modules and tensors, restored by their own rules: never walked as contents.
+        self.own: dict[int, Any] = {id(m): m for m in self.modules}
+        self.own.update({id(t): t for m in self.modules for t in vars(m).values() if isinstance(t, torch.Tensor)})
+        self.own.update({id(t): t for t in module.parameters()})
+        self.own.update({id(t): t for t in module.buffers()})
         self.tensors: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.grads: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = []
         self.dicts: list[tuple[torch.nn.Module, dict[str, Any], dict[str, Any]]] = []
+        # id -> (object, what it held): every other attribute keeps its identity (a library may
+        # hold it elsewhere too) and gets its contents back (``_put_contents``)
+        self.contents: dict[int, tuple[Any, Any]] = {}
         for m in self.modules:
             attrs = {}
             for key, value in vars(m).items():
@@ -67,7 +68,8 @@ class ModelSnapshot:
                 elif isinstance(value, torch.nn.Module):
                     attrs[key] = value
                 else:
-                    attrs[key] = _copy(value, self.memo)
+                    attrs[key] = value
+                    self._hold(value)
             registries = {k: v.copy() for k, v in vars(m).items() if k in _TABLES and isinstance(v, (dict, set))}
             for t in (*registries["_parameters"].values(), *registries["_buffers"].values()):
                 if t is not None:
@@ -80,6 +82,16 @@ class ModelSnapshot:
         globals_ = vars(torch.nn.modules.module)
         self.global_tables = {name: globals_[name].copy() for name in _GLOBAL_TABLES}
         self.global_flags = {name: globals_[name] for name in _GLOBAL_FLAGS if name in globals_}
+
+    def _hold(self, value: Any) -> None:
+        """Keep what ``value`` holds, and what the containers and objects in it hold (once each)."""
+        if id(value) in self.contents or id(value) in self.own:
+            return
+        held = _contents(value)
+        self.contents[id(value)] = (value, held)
+        if held is not None:
+            for item in held.values() if isinstance(held, dict) else held:
+                self._hold(item)
 
     def _keep(self, t: torch.Tensor) -> None:
         if id(t) not in self.tensors:
@@ -97,10 +109,9 @@ class ModelSnapshot:
                     m.__dict__[name] = saved.copy()
             for key in [k for k in vars(m) if k not in attrs and k not in registries]:
                 del m.__dict__[key]
-            for key, value in attrs.items():
-                m.__dict__[key] = (
-                    value if isinstance(value, (torch.Tensor, torch.nn.Module)) else _copy(value, self.memo)
-                )
+            m.__dict__.update(attrs)
+        for value, held in self.contents.values():
+            _put_contents(value, held)
         with torch.no_grad():
             for t, saved in self.tensors.values():
                 if t.data.shape != saved.shape or t.data.stride() != saved.stride():
@@ -120,13 +131,42 @@ class ModelSnapshot:
         globals_.update(self.global_flags)
 
 
-def _copy(value: Any, memo: dict[int, Any]) -> Any:
-    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
-        return value
-    try:
-        return copy.deepcopy(value, dict(memo))
-    except Exception:  # an object that refuses copying is kept by reference
-        return value
+def _contents(value: Any) -> Any:
+    """What a mutable attribute holds, by identity: a list's, dict's or set's items, a plain
+    object's ``__dict__`` (a config object's fields); None for the rest (numbers, strings,
+    tensors, callables, objects without a ``__dict__``), which are kept by identity only."""
+    if isinstance(value, (list, set)):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    if callable(value) or isinstance(value, (type, torch.Tensor, torch.nn.Module)):
+        return None
+    fields = getattr(value, "__dict__", None)
+    return dict(fields) if isinstance(fields, dict) else None
+
+
+def _put_contents(value: Any, held: Any) -> None:
+    if held is None:
+        return
+    if isinstance(value, (list, set, dict)):
+        if _same_items(value, held):
+            return
+        value.clear()
+        if isinstance(value, list):
+            value.extend(held)
+        else:
+            value.update(held)
+        return
+    fields = vars(value)
+    if not _same_items(fields, held):
+        fields.clear()
+        fields.update(held)
+
+
+def _same_items(live: Any, held: Any) -> bool:
+    if isinstance(held, dict):
+        return live.keys() == held.keys() and all(live[k] is v for k, v in held.items())
+    return len(live) == len(held) and all(a is b for a, b in zip(live, held, strict=True))
 
 
 def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
