@@ -232,6 +232,13 @@ def checkpoint(
       ``train()``/``eval()`` mode its forward saw, even if toggled before backward.
     * A declared module's buffers may be views (torchvision's Swin
       ``relative_position_index``): they are preserved by their bytes, through the view.
+    * The replay gets the list, tuple and dict arguments as they were at the call (copies,
+      nested: a caller may grow its list afterwards), and runs with the parameters and
+      buffers every reached module held at the forward (``torch.func.functional_call``'s
+      fast weights); Rule 10.
+    * Tensors the segment allocates are its own, in whatever structure a call returns
+      them (``topk``'s named tuple, ``chunk``'s tuple): writing them in place is not a
+      state write (NOTE [ The segment's own tensors ] in ``_reads``).
 
     Guarantees: gradients equal those of running ``function`` without checkpointing,
     even when declared state changes between the forward and the backward (other
@@ -287,6 +294,8 @@ def checkpoint(
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
       running statistics, ``.data`` aliases).
+    * Other argument objects (a dataclass, a config) are passed to the replay as they are
+      then: a field changed after the call is read changed (Rule 6b watches their tensors).
     * A declared module's numbers and buffer identities are reinstated for the replay;
       an *undeclared* module's Python attributes are not watched (a pointer moved by an
       undeclared module is not detected; declare the module).
