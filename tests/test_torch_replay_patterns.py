@@ -378,3 +378,24 @@ def test_rebinding_a_buffer_to_the_tensor_it_holds_is_not_a_rebinding():
     checkpoint(layer, x, state=[norm._u, norm._v]).sum().backward()
     assert torch.equal(eager, x.grad)
     assert torch.equal(norm._u, twin.parametrizations.weight[0]._u)
+
+
+def test_the_replay_runs_under_the_tensor_attributes_a_hypernetwork_bound():
+    """A hypernetwork binds generated weights as plain attributes and the next ones before backward."""
+    layer = nn.Linear(4, 4)
+    del layer.weight
+    source = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(3, 4)
+
+    def gradient(run) -> torch.Tensor:
+        layer.weight = source * 1.0
+        y = run(lambda t: layer(t).tanh(), x)
+        layer.weight = source * 2.0  # the next step's weights, bound before this backward
+        y.sum().backward()
+        grad = source.grad.clone()
+        source.grad = None
+        return grad
+
+    eager = gradient(lambda f, t: f(t))
+    assert torch.equal(gradient(checkpoint), eager)
+    assert not torch.equal(gradient(lambda f, t: torch_checkpoint.checkpoint(f, t, use_reentrant=False)), eager)
