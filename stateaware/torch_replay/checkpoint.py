@@ -109,10 +109,11 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 #   and Python numbers (``training``, a ring pointer) are reinstated to their forward-time
 #   values for the replay and put back afterwards (Rule 5), so a replay neither sees the
 #   later values nor writes them a second time.
-# Rule 10 (what the forward was handed). The replay runs with the parameters and buffers
-#   every reached module held at the forward (``torch.func.functional_call`` binds fast
-#   weights for the call only) and with copies of the list, tuple and dict arguments as
-#   they were at the call (a caller may append to its list afterwards); ``_bindings``.
+# Rule 10 (what the forward was handed). The replay runs with the parameters, buffers and
+#   tensor attributes every reached module held at the forward (``torch.func.functional_call``
+#   binds fast weights for the call only; a hypernetwork rebinds generated weights) and
+#   with copies of the list, tuple and dict arguments as they were at the call (a caller
+#   may append to its list afterwards); ``_bindings``.
 
 #: Values of ``determinism_check``: "default" compares shape, dtype and device of every
 #: recomputed tensor with the forward's; "none" skips it.
@@ -233,9 +234,10 @@ def checkpoint(
     * A declared module's buffers may be views (torchvision's Swin
       ``relative_position_index``): they are preserved by their bytes, through the view.
     * The replay gets the list, tuple and dict arguments as they were at the call (copies,
-      nested: a caller may grow its list afterwards), and runs with the parameters and
-      buffers every reached module held at the forward (``torch.func.functional_call``'s
-      fast weights); Rule 10.
+      nested: a caller may grow its list afterwards), and runs with the parameters,
+      buffers and tensor attributes every reached module held at the forward
+      (``torch.func.functional_call``'s fast weights, a hypernetwork's generated weights);
+      Rule 10.
     * Tensors the segment allocates are its own, in whatever structure a call returns
       them (``topk``'s named tuple, ``chunk``'s tuple): writing them in place is not a
       state write (NOTE [ The segment's own tensors ] in ``_reads``).
