@@ -182,6 +182,41 @@ def _bert() -> nn.Module:
     return transformers.BertForMaskedLM(cfg)
 
 
+def _mixtral() -> nn.Module:
+    """Mixtral with its router's jitter on and the auxiliary (load-balancing) loss recorded
+    through Hugging Face's output-capturing hooks."""
+    import transformers
+
+    cfg = transformers.MixtralConfig(
+        hidden_size=16, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+        vocab_size=VOCAB, max_position_embeddings=16, num_local_experts=4, num_experts_per_tok=2,
+        router_jitter_noise=0.1, output_router_logits=True, bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    return transformers.MixtralForCausalLM(cfg)
+
+
+def _qwen2_moe() -> nn.Module:
+    """Qwen2-MoE (a shared expert beside the routed ones), its router logits recorded."""
+    import transformers
+
+    cfg = transformers.Qwen2MoeConfig(
+        hidden_size=16, intermediate_size=16, moe_intermediate_size=8, shared_expert_intermediate_size=16,
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, vocab_size=VOCAB,
+        max_position_embeddings=16, num_experts=4, num_experts_per_tok=2, output_router_logits=True,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    return transformers.Qwen2MoeForCausalLM(cfg)
+
+
+def _densenet() -> nn.Module:
+    """A small DenseNet: each ``_DenseBlock`` passes its growing feature list to its layers."""
+    import torchvision
+
+    return torchvision.models.DenseNet(
+        growth_rate=4, block_config=(2, 2), num_init_features=8, bn_size=2, num_classes=CLASSES
+    )
+
+
 class RecurrentStep(nn.Module):
     """One time step of an RNN whose steps all share one cell (shared parameters across
     segments) and count the steps taken in a buffer."""
@@ -235,11 +270,14 @@ def _cases() -> dict[str, Case]:
         ("torchvision_vit", _torchvision_vit, (f"{tv}.vision_transformer", "EncoderBlock")),
         ("timm_resnet", _timm("resnet18", drop_path_rate=0.1), ("timm.models.resnet", "BasicBlock")),
         ("timm_efficientnet", _timm("efficientnet_b0", drop_path_rate=0.1), "repeated"),
+        ("densenet", _densenet, (f"{tv}.densenet", "_DenseLayer")),
     ]  # fmt: skip
     text = [
         ("gpt2", _gpt2, ("transformers.models.gpt2.modeling_gpt2", "GPT2Block")),
         ("llama", _llama, ("transformers.models.llama.modeling_llama", "LlamaDecoderLayer")),
         ("bert", _bert, ("transformers.models.bert.modeling_bert", "BertLayer")),
+        ("mixtral", _mixtral, ("transformers.models.mixtral.modeling_mixtral", "MixtralDecoderLayer")),
+        ("qwen2_moe", _qwen2_moe, ("transformers.models.qwen2_moe.modeling_qwen2_moe", "Qwen2MoeDecoderLayer")),
     ]
     cases = [Case(n, _seeded(m), _images, _classify, b) for n, m, b in vision]
     cases += [Case(n, _seeded(m), tokens, _hf_loss, b) for n, m, b in text]
@@ -249,7 +287,10 @@ def _cases() -> dict[str, Case]:
 
 CASES = _cases()
 #: The models the test suite trains (the rest run in ``bench/bench_models.py``).
-CI_CASES = ("resnet18", "efficientnet_b0", "swin_t", "timm_vit", "gpt2", "llama", "bert", "shared_cell_rnn")
+CI_CASES = (
+    "resnet18", "efficientnet_b0", "swin_t", "timm_vit", "gpt2", "llama", "bert", "shared_cell_rnn",
+    "mixtral", "qwen2_moe", "densenet",
+)  # fmt: skip
 
 
 def block_of(case: Case) -> Any:

@@ -7,7 +7,9 @@ with our checkpoint around every block declaring the block as its state. Losses,
 gradient, every ``state_dict`` entry (BatchNorm statistics and counters included) and the
 RNG state must be equal byte for byte. The automatic path's budget loop must keep the
 budget as measured: one step's measured peak at most the plan's budget, and within 5 %
-of the closed loop's prediction.
+of the closed loop's prediction. The Mixture-of-Experts models (router jitter on, router
+logits recorded for the auxiliary loss) and DenseNet (its layers read a feature list the
+block grows after each call) carry the patterns a replay most easily gets wrong.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ pytest.importorskip("timm")
 pytest.importorskip("transformers")
 
 BUDGET = "50%"
+#: Models whose plan at ``BUDGET`` must recompute at least one block: a block refused by
+#: our checkpoint (Mixtral's router once was) would leave the plan all eager.
+MUST_RECOMPUTE = ("mixtral",)
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -32,5 +37,7 @@ def test_automatic_and_declared_training_are_bit_identical_to_eager_and_keep_the
     assert plan.measured_peak_bytes is not None
     assert plan.measured_peak_bytes <= plan.budget_bytes, (plan.measured_peak_bytes, plan.budget_bytes)
     assert abs(plan.measured_peak_bytes - plan.predicted_peak_bytes) <= 0.05 * plan.measured_peak_bytes
+    if name in MUST_RECOMPUTE:
+        assert any(option != "eager" for option in plan.policy), plan.policy
     zoo.assert_identical(eager, zoo.train(case, model))
     zoo.assert_identical(eager, zoo.train(case, zoo.checkpoint_blocks(case, declare=True)))

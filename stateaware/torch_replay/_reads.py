@@ -9,7 +9,8 @@ under :class:`Touched`, a ``TorchFunctionMode`` that records, for every torch ca
 * each tensor argument not made by the segment itself, with its version counter at its
   first use (before the call that may write it) — the segment's *pre-existing* inputs:
   arguments, closure tensors, parameters, buffers, whatever the call reached;
-* each tensor the segment made (the calls' outputs), so that in-place writes to the
+* each tensor the segment made (the calls' outputs, inside whatever structure a call
+  returns them in: NOTE [ The segment's own tensors ]), so that in-place writes to the
   segment's own temporaries are not mistaken for state writes;
 * ``.data`` aliases of pre-existing tensors (``param.data.mul_()`` writes its owner
   through an alias with its own version counter);
@@ -123,10 +124,14 @@ _last_rebind = [0]
 
 
 def _buffer_registered(module: torch.nn.Module, name: str, value) -> None:
-    for recorder in getattr(_active, "stack", ()):
-        recorder.rebound.append((module, name))
     # The hook runs before torch stores the new value: `_buffers` still holds the old one.
     old = module.__dict__.get("_buffers", {}).get(name)
+    if old is value and old is not None:
+        # Bound again to the tensor it holds (spectral_norm's `self._u = normalize(..., out=self._u)`):
+        # nothing is rebound; a write through `out=` shows in the version counter.
+        return
+    for recorder in getattr(_active, "stack", ()):
+        recorder.rebound.append((module, name))
     if old is not None and old is not value:
         seq = next(_rebind_seq)
         _last_rebind[0] = seq
@@ -229,16 +234,20 @@ class Touched(Reads, TorchFunctionMode):
             if i in tensors or i in made:
                 continue
             if isinstance(a, torch.Tensor):
-                tensors[i] = (a, a._version)
+                self._first_use(a)
             elif type(a) is list or type(a) is tuple:
                 for b in a:
                     if isinstance(b, torch.Tensor) and id(b) not in made and id(b) not in tensors:
-                        tensors[id(b)] = (b, b._version)
+                        self._first_use(b)
         if kwargs:
             for v in kwargs.values():
                 if isinstance(v, torch.Tensor):
                     if id(v) not in made and id(v) not in tensors:
-                        tensors[id(v)] = (v, v._version)
+                        self._first_use(v)
+                elif type(v) is tuple or type(v) is list:  # out=(values, indices)
+                    for b in v:
+                        if isinstance(b, torch.Tensor) and id(b) not in made and id(b) not in tensors:
+                            self._first_use(b)
                 elif type(v) is torch.Generator and id(v) not in self.generators:
                     self.generators[id(v)] = (v, v.get_state())
         if func in _STATS:
@@ -250,11 +259,38 @@ class Touched(Reads, TorchFunctionMode):
                 made.add(i)
                 if func == _DATA_GET and id(args[0]) in tensors:
                     self.data_aliases.append((out, out._version, args[0]))
-        elif type(out) is tuple or type(out) is list:
-            for o in out:
-                if isinstance(o, torch.Tensor) and id(o) not in tensors:
-                    made.add(id(o))
+        elif out is not None:
+            self._made_within(out)
         return out
+
+    def _first_use(self, t: torch.Tensor) -> None:
+        """``t`` reached a torch call and was not seen before: pre-existing state, unless it
+        views a tensor the segment made (an alias made by code no torch call saw)."""
+        base = t._base
+        if base is not None and id(base) in self.made:
+            self.made.add(id(t))
+        else:
+            self.tensors[id(t)] = (t, t._version)
+
+    # NOTE [ The segment's own tensors ]
+    # A tensor the segment allocates, and that nothing outside it held before, is never
+    # state: writing it in place (Mixtral's router divides its top-k weights in place)
+    # changes nothing a replay reads. Calls return their tensors in structures, not only
+    # bare: ``torch.return_types`` structseqs (``topk``, ``sort``, ``max(dim=)``, ``mode``:
+    # tuple subclasses, unpacked or reached later through ``.values``), tuples and lists
+    # (``chunk``, ``unbind``, ``split``) and dicts; all are walked, nested. A view of an own
+    # tensor that reaches a torch call without coming out of one is own too (``_first_use``).
+    def _made_within(self, out) -> None:
+        """Mark every tensor in a call's structured result as the segment's own."""
+        if isinstance(out, (tuple, list)):
+            for o in out:
+                if isinstance(o, torch.Tensor):
+                    if id(o) not in self.tensors:
+                        self.made.add(id(o))
+                elif isinstance(o, (tuple, list, dict)):
+                    self._made_within(o)
+        elif isinstance(out, dict):
+            self._made_within(list(out.values()))
 
     def _stats(self, func, where, args: tuple, kwargs: dict) -> None:
         mean_at, var_at, flag, flag_at = where

@@ -50,7 +50,9 @@ def plain_tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 
 def _is_state(key: str, value: Any) -> bool:
-    return type(value) in _NUMBERS or (isinstance(value, torch.Tensor) and not key.startswith("_"))
+    # ``None`` is a value like a number: an optional scale or step that is ``None`` at one
+    # capture and a number (or tensor) at the other must be put back as ``None``, not dropped.
+    return value is None or type(value) in _NUMBERS or (isinstance(value, torch.Tensor) and not key.startswith("_"))
 
 
 def _capture(mod: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -67,8 +69,9 @@ class ModuleState:
     def __init__(self, module: torch.nn.Module):
         self.modules = subtree(module)
         self.forward = [_capture(m) for m in self.modules]
-        # (module, its state just before the replay) for the modules the replay reinstates
-        self.outside: list[tuple[torch.nn.Module, tuple[dict, dict]]] | None = None
+        # (module, its state just before the replay, enter()'s undo log) for the modules the
+        # replay reinstates
+        self.outside: list[tuple[torch.nn.Module, tuple[dict, dict], tuple[dict, dict]]] | None = None
 
     def enter(self) -> None:
         # Only modules whose state moved since the forward are touched: usually none, and
@@ -77,13 +80,13 @@ class ModuleState:
         for m, state in zip(self.modules, self.forward, strict=True):
             now = _capture(m)
             if not _same(now, state):
-                self.outside.append((m, now))
-                _reinstate(m, state)
+                self.outside.append((m, now, _reinstate(m, state)))
 
     def exit(self) -> None:
         if self.outside is not None:
-            for m, state in self.outside:
-                _reinstate(m, state)
+            for m, now, undo in reversed(self.outside):
+                _reinstate(m, now)  # drops what the replay created
+                _undo(m, undo)  # and puts back what enter() overwrote, whatever its type
             self.outside = None
 
 
@@ -104,15 +107,40 @@ def _same(a: tuple[dict[str, Any], dict[str, Any]], b: tuple[dict[str, Any], dic
     return True
 
 
-def _reinstate(mod: torch.nn.Module, state: tuple[dict[str, Any], dict[str, Any]]) -> None:
+_ABSENT: Any = object()  # an attribute that was not in the module's __dict__
+
+
+def _reinstate(mod: torch.nn.Module, state: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict, dict]:
+    """Put ``state`` on ``mod``; returns what it overwrote, for :func:`_undo`.
+
+    The undo log holds every attribute written or deleted with its previous value, whatever
+    its type: an attribute that is state at one capture and not at the other (``None`` then
+    a list) comes back as it was, not as the other capture's absence."""
     buffers, plain = state
     # Direct dict writes: no registration hook runs, as no new state is being registered.
+    undo_buffers = dict(mod._buffers)
     mod._buffers.clear()
     mod._buffers.update(buffers)
     d = vars(mod)
+    undo: dict[str, Any] = {}
     for k in [k for k in _own(d) if k not in plain and _is_state(k, d[k])]:
-        del d[k]  # an attribute the replay (or the forward) created
-    d.update(plain)
+        undo[k] = d.pop(k)  # an attribute the replay (or the forward) created
+    for k, value in plain.items():
+        undo.setdefault(k, d.get(k, _ABSENT))
+        d[k] = value
+    return undo_buffers, undo
+
+
+def _undo(mod: torch.nn.Module, undo: tuple[dict, dict]) -> None:
+    buffers, attrs = undo
+    mod._buffers.clear()
+    mod._buffers.update(buffers)
+    d = vars(mod)
+    for k, value in attrs.items():
+        if value is _ABSENT:
+            d.pop(k, None)
+        else:
+            d[k] = value
 
 
 class TrainingModes:

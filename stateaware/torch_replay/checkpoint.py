@@ -22,6 +22,7 @@ import torch
 
 from stateaware.torch_replay import _host_rng, _learned_reads
 from stateaware.torch_replay import _torch_compat as compat
+from stateaware.torch_replay._bindings import Bindings, frozen, has_containers
 from stateaware.torch_replay._generators import GeneratorState
 from stateaware.torch_replay._keywords import Transaction, check_collision
 from stateaware.torch_replay._reach import _roots, describe, module_devices, named_subtree, names, subtree
@@ -109,6 +110,11 @@ __all__ = ["checkpoint", "UndeclaredStateError", "ReplayError", "DETERMINISM_CHE
 #   and Python numbers (``training``, a ring pointer) are reinstated to their forward-time
 #   values for the replay and put back afterwards (Rule 5), so a replay neither sees the
 #   later values nor writes them a second time.
+# Rule 10 (what the forward was handed). The replay runs with the parameters, buffers and
+#   tensor attributes every reached module held at the forward (``torch.func.functional_call``
+#   binds fast weights for the call only; a hypernetwork rebinds generated weights) and
+#   with copies of the list, tuple and dict arguments as they were at the call (a caller
+#   may append to its list afterwards); ``_bindings``.
 
 #: Values of ``determinism_check``: "default" compares shape, dtype and device of every
 #: recomputed tensor with the forward's; "none" skips it.
@@ -228,6 +234,14 @@ def checkpoint(
       ``train()``/``eval()`` mode its forward saw, even if toggled before backward.
     * A declared module's buffers may be views (torchvision's Swin
       ``relative_position_index``): they are preserved by their bytes, through the view.
+    * The replay gets the list, tuple and dict arguments as they were at the call (copies,
+      nested: a caller may grow its list afterwards), and runs with the parameters,
+      buffers and tensor attributes every reached module held at the forward
+      (``torch.func.functional_call``'s fast weights, a hypernetwork's generated weights);
+      Rule 10.
+    * Tensors the segment allocates are its own, in whatever structure a call returns
+      them (``topk``'s named tuple, ``chunk``'s tuple): writing them in place is not a
+      state write (NOTE [ The segment's own tensors ] in ``_reads``).
 
     Guarantees: gradients equal those of running ``function`` without checkpointing,
     even when declared state changes between the forward and the backward (other
@@ -286,6 +300,8 @@ def checkpoint(
     * Rule 6 sees what the forward passes to torch calls; a kernel that writes a tensor
       without bumping its version is seen only for the known ones (batch/instance norm
       running statistics, ``.data`` aliases).
+    * Other argument objects (a dataclass, a config) are passed to the replay as they are
+      then: a field changed after the call is read changed (Rule 6b watches their tensors).
     * A declared module's numbers and buffer identities are reinstated for the replay;
       an *undeclared* module's Python attributes are not watched (a pointer moved by an
       undeclared module is not detected; declare the module).
@@ -598,6 +614,7 @@ class _Frame:
         "partial_replays",
         "rebind_mark",
         "fingerprints",
+        "containers",
     )
 
     def __init__(
@@ -639,13 +656,26 @@ class _Frame:
         self.rebind_mark = 0  # _reads.rebind_mark() after the forward
         # (watched floating tensors that do not require grad, their norms after the forward)
         self.fingerprints: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        # Rule 10: the argument positions holding containers ("kwargs": the keywords hold one)
+        self.containers: list[int | str] = []
+        if kwargs and has_containers(kwargs.values()):
+            self.kwargs = frozen(kwargs)
+            self.containers.append("kwargs")
 
     def save_inputs(self, args: tuple[Any, ...], declared_ids: set[int]) -> None:
         self.args, self.tensor_slots, tensors = _split_inputs(args, declared_ids)
+        if has_containers(args):  # Rule 10: the replay sees the containers as the forward did
+            for i, a in enumerate(self.args):
+                if isinstance(a, (list, tuple, dict)):
+                    self.args[i] = frozen(a)
+                    self.containers.append(i)
         self.input_saver = _SaveInputs.apply(_anchor(), *tensors)
 
     def inputs(self) -> list[Any]:
         args = list(self.args)
+        for i in self.containers:  # a fresh copy per replay: the segment may mutate its own
+            if i != "kwargs":
+                args[i] = frozen(args[i])  # type: ignore[index]
         # unpacks; may replay an enclosing frame. input_saver is set by save_inputs, and its
         # grad_fn is the _SaveInputs node, whose saved_tensors torch's Node type does not declare
         saved = self.input_saver.grad_fn.saved_tensors  # type: ignore[union-attr]
@@ -704,7 +734,9 @@ def _forward(
     frame.contexts = [ModuleState(m) for m in modules] + [GeneratorState(g, n) for n, g in generators]
     frame.region_storages = {e.live.untyped_storage().data_ptr() for e in engines if e.kind == "region"}
     frame.torch_contexts, frame.device_context = ctx, compat.device_context()
-    frame.contexts.append(TrainingModes(_reached_modules(fn, args, kwargs)))
+    reached = _reached_modules(fn, args, kwargs)
+    frame.contexts.append(TrainingModes(reached))
+    frame.contexts.append(Bindings(reached))  # Rule 10
     frame.save_inputs(args, declared_ids)
     shape = _learned_reads.call_shape(fn, args, kwargs)
     # What the learned profile vouches for depends on what is declared (a declared tensor's
@@ -863,7 +895,7 @@ def _replay(frame: _Frame, gid: int) -> None:
                 replaying(),
             ):
                 try:
-                    frame.fn(*args, **frame.kwargs)
+                    frame.fn(*args, **(frozen(frame.kwargs) if "kwargs" in frame.containers else frame.kwargs))
                 except _StopReplay:
                     stopped = True
             _check_saved_unchanged(frame)  # Rule 3

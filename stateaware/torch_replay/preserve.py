@@ -198,6 +198,17 @@ def _is_wrapper(t: torch.Tensor) -> bool:
     return type(t) not in (torch.Tensor, torch.nn.Parameter) and hasattr(t, "__tensor_flatten__")
 
 
+def _clone(t: torch.Tensor) -> torch.Tensor:
+    """A copy with ``t``'s layout: a dense tensor keeps its strides (so ``.data`` can be swapped
+    back and forth without changing what the segment sees); sparse, mkldnn and other layouts
+    take no memory format (torch refuses ``preserve_format`` for them)."""
+    import torch
+
+    if t.layout == torch.strided:
+        return t.clone(memory_format=torch.preserve_format)
+    return t.clone()
+
+
 class _Whole:
     """Whole-snapshot engine for one declared tensor (see NOTE [ Replay transaction ])."""
 
@@ -226,7 +237,7 @@ class _Whole:
             with torch.no_grad():
                 # clone keeps the strides of a dense tensor, so `.data` can be swapped back
                 # and forth without changing the layout the segment sees.
-                copy = live.detach().clone(memory_format=torch.preserve_format)
+                copy = _clone(live.detach())
             if live.layout == torch.strided:
                 # NOTE [ Shared snapshots ]; an ad-hoc attribute torch's stubs do not declare
                 copy._stateaware_keeps = live.untyped_storage()  # type: ignore[attr-defined]
@@ -255,11 +266,11 @@ class _Whole:
             # non-leaf copy for the replay's duration; the replay's in-place writes record
             # their history on the copy, and swapping back leaves the live one as eager did.
             with torch.enable_grad():
-                stand = self.snapshot.detach().requires_grad_().clone(memory_format=torch.preserve_format)
+                stand = _clone(self.snapshot.detach().requires_grad_())
             torch._C._swap_tensor_impl(self.live, stand)
             self._stand = stand
             return
-        replay = self.snapshot.clone(memory_format=torch.preserve_format)
+        replay = _clone(self.snapshot)
         self._outside = self.live.data
         self.live.data = replay
 
