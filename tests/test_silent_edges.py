@@ -166,10 +166,26 @@ def test_an_undeclared_read_changed_outside_is_an_error_at_the_replay(change) ->
         out.sum().backward()
 
 
+class _NoBindings:
+    """``Bindings`` switched off: the replay sees the modules as they are at backward."""
+
+    def __init__(self, modules: object) -> None:
+        pass
+
+    def enter(self) -> None:
+        pass
+
+    def exit(self) -> None:
+        pass
+
+
 def test_negative_control_without_the_witnesses_the_gradient_is_silently_wrong(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Both mechanisms off: the witnesses (the error) and the forward's bindings (Rule 10,
+    # which alone would replay with the forward's buffer and hide the rebinding).
     monkeypatch.setattr(ckpt, "_check_reads_unchanged", lambda frame: None)
+    monkeypatch.setattr(ckpt, "Bindings", _NoBindings)
     m = _Scaled()
     x = torch.randn(4, requires_grad=True)
     out = checkpoint(m, x)
