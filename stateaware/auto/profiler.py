@@ -1,7 +1,8 @@
 """``profile``: measure a user's model into a planner card (paper eq. 3), as the cost runtime does.
 
 Per segment and option (``eager``, ``whole``, ``region`` where some state is written in
-rows, ``offload`` where the segment has state tensors), the segment runs in isolation on
+rows, ``offload`` where the segment has state tensors, ``selective``: the replay keeping
+the expensive ops' outputs, ``stateaware.auto.segment``), the segment runs in isolation on
 the input the model's own forward gave it and on the state it had at the step's start,
 and the pass measures, exactly as ``stateaware.cost_runtime.profile`` defines them:
 
@@ -12,7 +13,8 @@ and the pass measures, exactly as ``stateaware.cost_runtime.profile`` defines th
 ``ms`` (c)              the least wall time of forward plus backward over ``repeats`` runs.
 
 ``state_*`` parts are each replay option's excess over a replay that preserves nothing
-(``torch.utils.checkpoint``), which is what the state-agnostic planner omits. Bytes come
+(``torch.utils.checkpoint``; for ``selective`` with the same selective policy), which is
+what the state-agnostic planner omits. Bytes come
 from the CUDA allocator or the CPU profiler's raw memory records
 (``cost_runtime.measure.allocated_window``), never from shapes. The backward of a segment's
 output is driven by a constant gradient ``1/numel`` (the loss is the user's, not ours).
@@ -38,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import noop_context_fn
 
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
@@ -45,7 +48,7 @@ from stateaware.auto.snapshot import ModelSnapshot
 from stateaware.auto.wrapper import original_forward
 from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchronize
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
-from stateaware.torch_replay import UndeclaredStateError
+from stateaware.torch_replay import UndeclaredStateError, keep_expensive
 
 __all__ = [
     "profile",
@@ -280,10 +283,10 @@ def _restore_leaves(leaves: Any, traced: Any) -> None:
             leaf.grad = None
 
 
-def _oblivious(forward, args, kwargs):
+def _oblivious(context_fn, forward, args, kwargs):
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
-    return torch_checkpoint(lambda *a: forward(*a, **kwargs), *args, use_reentrant=False)
+    return torch_checkpoint(lambda *a: forward(*a, **kwargs), *args, use_reentrant=False, context_fn=context_fn)
 
 
 #: Each memory window is measured this many times and the least kept: what else the
@@ -338,6 +341,7 @@ def _options(entries: list[StateEntry]) -> list[str]:
         options.append("region")
     if any(e.kind != "python" and e.bytes for e in entries):
         options.append("offload")
+    options.append("selective")
     return options
 
 
@@ -434,13 +438,17 @@ def profile(
                         measured = {"eager": measured["eager"]}
                         break
                 if entries and len(measured) > 1:
-                    try:
-                        base = _measure(rerun.runner(_oblivious, forward), rerun.reset, repeats=repeats, device=device)
-                    except Exception:  # a replay blind to state may fail outright; then no share is known
-                        base = None
-                    for option in measured:
-                        if option != "eager" and base is not None:
-                            add_state_parts(measured[option], base)
+                    # The selective option's base is torch's checkpoint under the same policy.
+                    bases = {"full": noop_context_fn, "selective": keep_expensive}
+                    for family, context_fn in bases.items():
+                        try:
+                            runner = rerun.runner(_oblivious, context_fn, forward)
+                            base = _measure(runner, rerun.reset, repeats=repeats, device=device)
+                        except Exception:  # a replay blind to state may fail outright; then no share is known
+                            continue
+                        for option in measured:
+                            if option != "eager" and (option == "selective") == (family == "selective"):
+                                add_state_parts(measured[option], base)
                 segments_doc.append(measured)
             snapshot.restore()
             eager_peak = measure_step(model, inputs)
