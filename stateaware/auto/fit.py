@@ -18,17 +18,23 @@ step differs from it in ways that matter when the budget is tight:
 ``fit`` closes the loop (``stateaware.auto.wrap`` and, with a budget,
 ``stateaware.integrations.transformers.enable`` call it). The card's own measured
 all-eager step gives the first correction (conservatively: all of the excess counted
-as ``throughout``). Among the planner's policies that are Pareto in the step model (its
-option set and cost view; ``DEFAULT_PLANNER`` by default) it takes the fastest whose
-predicted step peak fits the budget — or, when none is predicted to fit but the least
-is within the model's stated error of the budget, that least one (``stated_error``) —
+as ``throughout``); a card ``stateaware.auto.profile`` made also holds a measured step
+of its floor policy (every segment recomputed that can be,
+``stateaware.auto.profiler.floor_policy``), and the two anchors separate the terms:
+with the eager step alone, bytes alive only at the forward's end would be charged to
+every moment, and a plan keeping the last segment eager would look cheapest.
+
+Among the planner's policies that are Pareto in the step model (its option set and cost
+view; ``DEFAULT_PLANNER`` by default) it takes the fastest whose predicted step peak
+fits the budget — or, when none is predicted to fit, the one whose least plausible peak
+is least if that fits (``least_plausible_peak``: measure before refusing) —
 applies it, and measures one step (``measure``, which restores everything it changes:
 bit-identity holds). When the measured peak is over the budget, leaves more than
 ``UNUSED`` of the headroom above ``P`` unused, or lands further than ``TOLERANCE`` from
 its prediction, it refits the correction to every step measured so far (``_refit``)
 and chooses again — at most ``REPLANS`` times — and returns the fastest measured plan
-within budget; ``BudgetNotKept`` when no measured plan is, or when the least predicted
-peak is above the budget by more than the stated error.
+within budget; ``BudgetNotKept`` when no measured plan is, or when no plan's least
+plausible peak fits.
 
 A relative budget (``"50%"``) is placed between the measured anchors: 100% is the
 measured all-eager step, 0% the least predicted step peak of any candidate under the
@@ -199,6 +205,16 @@ def fit(
     steps: list[tuple[int, int, int]] = []  # (step model, Σ r, measured) of every step measured
     if measured_eager is not None and all("eager" in s for s in card.segments):
         steps.append((step_model_bytes(card, eager), _retained(card, eager), int(measured_eager)))
+    floor = (card.provenance.get("auto") or {}).get("floor_policy")
+    if steps and floor is not None and "floor_step_peak_bytes" in card.provenance["auto"]:
+        floor = tuple(floor)
+        steps.append(
+            (
+                step_model_bytes(card, floor),
+                _retained(card, floor),
+                int(card.provenance["auto"]["floor_step_peak_bytes"]),
+            )
+        )
     correction = _refit(persistent, steps) if steps else Correction()
     position = relative_position(budget)
     tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak

@@ -13,8 +13,8 @@ and the pass measures, exactly as ``stateaware.cost_runtime.profile`` defines th
 ``ms`` (c)              the least wall time of forward plus backward over ``repeats`` runs.
 
 ``state_*`` parts are each replay option's excess over a replay that preserves nothing
-(``torch.utils.checkpoint``; for ``selective`` with the same selective policy), which is
-what the state-agnostic planner omits. Bytes come
+(``torch.utils.checkpoint``), which is what the state-agnostic planner omits;
+``selective`` preserves by the same whole snapshot as ``whole`` and shares its parts. Bytes come
 from the CUDA allocator or the CPU profiler's raw memory records
 (``cost_runtime.measure.allocated_window``), never from shapes. The backward of a segment's
 output is driven by a constant gradient ``1/numel`` (the loss is the user's, not ours).
@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.checkpoint import noop_context_fn
 
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
@@ -48,7 +47,7 @@ from stateaware.auto.snapshot import ModelSnapshot
 from stateaware.auto.wrapper import original_forward
 from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchronize
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
-from stateaware.torch_replay import UndeclaredStateError, keep_expensive
+from stateaware.torch_replay import UndeclaredStateError
 
 __all__ = [
     "profile",
@@ -58,6 +57,7 @@ __all__ = [
     "backward_of",
     "IMMUTABLE",
     "check_arguments",
+    "floor_policy",
 ]
 
 #: Argument values besides tensors and containers of them that profiling may pass to a
@@ -283,10 +283,25 @@ def _restore_leaves(leaves: Any, traced: Any) -> None:
             leaf.grad = None
 
 
-def _oblivious(context_fn, forward, args, kwargs):
+def _oblivious(forward, args, kwargs):
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
-    return torch_checkpoint(lambda *a: forward(*a, **kwargs), *args, use_reentrant=False, context_fn=context_fn)
+    return torch_checkpoint(lambda *a: forward(*a, **kwargs), *args, use_reentrant=False)
+
+
+def _share_whole_state(selective: dict[str, Any], whole: dict[str, Any]) -> None:
+    """``selective``'s ``state_*`` parts: ``whole``'s, each within its own total.
+
+    Both preserve the segment's state by the same whole snapshot, restored around the
+    same replay transaction; a second replay blind to state, under the selective policy,
+    would cost one more measurement per stateful segment to find the same bytes.
+    """
+    for part, total in (
+        ("state_retained_bytes", "retained_bytes"),
+        ("state_temp_bytes", "temp_bytes"),
+        ("state_ms", "ms"),
+    ):
+        selective[part] = type(selective[total])(min(whole.get(part, 0), selective[total]))
 
 
 #: Each memory window is measured this many times and the least kept: what else the
@@ -382,7 +397,9 @@ def profile(
     entries (name, kind, bytes, whole/rows/value) — what ``apply`` declares — and
     ``eager_only``: the segments our checkpoint refuses (one that writes its own input in
     place, as an in-place activation does), which get only the ``eager`` option; it also says
-    where offloaded snapshots live and the measured eager step peak. Profiling leaves no
+    where offloaded snapshots live and the measured eager step peak, and ``floor_policy``
+    (``floor_policy``: every segment recomputed that can be) with its measured step peak
+    ``floor_step_peak_bytes``, the budget loop's second anchor. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
     states are what they were, and so are the example inputs.
     """
@@ -438,17 +455,15 @@ def profile(
                         measured = {"eager": measured["eager"]}
                         break
                 if entries and len(measured) > 1:
-                    # The selective option's base is torch's checkpoint under the same policy.
-                    bases = {"full": noop_context_fn, "selective": keep_expensive}
-                    for family, context_fn in bases.items():
-                        try:
-                            runner = rerun.runner(_oblivious, context_fn, forward)
-                            base = _measure(runner, rerun.reset, repeats=repeats, device=device)
-                        except Exception:  # a replay blind to state may fail outright; then no share is known
-                            continue
-                        for option in measured:
-                            if option != "eager" and (option == "selective") == (family == "selective"):
-                                add_state_parts(measured[option], base)
+                    try:
+                        base = _measure(rerun.runner(_oblivious, forward), rerun.reset, repeats=repeats, device=device)
+                    except Exception:  # a replay blind to state may fail outright; then no share is known
+                        base = None
+                    for option in measured:
+                        if option not in ("eager", "selective") and base is not None:
+                            add_state_parts(measured[option], base)
+                    if "selective" in measured and "whole" in measured:
+                        _share_whole_state(measured["selective"], measured["whole"])
                 segments_doc.append(measured)
             snapshot.restore()
             eager_peak = measure_step(model, inputs)
@@ -471,6 +486,36 @@ def profile(
                     },
                 },
             }
+            doc["provenance"]["auto"].update(_floor_anchor(model, inputs, card_from_dict(doc)))
         finally:
             snapshot.restore()
     return card_from_dict(doc)
+
+
+def floor_policy(card: Any) -> tuple[str, ...]:
+    """Per segment the option that retains least (ties: the least temporary bytes): every
+    segment that can be is recomputed, the last included. The card's second anchor."""
+    return tuple(
+        min(segment, key=lambda o: (segment[o].retained_bytes, segment[o].temp_bytes)) for segment in card.segments
+    )
+
+
+def _floor_anchor(model: torch.nn.Module, inputs: tuple[Any, ...], card: Any) -> dict[str, Any]:
+    """``floor_policy`` and its measured step peak, for ``provenance["auto"]``.
+
+    The budget loop fits the bytes the card does not see (``stateaware.auto.fit``) to
+    measured steps. The all-eager step alone cannot tell bytes alive throughout the step
+    from bytes alive only at the forward's end (a head's logits), so its first correction
+    counts all of them throughout; that over-charges every plan's recompute and under-
+    charges a segment kept eager last. A second anchor at the other end, every segment
+    recomputed, separates the two terms before anything is planned.
+    """
+    from stateaware.auto.wrapper import apply_policy, remove
+
+    policy = floor_policy(card)
+    apply_policy(model, card, policy)
+    try:
+        peak = measure_step(model, inputs)
+    finally:
+        remove(model)
+    return {"floor_policy": list(policy), "floor_step_peak_bytes": int(peak)}
