@@ -243,8 +243,7 @@ def fit(
                 for p in candidates
                 if p not in tried
             }
-            choice = min(plausible, key=lambda p: (plausible[p], predict(p), times[p]), default=None)
-            if choice is None or plausible[choice] > budget_bytes:
+            if not plausible or min(plausible.values()) > budget_bytes:
                 if tried:
                     break
                 raise BudgetNotKept(
@@ -252,6 +251,7 @@ def fit(
                     f"{least} bytes (persistent {persistent}), and no plan's peak can fit within the step "
                     "model's stated error. Tip: raise the budget."
                 )
+            choice = min(plausible, key=lambda p: (plausible[p], predict(p), times[p]))
         if choice in tried:
             break  # the correction chose a plan already measured: nothing new to learn
         predicted[choice] = (predict(choice), correction)

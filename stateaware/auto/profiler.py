@@ -467,7 +467,7 @@ def profile(
                 segments_doc.append(measured)
             snapshot.restore()
             eager_peak = measure_step(model, inputs)
-            doc = {
+            doc: dict[str, Any] = {
                 "persistent_bytes": persistent_bytes(model, inputs),
                 "segments": segments_doc,
                 "provenance": {
