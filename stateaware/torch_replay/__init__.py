@@ -19,6 +19,7 @@ from stateaware.torch_replay.checkpoint import (
     checkpoint,
 )
 from stateaware.torch_replay.preserve import PRESERVE_MODES, Region
+from stateaware.torch_replay.selective import EXPENSIVE_OPS, keep_expensive
 
 __all__ = [
     "checkpoint",
@@ -34,4 +35,6 @@ __all__ = [
     "Route",
     "ROUTE_STATES",
     "is_replaying",
+    "keep_expensive",
+    "EXPENSIVE_OPS",
 ]
