@@ -26,6 +26,7 @@ and ``examples/`` (commands write cards and results there, never into the checko
 
 from __future__ import annotations
 
+import html
 import re
 import shlex
 import shutil
@@ -290,10 +291,63 @@ def _run_console(block: Block, sandbox: Path) -> None:
             assert line.rstrip() in printed, (block.id, command, line, output[-3000:])
 
 
-def test_the_site_builds_strictly(tmp_path):
+# -- the built site ------------------------------------------------------------------------
+
+CODE_LINE_MAX = 88  # what fits a code block on the site's page at the default width
+_PRE = re.compile(r"<pre\b[^>]*>(.*?)</pre>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_OUTPUT_LINE = re.compile(r'^(?:<span></span>)?(?:<code>)?<span class="go">[^<]*</span>(?:</code>)?$')
+_ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|exc):(?=[`\w~.])")  # markdown ate the backticks
+# Pages whose code blocks still carry lines over CODE_LINE_MAX; each is an expected failure
+# that fails the suite once it is fixed, so the list only shrinks.
+LONG_CODE_PAGES = {
+    "auto/index.html": "docs/auto.md",
+    "checkpoint/index.html": "docs/checkpoint.md",
+    "planner/index.html": "docs/planner.md",
+    "reference/auto/index.html": "docstrings of stateaware.auto",
+}
+
+
+def long_code_lines(page_html: str) -> list[str]:
+    """The lines of the page's code blocks (``<pre>``), as a reader sees them, over the limit.
+
+    A console block's output lines (Pygments' ``go``) are left out: they are what the command
+    prints, verbatim (``test_block`` checks them), so only the stylesheet may wrap them.
+    """
+    return [
+        line
+        for pre in _PRE.findall(page_html)
+        for raw in pre.splitlines()
+        if not _OUTPUT_LINE.match(raw)
+        for line in [html.unescape(_TAG.sub("", raw))]
+        if len(line) > CODE_LINE_MAX
+    ]
+
+
+def raw_roles(page_html: str) -> list[str]:
+    """Sphinx roles (``:class:`x```) left as text: a docstring the site did not convert."""
+    text = html.unescape(_TAG.sub("", page_html))
+    return [text[m.start() : m.start() + 40] for m in _ROLE.finditer(text)]
+
+
+def test_the_site_checks_find_a_long_code_line_and_a_raw_role():
+    long = "x" * (CODE_LINE_MAX + 1)
+    page = f"<p>See :class:`Plan`.</p><pre><span></span><code><span>{'y' * CODE_LINE_MAX}</span>\n{long}</code></pre>"
+    assert long_code_lines(page) == [long]
+    assert [role[:14] for role in raw_roles(page)] == [":class:`Plan`."]
+    assert long_code_lines("<p>" + long + "</p>") == [] and raw_roles("<code>:class:</code>") == []
+    console = f'<pre><span></span><code><span class="gp">$ </span>cmd\n<span class="go">{long}</span>\n'
+    assert long_code_lines(console + "</code></pre>") == []  # a command's output, verbatim
+    assert long_code_lines(console + f'<span class="gp">$ </span>{long}</code></pre>') == [f"$ {long}"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documentation site, built once with ``mkdocs build --strict``."""
+    out = tmp_path_factory.mktemp("site")
     env = {**user_env(), "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -302,4 +356,35 @@ def test_the_site_builds_strictly(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "WARNING" not in done.stderr, done.stderr[-3000:]
-    assert (tmp_path / "site" / "reference" / "torch_replay" / "index.html").is_file()
+    return out
+
+
+def test_the_site_builds_strictly(site: Path):
+    assert (site / "reference" / "torch_replay" / "index.html").is_file()
+    assert (site / "quickstart" / "index.html").is_file()
+    assert "white-space: pre-wrap" in (site / "stylesheets" / "extra.css").read_text()
+
+
+def _site_pages() -> list:
+    pages = [str(path.relative_to(REPO / "docs").with_suffix("")) for path in REPO.joinpath("docs").rglob("*.md")]
+    html_pages = sorted("index.html" if p == "index" else f"{p}/index.html" for p in pages)
+    return [
+        pytest.param(
+            page,
+            marks=pytest.mark.xfail(strict=True, reason=f"{LONG_CODE_PAGES[page]} has code lines over 88 characters"),
+        )
+        if page in LONG_CODE_PAGES
+        else page
+        for page in html_pages
+    ]
+
+
+@pytest.mark.parametrize("page", _site_pages())
+def test_no_code_line_on_the_site_is_longer_than_88(site: Path, page: str):
+    assert long_code_lines((site / page).read_text()) == []
+
+
+@pytest.mark.xfail(strict=True, reason="docstrings still carry Sphinx roles until they are converted")
+def test_no_raw_sphinx_role_on_the_site(site: Path):
+    found = {str(path.relative_to(site)): raw_roles(path.read_text()) for path in sorted(site.rglob("*.html"))}
+    assert {page: roles for page, roles in found.items() if roles} == {}
