@@ -81,7 +81,6 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
-import re
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -94,14 +93,15 @@ import pyarrow.parquet as pq
 
 from stateaware.records.check import (
     COMPACTED,
-    COMPACTED_NAME,
     compacted_parts,
     content_problem,
     old_names,
     part_problem,
 )
+from stateaware.records.part_names import COMPACTED_NAME, compacted_file_name, parse_part_name, part_files, run_folder
 from stateaware.records.schema import SCHEMA_VERSION, TABLES
 from stateaware.records.writer import PAGE_CHECKSUMS
+from stateaware.text import LIST_AT_MOST, index_ranges
 
 __all__ = [
     "KILL_ENV",
@@ -133,8 +133,6 @@ KILL_ENV = "STATEAWARE_COMPACT_KILL_AT"
 
 #: The points of one table's compaction a kill can fall between, in order.
 STEPS = ("locked", "staging", "writing", "written", "verified", "linked", "swapped", "unmarked", "restored", "removed")
-
-_PROCESS_PART = re.compile(r"p(\d{6})-(.+)\.parquet")
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -267,11 +265,11 @@ def _entries(folder: Path) -> list[str]:
 
 
 def _staging(results: Path, table: str, cohort: str, run_id: str) -> Path:
-    return results / STAGING / table / f"cohort={cohort}" / f"run_id={run_id}"
+    return run_folder(results / STAGING, table, cohort, run_id)
 
 
 def _live(results: Path, table: str, cohort: str, run_id: str) -> Path:
-    return results / table / f"cohort={cohort}" / f"run_id={run_id}"
+    return run_folder(results, table, cohort, run_id)
 
 
 def _remove_staging(results: Path, staging: Path) -> None:
@@ -331,8 +329,8 @@ def _plan_tables(results: Path, cohort: str, run_id: str, completed: set[int]) -
         live = _live(results, table, cohort, run_id)
         parts, compacted = [], []
         for name in _entries(live):
-            match = _PROCESS_PART.fullmatch(name)
-            if match and int(match.group(1)) in completed:
+            named = parse_part_name(name)
+            if named is not None and named.process_index in completed:
                 parts.append(live / name)
             elif COMPACTED_NAME.fullmatch(name):
                 compacted.append(live / name)
@@ -353,12 +351,12 @@ def _build(plan: _Plan, cohort: str, run_id: str) -> tuple[pa.Table, dict[bytes,
             listed += held
             sources += json.loads(meta.get(COMPACTED) or b"{}").get("sources", [])
         else:
-            match = _PROCESS_PART.fullmatch(path.name)
-            assert match is not None  # _plan_tables admits only these
+            named = parse_part_name(path.name)
+            assert named is not None  # _plan_tables admits only these
             listed.append(
                 {
-                    "process": int(match.group(1)),
-                    "part": match.group(2),
+                    "process": named.process_index,
+                    "part": named.part,
                     "rows": pieces[-1].num_rows,
                     "file": path.name,
                     "metadata": _own_metadata(meta),
@@ -409,7 +407,7 @@ def _verify_written(path: Path, table: str, rows: int, digest: str) -> str | Non
 def _compact_table(results: Path, plan: _Plan, cohort: str, run_id: str) -> TableCompaction:
     """Compact one table of one run, swapping its folder (NOTE [ The swap: ... ])."""
     table, meta, digest = _build(plan, cohort, run_id)
-    target = plan.live / f"compacted-{digest[:12]}.parquet"
+    target = plan.live / compacted_file_name(digest)
     staging = _staging(results, plan.table, cohort, run_id)
     staging.mkdir(parents=True, exist_ok=True)
     (staging / MARKER).write_bytes(b"")  # first: from now on this folder reads as "not swapped in"
@@ -469,26 +467,13 @@ def _compact_table(results: Path, plan: _Plan, cohort: str, run_id: str) -> Tabl
 def _expected_processes(results: Path, cohort: str, run_id: str) -> int | None:
     """The run's declared process count, from its ``runs`` row(s); ``None`` without one."""
     counts = []
-    for name in _entries(_live(results, "runs", cohort, run_id)):
-        if name.endswith(".parquet"):
-            try:
-                counts += (
-                    pq.read_table(
-                        results / "runs" / f"cohort={cohort}" / f"run_id={run_id}" / name, columns=["processes"]
-                    )
-                    .column("processes")
-                    .to_pylist()
-                )
-            except (OSError, pa.ArrowException, KeyError):
-                continue
+    for path in part_files(_live(results, "runs", cohort, run_id)):
+        try:
+            counts += pq.read_table(path, columns=["processes"]).column("processes").to_pylist()
+        except (OSError, pa.ArrowException, KeyError):
+            continue
     counts = [c for c in counts if c is not None]
     return max(counts) if counts else None
-
-
-def _ranges(values: Sequence[int]) -> str:
-    from stateaware.analysis.verify import _ranges as ranges
-
-    return ranges(values)
 
 
 def _lock_free(results: Path, cohort: str, run_id: str) -> str | None:
@@ -552,11 +537,15 @@ def compact_run(
         notes: tuple[str, ...] = ()
         if unfinished and not include_incomplete:
             raise CompactError(
-                f"{head}: refused: incomplete, process(es) {_ranges(unfinished)} of {expected} not completed; "
+                f"{head}: refused: incomplete, process(es) {index_ranges(unfinished, LIST_AT_MOST)} "
+                f"of {expected} not completed; "
                 "re-run the launch to finish it, or pass --include-incomplete (their parts are then left as they are)"
             )
         if unfinished:
-            notes = (f"{head}: process(es) {_ranges(unfinished)} not completed: their parts are left as they are",)
+            notes = (
+                f"{head}: process(es) {index_ranges(unfinished, LIST_AT_MOST)} not completed: "
+                "their parts are left as they are",
+            )
         return _plan_tables(results, cohort, run_id, completed), notes
 
     if dry_run:
@@ -570,7 +559,7 @@ def compact_run(
             sink = pa.BufferOutputStream()  # written in memory: the exact size it would have
             _write(built, sink)
             before = sum(p.stat().st_size for p in plan.sources)
-            target = plan.live / f"compacted-{digest[:12]}.parquet"
+            target = plan.live / compacted_file_name(digest)
             tables.append(TableCompaction(plan.table, plan.sources, before, sink.getvalue().size, target))
         return RunCompaction(cohort, run_id, tuple(tables), True, notes)
     try:

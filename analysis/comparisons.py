@@ -55,13 +55,10 @@ def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
     be names (:func:`stateaware.names.check_name`) and the path must lie inside ``results``,
     else ``ValueError`` naming them."""
     from stateaware.names import check_inside, check_name
+    from stateaware.records.part_names import run_folder
 
     path = (
-        Path(results)
-        / FOLDER
-        / f"cohort={check_name('cohort', cohort)}"
-        / f"run_id={check_name('run_id', run_id)}"
-        / "comparisons.parquet"
+        run_folder(results, FOLDER, check_name("cohort", cohort), check_name("run_id", run_id)) / "comparisons.parquet"
     )
     check_inside(results, path)
     return path

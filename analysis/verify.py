@@ -51,9 +51,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from stateaware.text import LIST_AT_MOST, index_ranges, shorten, sql_name
 
 __all__ = [
     "COMPLETED",
@@ -66,9 +68,6 @@ __all__ = [
 #: The only terminal status whose rows enter an analysis (``records.schema.STATUSES``).
 COMPLETED = "completed"
 
-#: How many offending items one message lists before summarising the rest: enough to see
-#: the pattern, few enough that a 150-process failure stays readable.
-_LIST_AT_MOST = 12
 
 #: Columns that identify one logical row per table (rule 6). Only the columns a view has
 #: are used. ``records`` has no such key — a cohort may legitimately log the same outcome
@@ -268,13 +267,14 @@ def _verify_run(
     absent = [p for p in range(expected) if p not in seen]
     if absent:
         incomplete.append(
-            f"{where}: {len(absent)} of {expected} process(es) have no status row: process(es) {_ranges(absent)}"
+            f"{where}: {len(absent)} of {expected} process(es) have no status row: "
+            f"process(es) {index_ranges(absent, LIST_AT_MOST)}"
         )
     for p, (status, attempt, etype, emsg) in sorted(seen.items()):
         if p < 0 or p >= expected:
             problems.append(f"{where}: process {p} is outside 0..{expected - 1} (runs declares {expected})")
         elif status != COMPLETED:
-            reason = "".join(f": {part}" for part in (etype, _shorten(emsg)) if part)
+            reason = "".join(f": {part}" for part in (etype, shorten(emsg, 160)) if part)
             if status == "requeued":
                 reason += "; its next attempt has not recorded its end yet (still running?)"
             incomplete.append(f"{where}: process {p} ended {status!r} (attempt {attempt}){reason}")
@@ -352,12 +352,12 @@ def _check_source_hash(
             rows = sorted(by_hash.items(), key=lambda kv: str(kv[0]))
         else:
             rows = con.execute(
-                f"SELECT source_hash, list(DISTINCT process_index ORDER BY process_index) FROM {_q(table)} "
+                f"SELECT source_hash, list(DISTINCT process_index ORDER BY process_index) FROM {sql_name(table)} "
                 f"WHERE run_id = ? {scope} GROUP BY source_hash ORDER BY source_hash",
                 [run_id],
             ).fetchall()
         for source_hash, processes in rows:
-            found[source_hash].append(f"{table} (process(es) {_ranges(processes)})")
+            found[source_hash].append(f"{table} (process(es) {index_ranges(processes, LIST_AT_MOST)})")
     if len(found) <= 1:
         return []
     detail = "; ".join(f"{h!r} in {', '.join(where)}" for h, where in sorted(found.items(), key=lambda kv: str(kv[0])))
@@ -386,7 +386,7 @@ def _check_digests(con: Any, columns: set[str], run_id: str, scope: str) -> list
         for k, values in groups.items():
             if len(values) > 1:
                 label = ", ".join(f"{c}={v!r}" for c, v in zip(key, k, strict=True)) or "the cohort"
-                detail = "; ".join(f"{v!r} in process(es) {_ranges(p)}" for v, p in values)
+                detail = "; ".join(f"{v!r} in process(es) {index_ranges(p, LIST_AT_MOST)}" for v, p in values)
                 problems.append(
                     f"run {run_id!r}: policies for {label} carry {len(values)} {digest}s, expected one: {detail}"
                 )
@@ -464,9 +464,9 @@ def _check_declared_methods(
                 why[cell] = f"semantic check {values['outcome']} ({values.get('precision') or '?'}){error}"
     listed = "; ".join(
         f"process {p} method {m!r}: {why.get((p, m), 'no timings and no record saying why')}"
-        for p, m in missing[:_LIST_AT_MOST]
+        for p, m in missing[:LIST_AT_MOST]
     )
-    more = f"; and {len(missing) - _LIST_AT_MOST} more" if len(missing) > _LIST_AT_MOST else ""
+    more = f"; and {len(missing) - LIST_AT_MOST} more" if len(missing) > LIST_AT_MOST else ""
     return [
         f"run {run_id!r}: {len(missing)} declared process x method cell(s) were not timed and have no "
         f"infeasible plan (methods declared: {', '.join(methods)}): {listed}{more}"
@@ -497,8 +497,8 @@ def _check_timing_rows(
     wrong = [(p, m, n) for (p, m), n in sorted(cells.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))) if n != target]
     if not wrong:
         return []
-    listed = ", ".join(f"process {p} method {m!r}: {n}" for p, m, n in wrong[:_LIST_AT_MOST])
-    more = f", and {len(wrong) - _LIST_AT_MOST} more" if len(wrong) > _LIST_AT_MOST else ""
+    listed = ", ".join(f"process {p} method {m!r}: {n}" for p, m, n in wrong[:LIST_AT_MOST])
+    more = f", and {len(wrong) - LIST_AT_MOST} more" if len(wrong) > LIST_AT_MOST else ""
     return [
         f"run {run_id!r}: timings expected {target} rows per process and method ({basis}); "
         f"{len(wrong)} cell(s) differ: {listed}{more}"
@@ -514,12 +514,12 @@ def _check_duplicates(
     # Duplicated rows are grouped back to (process, method): one duplicated part repeats
     # every step of a method, and one message per part reads better than one per step.
     group = [c for c in ("process_index", "method") if c in key]
-    key_sql = ", ".join(_q(c) for c in key)
-    group_sql = ", ".join(_q(c) for c in group)
+    key_sql = ", ".join(sql_name(c) for c in key)
+    group_sql = ", ".join(sql_name(c) for c in group)
     rows = con.execute(
         f"""
         SELECT {group_sql}, count(*) AS keys, max(n) AS times FROM (
-            SELECT {key_sql}, count(*) AS n FROM {_q(table)} WHERE run_id = ? {scope}
+            SELECT {key_sql}, count(*) AS n FROM {sql_name(table)} WHERE run_id = ? {scope}
             GROUP BY ALL HAVING count(*) > 1
         ) GROUP BY ALL ORDER BY ALL
         """,
@@ -529,7 +529,7 @@ def _check_duplicates(
         return []
     files = _part_files(con, table, run_id, key, group, scope)
     problems = []
-    for row in rows[:_LIST_AT_MOST]:
+    for row in rows[:LIST_AT_MOST]:
         ident, keys, times = row[: len(group)], row[len(group)], row[len(group) + 1]
         label = " ".join(f"{c.replace('process_index', 'process')} {v!r}" for c, v in zip(group, ident, strict=True))
         parts = files.get(tuple(ident))
@@ -538,8 +538,8 @@ def _check_duplicates(
             f"run {run_id!r}: {table} {label}: {keys} row key(s) ({', '.join(key)}) appear up to "
             f"{times} times — a duplicated part{in_parts}"
         )
-    if len(rows) > _LIST_AT_MOST:
-        problems.append(f"run {run_id!r}: {table}: {len(rows) - _LIST_AT_MOST} more duplicated group(s)")
+    if len(rows) > LIST_AT_MOST:
+        problems.append(f"run {run_id!r}: {table}: {len(rows) - LIST_AT_MOST} more duplicated group(s)")
     return problems
 
 
@@ -556,14 +556,14 @@ def _part_files(
     source = _source_with_filename(con, table)
     if source is None:
         return {}
-    key_sql = ", ".join(_q(c) for c in key)
+    key_sql = ", ".join(sql_name(c) for c in key)
     # IS NOT DISTINCT FROM: a null key column (precision of a CPU-only cohort) still matches.
-    on = " AND ".join(f"s.{_q(c)} IS NOT DISTINCT FROM d.{_q(c)}" for c in key)
+    on = " AND ".join(f"s.{sql_name(c)} IS NOT DISTINCT FROM d.{sql_name(c)}" for c in key)
     rows = con.execute(
         f"""
         WITH s AS (SELECT * FROM {source} WHERE run_id = ? {scope}),
              d AS (SELECT {key_sql} FROM s GROUP BY ALL HAVING count(*) > 1)
-        SELECT {", ".join(f"s.{_q(c)}" for c in group)}, list(DISTINCT s.filename ORDER BY s.filename)
+        SELECT {", ".join(f"s.{sql_name(c)}" for c in group)}, list(DISTINCT s.filename ORDER BY s.filename)
         FROM s SEMI JOIN d ON {on} GROUP BY ALL
         """,
         [run_id],
@@ -590,10 +590,10 @@ def _damaged(con: Any, run_id: str | None) -> list[str]:
     problems = [
         f"{'run ' + repr(rid) + ': ' if rid else ''}damaged part {_short_path(path, folder)}: {problem}; "
         f"no view includes it — move it out of the results directory and re-run its process"
-        for folder, path, rid, problem in rows[:_LIST_AT_MOST]
+        for folder, path, rid, problem in rows[:LIST_AT_MOST]
     ]
-    if len(rows) > _LIST_AT_MOST:
-        problems.append(f"{len(rows) - _LIST_AT_MOST} more damaged part(s)")
+    if len(rows) > LIST_AT_MOST:
+        problems.append(f"{len(rows) - LIST_AT_MOST} more damaged part(s)")
     return problems
 
 
@@ -633,7 +633,7 @@ def _rows_per_process(con: Any, views: Mapping[str, set[str]], table: str, run_i
         return dict(counts)
     if table not in views or "process_index" not in views[table]:
         return {}
-    rows = con.execute(f"SELECT process_index, count(*) FROM {_q(table)} WHERE run_id = ? GROUP BY 1", [run_id])
+    rows = con.execute(f"SELECT process_index, count(*) FROM {sql_name(table)} WHERE run_id = ? GROUP BY 1", [run_id])
     return {int(p): int(n) for p, n in rows.fetchall() if p is not None}
 
 
@@ -658,9 +658,9 @@ def _check_recorded_rows(
         return []
     listed = "; ".join(
         f"process {p} {t}: {n} row(s) found, {want} recorded by attempt {a}"
-        for p, t, n, want, a in wrong[:_LIST_AT_MOST]
+        for p, t, n, want, a in wrong[:LIST_AT_MOST]
     )
-    more = f"; and {len(wrong) - _LIST_AT_MOST} more" if len(wrong) > _LIST_AT_MOST else ""
+    more = f"; and {len(wrong) - LIST_AT_MOST} more" if len(wrong) > LIST_AT_MOST else ""
     return [
         f"run {run_id!r}: {len(wrong)} process x table cell(s) hold other rows than the process recorded writing "
         f"(processes.parts_json): {listed}{more} — a part emptied, replaced, lost or added since; re-run the "
@@ -671,12 +671,12 @@ def _check_recorded_rows(
 def _source_with_filename(con: Any, table: str) -> str | None:
     relations = _views(con)
     if "filename" in relations.get(table, set()):
-        return _q(table)
+        return sql_name(table)
     from stateaware.analysis.views import PARTS_PREFIX
 
     parts = PARTS_PREFIX + ("processes" if table == "attempts" else table)
     if "filename" in relations.get(parts, set()):
-        return _q(parts)  # the read-only views keep each row's file here (a view, or a table DuckDB loaded)
+        return sql_name(parts)  # the read-only views keep each row's file here (a view, or a table DuckDB loaded)
     sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]).fetchone()
     call = _read_parquet_call(sql[0]) if sql and sql[0] else None
     # Rows are filtered by run id in every query here, so any filter the view adds
@@ -711,11 +711,6 @@ def _short_path(path: str, table: str) -> str:
     return path[cut + 1 :] if cut >= 0 else path
 
 
-def _q(name: str) -> str:
-    """``name`` as a quoted SQL identifier (a view or column name never parses as a keyword)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _views(con: Any) -> dict[str, set[str]]:
     rows = con.execute(
         "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
@@ -732,28 +727,3 @@ def _scope_sql(processes: Sequence[int] | None) -> str:
     if not processes:
         return "AND FALSE"
     return f"AND process_index IN ({', '.join(str(int(p)) for p in processes)})"
-
-
-def _ranges(values: Iterable[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` as ``0-2, 5, 7-8`` (long lists summarised)."""
-    values = sorted({int(v) for v in values})
-    spans: list[str] = []
-    start = prev = None
-    for v in values:
-        if start is None:
-            start = prev = v
-        elif v == prev + 1:
-            prev = v
-        else:
-            spans.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = v
-    if start is not None:
-        spans.append(f"{start}" if start == prev else f"{start}-{prev}")
-    if len(spans) > _LIST_AT_MOST:
-        return ", ".join(spans[:_LIST_AT_MOST]) + f", ... ({len(values)} in all)"
-    return ", ".join(spans)
-
-
-def _shorten(text: str | None, limit: int = 160) -> str:
-    text = (text or "").strip().replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -98,6 +98,7 @@ from stateaware.analysis.result_columns import RESULT_COLUMNS
 
 from stateaware.records.columns import RENAMED, TABLE_COLUMNS, Columns
 from stateaware.records.part_cache import PartChecks
+from stateaware.text import sql_name
 
 if TYPE_CHECKING:  # pyarrow is imported only where Arrow reads (NOTE [ No Arrow until it reads ])
     from typing import TypeAlias
@@ -442,14 +443,10 @@ def _by_old_names(good: Sequence[_Good], schema: TableColumns) -> dict[tuple[tup
     return dict(sorted(groups.items()))  # the current names' group first
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _renaming_columns(schema: TableColumns, renamed: dict[str, str]) -> str:
     new_to_old = {new: old for old, new in renamed.items()}
     return ", ".join(
-        f"{_quoted(new_to_old[f.name])} AS {_quoted(f.name)}" if f.name in new_to_old else _quoted(f.name)
+        f"{sql_name(new_to_old[f.name])} AS {sql_name(f.name)}" if f.name in new_to_old else sql_name(f.name)
         for f in schema
     )
 
@@ -460,7 +457,7 @@ def _group_name(folder: str, index: int, groups: int) -> str:
 
 def _view_name(folder: str) -> str:
     """The view of ``folder``'s parts, quoted (every folder here is a known table)."""
-    return _quoted("attempts" if folder == "processes" else folder)
+    return sql_name("attempts" if folder == "processes" else folder)
 
 
 def _scope(run_ids: Sequence[str] | None, cohorts: Sequence[str] | None = None) -> str:
@@ -572,7 +569,7 @@ _DUCKDB_TYPES = {
 
 def _empty_sql(schema: TableColumns, *, filename: bool = False) -> str:
     """A ``SELECT`` of no rows with ``schema``'s columns (and a ``filename``, as a parts relation has)."""
-    columns = [f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {_quoted(f.name)}" for f in schema]
+    columns = [f"CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS {sql_name(f.name)}" for f in schema]
     return f"SELECT {', '.join([*columns, *(['CAST(NULL AS VARCHAR) AS filename'] if filename else [])])} WHERE false"
 
 
@@ -596,8 +593,8 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *, part
                 statements.append(f"CREATE VIEW {_view_name(folder)} AS {view_sql(good)}{scope};")
             else:  # parts written before a rename: read their old column under its new name
                 union = " UNION ALL BY NAME ".join(
-                    f"SELECT * EXCLUDE ({', '.join(_quoted(o) for o, _ in renamed)}), "
-                    f"{', '.join(f'{_quoted(o)} AS {_quoted(n)}' for o, n in renamed)} FROM ({view_sql(paths)})"
+                    f"SELECT * EXCLUDE ({', '.join(sql_name(o) for o, _ in renamed)}), "
+                    f"{', '.join(f'{sql_name(o)} AS {sql_name(n)}' for o, n in renamed)} FROM ({view_sql(paths)})"
                     if renamed
                     else view_sql(paths)
                     for renamed, paths in groups.items()
@@ -711,7 +708,7 @@ def _load_table(
             shapes.setdefault(shape, []).append(parts.real_paths.get(path) or path.resolve().as_posix())
     # The part's own run_id and cohort columns (the part check matched them to its folders),
     # not hive keys parsed from the path, which DuckDB would type as numbers ("2026").
-    table = _quoted(PARTS_PREFIX + folder)
+    table = sql_name(PARTS_PREFIX + folder)
     if not shapes:
         columns_kept = Columns([schema.field(n) for n in kept if n != "filename"])
         con.execute(f"CREATE TABLE {table} AS {_empty_sql(columns_kept, filename='filename' in kept)}")
@@ -761,8 +758,8 @@ def _shaped_columns(
         if name == "filename":  # read_parquet's, not the table's
             return "filename"
         if name in lacking:
-            return f"CAST(NULL AS {_DUCKDB_TYPES[str(schema.field(name).type)]}) AS {_quoted(name)}"
-        return f"{_quoted(new_to_old[name])} AS {_quoted(name)}" if name in new_to_old else _quoted(name)
+            return f"CAST(NULL AS {_DUCKDB_TYPES[str(schema.field(name).type)]}) AS {sql_name(name)}"
+        return f"{sql_name(new_to_old[name])} AS {sql_name(name)}" if name in new_to_old else sql_name(name)
 
     return ", ".join(map(column, kept))
 
@@ -827,7 +824,7 @@ def connect(
                 scoped = [c for c, values in (("run_id", run_ids), ("cohort", cohorts)) if values is not None]
                 _load_table(con, folder, schema, groups, load[folder], parts, scoped)
                 files = "EXCLUDE (filename) " if "filename" in (load[folder] or ()) else ""
-                relation = f"SELECT * {files}FROM {_quoted(PARTS_PREFIX + folder)}{scope}"
+                relation = f"SELECT * {files}FROM {sql_name(PARTS_PREFIX + folder)}{scope}"
             else:  # no statement of this connection reads it
                 relation = _empty_sql(schema)
             con.execute(f"CREATE VIEW {_view_name(folder)} AS {relation}")
@@ -836,7 +833,7 @@ def connect(
             continue
         if not any(groups.values()):  # no part (or none of the chosen runs): nothing for Arrow to read
             groups = {}
-            con.execute(f"CREATE VIEW {_quoted(PARTS_PREFIX + folder)} AS {_empty_sql(schema, filename=True)}")
+            con.execute(f"CREATE VIEW {sql_name(PARTS_PREFIX + folder)} AS {_empty_sql(schema, filename=True)}")
         for i, (renamed, paths) in enumerate(groups.items()):
             files = [parts.real_paths.get(p) or p.resolve().as_posix() for p in paths]
             # Each file's path becomes its rows' `filename`, the way hive keys become columns.
@@ -849,15 +846,15 @@ def connect(
             con.register(_group_name(folder, i, len(groups)), dataset)
         if len(groups) > 1:  # parts written before a rename: read their old column under its new name
             con.execute(
-                f"CREATE VIEW {_quoted(PARTS_PREFIX + folder)} AS "
+                f"CREATE VIEW {sql_name(PARTS_PREFIX + folder)} AS "
                 + " UNION ALL ".join(
                     f"SELECT {_renaming_columns(schema, dict(renamed))}, filename "
-                    f"FROM {_quoted(_group_name(folder, i, 2))}"
+                    f"FROM {sql_name(_group_name(folder, i, 2))}"
                     for i, renamed in enumerate(groups)
                 )
             )
         con.execute(
-            f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) FROM {_quoted(PARTS_PREFIX + folder)}"
+            f"CREATE VIEW {_view_name(folder)} AS SELECT * EXCLUDE (filename) FROM {sql_name(PARTS_PREFIX + folder)}"
             f"{scope}"
         )
         if folder == "processes":

@@ -26,7 +26,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 from collections import Counter, deque
@@ -48,11 +47,12 @@ from stateaware.launch.worker import (
     status_row,
 )
 from stateaware.names import check_inside
-from stateaware.records.check import COMPACTED_NAME
 from stateaware.records.damage import QUARANTINE, quarantine
+from stateaware.records.part_names import COMPACTED_NAME, parse_part_name, part_files, run_folder
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
 from stateaware.run import RunSpec
+from stateaware.text import index_ranges
 
 __all__ = [
     "RunPlan",
@@ -132,14 +132,8 @@ def _run_parts(out: Path, cohort: str, run_id: str) -> list[tuple[str, Path]]:
     return [
         (folder, part)
         for folder in (*TABLES, *RESULT_TABLES)
-        for part in sorted((Path(out) / folder / f"cohort={cohort}" / f"run_id={run_id}").glob("*.parquet"))
+        for part in part_files(run_folder(out, folder, cohort, run_id))
     ]
-
-
-def _process_of(part: Path) -> int | None:
-    """The process index a part's name (``p<index>-<part>.parquet``) gives, or ``None``."""
-    match = re.match(r"p(-?\d+)-", part.name)
-    return int(match.group(1)) if match else None
 
 
 #: Tables whose parts no worker's ``parts_json`` lists: status rows are the record itself, and the
@@ -233,9 +227,9 @@ def _disagreements(
                     found.setdefault(entry["process"], {})[(folder, entry["part"])] = part
                     held[(entry["process"], folder, entry["part"])] = entry["rows"]
             continue
-        owner = _process_of(part)
-        if owner in recorded:
-            found.setdefault(owner, {})[(folder, part.name.removesuffix(".parquet").partition("-")[2])] = part
+        named = parse_part_name(part.name)
+        if named is not None and named.process_index in recorded:
+            found.setdefault(named.process_index, {})[(folder, named.part)] = part
     problems: list[tuple[Path, str]] = []
     for index, parts in sorted(recorded.items()):
         attempt = latest[index].attempt
@@ -306,9 +300,9 @@ def _owners(part: Path) -> set[int]:
     """The processes whose rows ``part`` holds: the one its name gives, or those a compacted
     file's footer lists (none where the footer cannot be read: its processes' parts are then
     missing, and named so)."""
-    index = _process_of(part)
-    if index is not None:
-        return {index}
+    named = parse_part_name(part.name)
+    if named is not None:
+        return {named.process_index}
     if not COMPACTED_NAME.fullmatch(part.name):
         return set()
     listed, _rows = _footer_facts(part)
@@ -677,7 +671,7 @@ def describe(summary: Summary, plan: RunPlan) -> str:
     if summary.not_started:
         lines.append(
             f"  {len(summary.not_started)} processes not started (the disk filled up): "
-            f"{_ranges(summary.not_started)}; free some space and re-run the same command to resume"
+            f"{index_ranges(summary.not_started)}; free some space and re-run the same command to resume"
         )
     if summary.unsuccessful and not summary.disk_full:
         lines.append(
@@ -687,14 +681,3 @@ def describe(summary: Summary, plan: RunPlan) -> str:
             f"FROM processes WHERE run_id = '{plan.run_id}' AND status <> 'completed'\""
         )
     return "\n".join(lines)
-
-
-def _ranges(indices: list[int]) -> str:
-    """``0-3, 7, 9-10``: process indices, consecutive ones joined."""
-    spans: list[list[int]] = []
-    for i in sorted(indices):
-        if spans and i == spans[-1][1] + 1:
-            spans[-1][1] = i
-        else:
-            spans.append([i, i])
-    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)

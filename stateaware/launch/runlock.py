@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stateaware.names import check_inside
+from stateaware.records.part_names import run_folder
 
 __all__ = ["RunLocked", "TamperedPath", "lock_path", "run_lock", "launcher_folder", "describe_entry"]
 
@@ -53,7 +54,7 @@ class TamperedPath(ValueError):
 
 def lock_path(out: Path | str, cohort: str, run_id: str) -> Path:
     """Where the lock file of run ``run_id`` of ``cohort`` lies (as given under ``out``, not resolved)."""
-    return Path(out) / "runs" / f"cohort={cohort}" / f"run_id={run_id}" / ".launcher.lock"
+    return run_folder(out, "runs", cohort, run_id) / ".launcher.lock"
 
 
 @contextlib.contextmanager
