@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
 from stateaware.analysis.verify import RunVerification, Verification, verify
 
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
+from stateaware.records.schema import RESULT_TABLES
 from stateaware.records.writer import write_atomic
 
 __all__ = [

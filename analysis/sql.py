@@ -58,10 +58,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
-from stateaware.analysis.result_columns import RESULT_COLUMNS
 from stateaware.analysis.views import PARTS_PREFIX, Snapshot, connect
 
-from stateaware.records.columns import TABLE_COLUMNS
+from stateaware.records.columns import RESULT_COLUMNS, TABLE_COLUMNS
 
 __all__ = [
     "CHUNK_ROWS",

@@ -471,7 +471,7 @@ def _other_clock(row: dict[str, Any]) -> str:
 
 
 def _comparison_rows(con: Any) -> list[dict[str, Any]]:
-    # The view exists on every connection (empty until a report wrote it: result_tables.py).
+    # The view exists on every connection (empty until a report wrote it: records/columns.py RESULT_COLUMNS).
     relation = con.execute("SELECT * FROM comparisons")
     names = [d[0] for d in relation.description]
     return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]

@@ -7,7 +7,7 @@ a query written today runs on any results directory. Two views are derived:
 - ``attempts``: every ``processes`` row, one per attempt of a process;
 - ``processes``: the latest attempt of each process (what "the status of process i" means).
 
-The analysis' own result tables (``stateaware.analysis.result_columns``: ``comparisons``)
+The analysis' own result tables (``stateaware.records.columns.RESULT_COLUMNS``: ``comparisons``)
 are views too, empty with their full schema until a report has written them. Nothing else
 becomes a view: a folder of the results directory that is not one of these tables (``select``,
 ``Records``, ``damaged_parts``, ...) holding Parquet files is listed with one warning line and
@@ -94,9 +94,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import duckdb
-from stateaware.analysis.result_columns import RESULT_COLUMNS
 
-from stateaware.records.columns import RENAMED, TABLE_COLUMNS, Columns
+from stateaware.records.columns import RENAMED, RESULT_COLUMNS, TABLE_COLUMNS, Columns
 from stateaware.records.part_cache import PartChecks
 from stateaware.text import sql_name
 

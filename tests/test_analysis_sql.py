@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.analysis.sql import ReadOnlyError, format_result, query
 from stateaware.analysis.views import VIEWS, connect
 
-from stateaware.records.schema import TABLES
+from stateaware.records.schema import RESULT_TABLES, TABLES
 from stateaware.records.writer import Identity, RecordWriter
 
 

@@ -127,7 +127,7 @@ def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -
 def _run_parts(out: Path, cohort: str, run_id: str) -> list[tuple[str, Path]]:
     """``(folder, part)`` for every part file of a run: every record table, then the analysis'
     result tables (``comparisons``), whose damaged parts a launch moves aside too."""
-    from stateaware.analysis.result_tables import RESULT_TABLES
+    from stateaware.records.schema import RESULT_TABLES
 
     return [
         (folder, part)
@@ -157,8 +157,8 @@ def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], 
     every page once per version of the file), then each completed process's parts against
     what its attempt recorded (:func:`_disagreements`). Never raises for a bad file.
     """
-    from stateaware.analysis.result_tables import RESULT_TABLES
     from stateaware.records.part_cache import PartChecks
+    from stateaware.records.schema import RESULT_TABLES
 
     latest: dict[int, _Latest] = {}
     damaged: list[tuple[Path, str]] = []
