@@ -99,6 +99,7 @@ from stateaware.records.check import (
     part_problem,
 )
 from stateaware.records.part_names import COMPACTED_NAME, compacted_file_name, parse_part_name, part_files, run_folder
+from stateaware.records.run_scan import run_state
 from stateaware.records.schema import SCHEMA_VERSION, TABLES
 from stateaware.records.writer import PAGE_CHECKSUMS
 from stateaware.text import LIST_AT_MOST, index_ranges
@@ -514,7 +515,6 @@ def compact_run(
     Compacting a compacted run again changes nothing (``tables`` empty). ``progress`` is
     called with each table's name as it is done.
     """
-    from stateaware.launch.launcher import run_state
     from stateaware.launch.runlock import RunLocked, run_lock
 
     results = Path(results)
