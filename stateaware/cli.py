@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from stateaware.config import ConfigError, register_configs
+
+if TYPE_CHECKING:
+    from stateaware.launch.launcher import RunPlan, Summary
+    from stateaware.run import RunSpec
 
 __all__ = ["main", "run"]
 
@@ -54,7 +60,7 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
         if spec.dry_run:
             print(dry_run_table(plan))
             return 0
-        return launch_single(spec, plan, code, progress=progress)
+        return launch_single(spec, plan, code, progress=progress, after_launch=_after_launch)
     except _invalid_input() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -63,6 +69,25 @@ def run(cfg: DictConfig, *, progress: bool = True) -> int:
             raise
         print(f"error: {as_disk_full(exc, under=spec.out)}", file=sys.stderr)
         return 1
+
+
+def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[str]:
+    """What the command line prints after a launch's summary: the stability flags of a timing
+    run, and the kind's own ``summary`` of a run that completed."""
+    if plan.specs and plan.specs[0].timing:
+        # Imported here: only a timing run reads its stability, and the analysis' modules
+        # are no part of a launch that is not timed.
+        from stateaware.analysis.stability import run_summary
+
+        stable = run_summary(plan.out, plan.run_id)
+        if stable:
+            yield stable
+    if summary.exit_code == 0:
+        from stateaware.cohorts import load_kind
+
+        summarize = getattr(load_kind(spec.kind), "summary", None)
+        if summarize is not None:
+            yield summarize(str(plan.out), plan.cohort)
 
 
 def _invalid_input() -> tuple[type[BaseException], ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+from collections.abc import Callable, Iterable
 
 from omegaconf import OmegaConf
 
@@ -29,9 +30,20 @@ from stateaware.run import RunSpec
 __all__ = ["dry_run_table", "launch_compared", "launch_single"]
 
 
-def launch_single(spec: RunSpec, plan: RunPlan, code: str, *, progress: bool = True) -> int:
+def launch_single(
+    spec: RunSpec,
+    plan: RunPlan,
+    code: str,
+    *,
+    progress: bool = True,
+    after_launch: Callable[[RunSpec, RunPlan, Summary], Iterable[str]] = lambda spec, plan, summary: (),
+) -> int:
     """Launch ``plan``'s pending processes under the run's lock; the exit status (0 all completed,
-    1 any did not or the disk filled up). ``RunLocked`` when another live launcher holds it."""
+    1 any did not or the disk filled up). ``RunLocked`` when another live launcher holds it.
+
+    ``after_launch``: lines printed after the summary of a launch that waited for its
+    processes (the command line passes the stability summary and the kind's own, which are
+    the analysis' to compute)."""
     with run_lock(plan.out, plan.cohort, plan.run_id, on_takeover=_say):
         try:
             plan = _prepare(spec, plan, code)
@@ -63,20 +75,8 @@ def launch_single(spec: RunSpec, plan: RunPlan, code: str, *, progress: bool = T
         )
         return 0
     print(describe(summary, plan))
-    if plan.specs and plan.specs[0].timing:
-        # Imported here: the stability summary is the analysis' (a package above this one),
-        # and only a timing run prints it.
-        from stateaware.analysis.stability import run_summary
-
-        stable = run_summary(plan.out, plan.run_id)
-        if stable:
-            print(stable)
-    if summary.exit_code == 0:
-        from stateaware.cohorts import load_kind
-
-        summarize = getattr(load_kind(spec.kind), "summary", None)
-        if summarize is not None:
-            print(summarize(str(plan.out), plan.cohort))
+    for line in after_launch(spec, plan, summary):
+        print(line)
     return summary.exit_code
 
 
