@@ -15,7 +15,7 @@ Exit status: 0 when every process completed, 1 when any did not (or the disk fil
 one line names the file and the space it needed), 2 for invalid input (one line on stderr
 naming the override and what is allowed — Hydra's own parse and composition errors
 included) or a run that another launcher is running now (one launcher per run: see
-stateaware.launch.runlock), 130 after Ctrl-C (re-running the same command resumes).
+stateaware.records.runlock), 130 after Ctrl-C (re-running the same command resumes).
 """
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ def _invalid_input() -> tuple[type[BaseException], ...]:
 
     Imported here, not at module level: ``--help`` and Hydra's composition never need the
     launcher's modules."""
-    from stateaware.launch.runlock import RunLocked, TamperedPath
     from stateaware.launch.snapshot import SnapshotError
     from stateaware.names import PathOutsideError
+    from stateaware.records.runlock import RunLocked, TamperedPath
     from stateaware.source import UserCodeError
 
     return (ConfigError, UserCodeError, PathOutsideError, TamperedPath, RunLocked, SnapshotError)

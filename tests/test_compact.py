@@ -22,8 +22,8 @@ from stateaware.analysis.compact import KILL_ENV, ROW_GROUP_ROWS, STAGING, STEPS
 from stateaware.analysis.verify import VerificationError, verify
 from stateaware.analysis.views import VIEWS, connect
 
-from stateaware.launch.runlock import lock_path, run_lock
 from stateaware.records.check import COMPACTED
+from stateaware.records.runlock import lock_path, run_lock
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import write_atomic
 from tests.cli_inprocess import ANALYSIS, listing, run_main

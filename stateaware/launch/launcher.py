@@ -215,7 +215,7 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
     Raises ``SnapshotError`` before launching anything if the code changes while the
     snapshot is taken. A full disk stops the queue: ``summary.disk_full`` says where,
     ``summary.not_started`` lists what did not start. The caller holds the run's lock
-    (:mod:`stateaware.launch.runlock`).
+    (:mod:`stateaware.records.runlock`).
     """
     from stateaware.cohorts import user_code
 

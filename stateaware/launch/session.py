@@ -1,7 +1,7 @@
 """One launch of a run, start to end: lock, quarantine, statuses, manifest, launch, describe.
 
 The launch sequence is the same for a single run and for an interleaved pair
-(``compare_to=``): take the run's lock (one launcher per run, ``launch.runlock``), move its
+(``compare_to=``): take the run's lock (one launcher per run, ``records.runlock``), move its
 damaged parts aside (``records.run_scan``), read its statuses again under the lock, write its
 manifest, launch what is pending and describe the outcome. :func:`launch_single` and
 :func:`launch_compared` differ only in how many runs they hold and how they start the
@@ -22,8 +22,8 @@ from stateaware.launch.interrupt import workers_stop_with_launcher
 from stateaware.launch.launcher import RunPlan, Summary, describe, launch, launch_pair, plan_run, quarantine_damaged
 from stateaware.launch.manifest import collect_manifest, write_manifest
 from stateaware.launch.pair import other_code, pair_id, run_ids
-from stateaware.launch.runlock import run_lock
 from stateaware.records.run_scan import latest_statuses
+from stateaware.records.runlock import run_lock
 from stateaware.records.writer import DiskFullError
 from stateaware.run import RunSpec
 

@@ -133,7 +133,7 @@ def highest_recorded_attempt(spec: ProcessSpec) -> int:
 
 def _compacted_status_parts(folders: list[Path], process_index: int) -> list[str]:
     """``p<index>-a<attempt>`` of this process's status parts a compacted file of the run holds
-    (``analysis/compact.py``), in ``folders`` or moved aside from them (a quarantined file's
+    (``records/compact.py``), in ``folders`` or moved aside from them (a quarantined file's
     name ends in a time stamp): their attempt numbers were used, as a quarantined part's were."""
     compacted = [path for folder in folders for path in compacted_files(folder, stamped=True)]
     if not compacted:  # the usual case: the record checks' modules are no part of a worker's steps

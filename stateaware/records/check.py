@@ -26,7 +26,7 @@ part), so they all agree on what "damaged" means. Two halves:
   ``cohort``, ``process_index``, ``source_hash``, ...) hold one value each, equal to the
   hive folders above it (``cohort=``, ``run_id=``) and to its name (``p<index>-``) — a part
   copied from another run or process is caught here. A compacted file
-  (``analysis/compact.py``: ``compacted-<hash>.parquet``, its footer carrying
+  (``records/compact.py``: ``compacted-<hash>.parquet``, its footer carrying
   :data:`COMPACTED`) holds many processes of one run: its ``process_index`` (and
   ``schema_version``) may hold several values, each process one its footer lists, with
   exactly the rows the footer says.
@@ -73,7 +73,7 @@ except ImportError:  # pragma: no cover - a pyarrow that moved it: pq.ParquetFil
 #: have hundreds, and one line must stay readable.
 _NAMES_AT_MOST = 4
 
-#: File metadata key of a compacted file (``analysis/compact.py``): JSON whose ``parts`` lists
+#: File metadata key of a compacted file (``records/compact.py``): JSON whose ``parts`` lists
 #: ``{"process", "part", "rows", ...}`` for every original part the file holds the rows of.
 COMPACTED = b"stateaware.compacted"
 

@@ -6,7 +6,7 @@ in files of two kinds:
 * a part, ``p<process index, at least 6 digits>-<part>.parquet``, written by one process
   (``records/writer.py``); status parts are ``p<index>-a<attempt>.parquet``;
 * a compacted file, ``compacted-<the first 12 hex digits of its rows' digest>.parquet``,
-  which holds the rows of many completed processes' parts (``analysis/compact.py``) and lists
+  which holds the rows of many completed processes' parts (``records/compact.py``) and lists
   them in its footer.
 
 A part moved aside (``OUT/.quarantine/``) keeps its name with a time stamp after it. Every

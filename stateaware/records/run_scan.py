@@ -121,7 +121,7 @@ def _disagreements(
         if folder in _UNCOUNTED:
             continue
         listed, footers[part] = _footer_facts(part)
-        if listed is not None:  # analysis/compact.py: many processes' parts in one file, listed in its footer
+        if listed is not None:  # records/compact.py: many processes' parts in one file, listed in its footer
             for entry in listed:
                 if entry["process"] in recorded:
                     found.setdefault(entry["process"], {})[(folder, entry["part"])] = part
@@ -164,7 +164,7 @@ def _superseded(
     A process runs again when its latest attempt did not complete or a part of its is
     damaged — a compacted file of another table damaged or lost, say, which held rows of
     every process of the run. Its new attempt writes parts of its own, by name; its old rows
-    inside the run's other compacted files (``analysis/compact.py``) would stay beside them,
+    inside the run's other compacted files (``records/compact.py``) would stay beside them,
     every row twice. So such a file is named here, and moved aside with the damaged parts
     (:func:`quarantine_run`); every process it holds runs again with it (its rows go
     with the file), and so on until no sound compacted file holds a process that runs
@@ -210,7 +210,7 @@ def _owners(part: Path) -> set[int]:
 
 
 def _footer_facts(part: Path) -> tuple[list[dict] | None, tuple[int, None] | tuple[None, str]]:
-    """From one footer read: the parts a compacted file (``analysis/compact.py``) lists
+    """From one footer read: the parts a compacted file (``records/compact.py``) lists
     (``None`` for a plain part), and the file's row count — or, for a file changed since its
     check a moment ago, why it could not be read (then it reads as a plain part)."""
     import pyarrow.parquet as pq
