@@ -64,7 +64,7 @@ def compact(
     part-check cache file); the lines and the outcome are those of one at a time.
     ``ValueError`` for a run id the results do not hold, or ``jobs`` below 1.
     """
-    from stateaware.analysis.views import runs_present
+    from stateaware.analysis.store.views import runs_present
     from tqdm import tqdm
 
     if jobs < 1:  # before the results are read: bad input costs no I/O

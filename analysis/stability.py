@@ -221,7 +221,7 @@ def describe(found: Sequence[Flag], *, limit: int = 20) -> str:
 
 def run_summary(results: Path | str, run_id: str) -> str | None:
     """The end-of-run stability lines of ``run_id`` (:func:`describe`), or None without timings."""
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     con = connect(results, run_ids=[run_id])
     if not con.execute("SELECT count(*) FROM timings").fetchone()[0]:
@@ -313,7 +313,7 @@ def _max(values: Sequence[float | None]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``check [--results DIR] [--run-id ID ...] [--max-cv X] [--max-wall-over-cpu X] [--max-other-share X]``."""
     from stateaware.analysis.arguments import default_results, results_argument
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis check", description=__doc__.split("\n")[0])
     results_argument(parser)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from stateaware.analysis.compact import KILL_ENV, ROW_GROUP_ROWS, STAGING, STEPS
-from stateaware.analysis.verify import VerificationError, verify
-from stateaware.analysis.views import VIEWS, connect
+from stateaware.analysis.store.verify import VerificationError, verify
+from stateaware.analysis.store.views import VIEWS, connect
 
 from stateaware.records.check import COMPACTED
 from stateaware.records.runlock import lock_path, run_lock

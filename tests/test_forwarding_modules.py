@@ -18,6 +18,12 @@ FORWARDED = {
         "stateaware.records.runlock",
         ("RunLocked", "TamperedPath", "describe_entry", "launcher_folder", "lock_path", "run_lock"),
     ),
+    "stateaware.analysis.views": ("stateaware.analysis.store.views", ("connect", "snapshot", "VIEWS", "runs_present")),
+    "stateaware.analysis.sql": (
+        "stateaware.analysis.store.sql",
+        ("query", "format_result", "FORMATS"),
+    ),
+    "stateaware.analysis.verify": ("stateaware.analysis.store.verify", ("verify", "VerificationError", "COMPLETED")),
     "stateaware.analysis.result_columns": ("stateaware.records.columns", ("RESULT_COLUMNS",)),
     "stateaware.analysis.result_tables": ("stateaware.records.schema", ("RESULT_TABLES",)),
     "stateaware.analysis.compact": (

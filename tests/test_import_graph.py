@@ -125,9 +125,12 @@ def _names(imported: set[str], prefixes: tuple[str, ...]) -> list[str]:
 
 def test_the_scan_sees_every_source_folder_and_resolves_relative_imports():
     files = modules()
-    assert {"stateaware.cli", "stateaware.planner", "stateaware.cohorts.timing", "stateaware.analysis.views"} <= set(
-        files
-    )
+    assert {
+        "stateaware.cli",
+        "stateaware.planner",
+        "stateaware.cohorts.timing",
+        "stateaware.analysis.store.views",
+    } <= set(files)
     edges = graph()
     # stateaware/planner/records.py imports ``from .profile_card import ...``.
     assert "stateaware.planner.profile_card" in edges["stateaware.planner.records"]
@@ -216,7 +219,7 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("stateaware.run", "stateaware.launch.context"),
         # Kinds whose end-of-run summaries read the views (their rows, as the analysis computes them).
         ("stateaware.cohorts.cifar", "stateaware.analysis.application"),
-        ("stateaware.cohorts.cifar", "stateaware.analysis.views"),
+        ("stateaware.cohorts.cifar", "stateaware.analysis.store.views"),
         ("stateaware.cohorts.timing", "stateaware.analysis.timing"),
         # Command-line tools still inside library packages, reading config files (inside main()).
         ("stateaware.app.encoder_card", "stateaware.config"),
@@ -277,7 +280,7 @@ def test_packages_import_only_their_own_tier_and_the_ones_below():
 
 
 def test_the_tier_check_finds_an_upward_import_and_skips_the_main_block(tmp_path):
-    assert tier_of("stateaware.records.writer") == 2 and tier_of("stateaware.analysis.views") == 5
+    assert tier_of("stateaware.records.writer") == 2 and tier_of("stateaware.analysis.store.views") == 5
     assert tier_of("stateaware.cli") == 6 and tier_of("stateaware.clocks") == 0
     source = "def f():\n    from stateaware.config import x\nif __name__ == '__main__':\n    import stateaware.cli\n"
     path = tmp_path / "m.py"
