@@ -15,34 +15,12 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from stateaware.records.compact import (
-    KILL_ENV,
-    MARKER,
-    ROW_GROUP_ROWS,
-    STAGING,
-    STEPS,
-    CompactError,
-    RunCompaction,
-    TableCompaction,
-    compact_run,
-    rows_sha256,
-)
+from stateaware.records import compact as _engine
+from stateaware.records.compact import *  # noqa: F403 - the engine's names, re-exported
+from stateaware.records.compact import CompactError, RunCompaction, compact_run
 from stateaware.records.schema import TABLES
 
-__all__ = [
-    "KILL_ENV",
-    "MARKER",
-    "ROW_GROUP_ROWS",
-    "STAGING",
-    "STEPS",
-    "CompactError",
-    "RunCompaction",
-    "TableCompaction",
-    "compact",
-    "compact_run",
-    "main",
-    "rows_sha256",
-]
+__all__ = [*_engine.__all__, "compact", "main"]
 
 
 def compact(
