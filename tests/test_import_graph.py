@@ -210,13 +210,11 @@ PACKAGE_ORDER: tuple[tuple[str, ...], ...] = (
 #: may only shrink: an edge not listed fails, and a listed edge that is gone fails too (delete it).
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # The run description checks a cohort's params against its kind (load_kind, Param) and
-        # parses launcher.cpus: the kind contract and the CPU-list syntax are still in cohorts/
-        # and launch/ (a leaf of kind contracts is next; it must keep pickled specs loadable
-        # by an older revision's workers, which compare_to= starts).
+        # The run description checks a cohort's params against its kind (load_kind, Param): the
+        # kind contract is still in cohorts/ and launch/ (a leaf of kind contracts is next; it
+        # must keep pickled specs loadable by an older revision's workers, which compare_to= starts).
         ("stateaware.run", "stateaware.cohorts"),
         ("stateaware.run", "stateaware.launch.params"),
-        ("stateaware.run", "stateaware.launch.context"),
         # Kinds whose end-of-run summaries read the views (their rows, as the analysis computes them).
         ("stateaware.cohorts.cifar", "stateaware.analysis.application"),
         ("stateaware.cohorts.cifar", "stateaware.analysis.store.views"),
