@@ -75,7 +75,7 @@ def _query_text(args: argparse.Namespace) -> str:
 def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> None:
     """An unknown ``--run-id`` or ``--cohort`` is an error naming what the results hold, as in
     report and check, not empty views; found from the partition folders, no part opened."""
-    from stateaware.analysis.views import runs_present
+    from stateaware.analysis.store.views import runs_present
 
     if run_ids is None and cohorts is None:
         return
@@ -93,8 +93,8 @@ def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[s
 
 def _sql(args: argparse.Namespace) -> int:
     import duckdb
-    from stateaware.analysis.sql import LimitError, Limits, ReadOnlyError, open_database_early, run
-    from stateaware.analysis.views import snapshot
+    from stateaware.analysis.store.sql import LimitError, Limits, ReadOnlyError, open_database_early, run
+    from stateaware.analysis.store.views import snapshot
 
     open_database_early()  # while the parts are checked
     results = results_dir(args.results)
@@ -147,7 +147,7 @@ def _seconds(text: str) -> float:
 
 def _memory_size(text: str) -> str:
     """An ``argparse`` type: a size DuckDB reads as a ``memory_limit`` ("2GB", "512MiB", "50%")."""
-    from stateaware.analysis.sql import DEFAULT_MEMORY_LIMIT
+    from stateaware.analysis.store.sql import DEFAULT_MEMORY_LIMIT
 
     if text == DEFAULT_MEMORY_LIMIT:  # argparse types the default too: no database made for it
         return text
@@ -164,7 +164,7 @@ def _memory_size(text: str) -> str:
 
 
 def _views(args: argparse.Namespace) -> int:
-    from stateaware.analysis.views import PARTS_PREFIX, connect, damaged_parts, snapshot, views_sql
+    from stateaware.analysis.store.views import PARTS_PREFIX, connect, damaged_parts, snapshot, views_sql
 
     results = results_dir(args.results)
     if args.sql:
@@ -196,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.stability import main as check_main
 
         return check_main(argv[1:])
-    if argv[:1] == ["status"]:  # its own parser: see stateaware.analysis.status
-        from stateaware.analysis.status import main as status_main
+    if argv[:1] == ["status"]:  # its own parser: see stateaware.analysis.store.status
+        from stateaware.analysis.store.status import main as status_main
 
         return status_main(argv[1:])
     if argv[:1] == ["compact"]:  # its own parser: see stateaware.analysis.compact
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.compare import main as compare_main
 
         return compare_main(argv[1:])
-    from stateaware.analysis.sql import DEFAULT_MAX_ROWS, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS
+    from stateaware.analysis.store.sql import DEFAULT_MAX_ROWS, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS
 
     parser = OneLineParser(
         prog="python -m stateaware.analysis",

@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
     args = parser.parse_args(argv)
     from stateaware.analysis.arguments import default_results
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     con = connect(args.results or default_results())
     print(render(con))

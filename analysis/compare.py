@@ -334,7 +334,7 @@ def compare_runs(
     ``None`` and the runs declare different clocks, when ``equivalence`` is out of range, or
     when the two runs share no timed method.
     """
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     if metric is not None and metric not in METRICS:
         raise ValueError(f"--metric {metric!r} is not a timing metric; choose one of {', '.join(METRICS)}")

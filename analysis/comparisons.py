@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from stateaware.analysis.result_tables import RESULT_TABLES
 from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
-from stateaware.analysis.verify import RunVerification, Verification, verify
+from stateaware.analysis.store.verify import RunVerification, Verification, verify
 
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
+from stateaware.records.schema import RESULT_TABLES
 from stateaware.records.writer import write_atomic
 
 __all__ = [
@@ -55,13 +55,10 @@ def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
     be names (:func:`stateaware.names.check_name`) and the path must lie inside ``results``,
     else ``ValueError`` naming them."""
     from stateaware.names import check_inside, check_name
+    from stateaware.records.part_names import run_folder
 
     path = (
-        Path(results)
-        / FOLDER
-        / f"cohort={check_name('cohort', cohort)}"
-        / f"run_id={check_name('run_id', run_id)}"
-        / "comparisons.parquet"
+        run_folder(results, FOLDER, check_name("cohort", cohort), check_name("run_id", run_id)) / "comparisons.parquet"
     )
     check_inside(results, path)
     return path
@@ -134,9 +131,9 @@ def compute_comparisons(
     only measured steps (warm-ups never enter a timing, DESIGN.md "Timing hygiene").
     Per-process means are taken in SQL (``avg`` per process, method and ``where``
     columns), so a 900,000-row cohort crosses into Python as a few hundred rows.
-    ``verification`` reuses a :func:`~stateaware.analysis.verify.verify` result the caller
+    ``verification`` reuses a :func:`~stateaware.analysis.store.verify.verify` result the caller
     just obtained on ``con`` (a report verifies each run once); otherwise the run is
-    verified here, and :class:`~stateaware.analysis.verify.VerificationError` raised when
+    verified here, and :class:`~stateaware.analysis.store.verify.VerificationError` raised when
     it is not fit for analysis (see ``allow_partial``).
 
     ``clock`` (``wall`` or ``cpu``; see :func:`declared_clock_of`) puts every step-time

@@ -256,10 +256,10 @@ class UnstableError(RuntimeError):
 def _loaded(results: Path, run_ids: list[str], parts: Any) -> Any:
     """A read-only connection over ``run_ids`` (of the snapshot ``parts``) whose every table
     DuckDB read itself, each row's file kept (NOTE [ Tables DuckDB reads itself ] in
-    :mod:`stateaware.analysis.views`): once per connection rather than through Arrow query by
+    :mod:`stateaware.analysis.store.views`): once per connection rather than through Arrow query by
     query. A one-run report of 501 parts took 6.2-7.1 s through Arrow and 4.0-4.4 s so, its
     Markdown and figures byte for byte the same."""
-    from stateaware.analysis.views import LOAD_EVERY_TABLE, connect
+    from stateaware.analysis.store.views import LOAD_EVERY_TABLE, connect
 
     return connect(results, run_ids=run_ids, parts=parts, load=LOAD_EVERY_TABLE)
 
@@ -275,7 +275,7 @@ def build_report(
 ) -> Path:
     """Write ``report.md`` (and figures) under ``out`` (default ``<results>/report``); return its path.
 
-    Raises :class:`~stateaware.analysis.verify.VerificationError` naming every problem
+    Raises :class:`~stateaware.analysis.store.verify.VerificationError` naming every problem
     when a selected run is not fit for analysis and ``allow_partial`` is false, and with
     ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
     (:mod:`stateaware.analysis.stability`) before anything is written.
@@ -287,8 +287,8 @@ def build_report(
         write_comparisons,
     )
     from stateaware.analysis.stats import DRAWS
-    from stateaware.analysis.verify import verify
-    from stateaware.analysis.views import connect, snapshot
+    from stateaware.analysis.store.verify import verify
+    from stateaware.analysis.store.views import connect, snapshot
 
     from stateaware.records.writer import write_bytes_atomic
 
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from stateaware.analysis.arguments import one_line, positive_int, results_argument, results_dir
-    from stateaware.analysis.verify import VerificationError
+    from stateaware.analysis.store.verify import VerificationError
 
     from stateaware.exits import INVALID, OneLineParser
     from stateaware.records.writer import as_disk_full, disk_full

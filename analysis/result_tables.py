@@ -1,17 +1,8 @@
-"""The Arrow schemas of the tables the analysis itself writes beside the records.
+"""Forwarding module: the result tables' Arrow schemas live in ``stateaware.records.schema``.
 
-Built from their columns (:mod:`stateaware.analysis.result_columns`, the one definition,
-which a reader needing no Arrow imports instead): what the analysis writes them with.
+Kept so that ``from stateaware.analysis.result_tables import RESULT_TABLES`` keeps working.
 """
 
-from __future__ import annotations
-
-import pyarrow as pa
-from stateaware.analysis.result_columns import RESULT_COLUMNS
-
-from stateaware.records.schema import arrow_schema
+from stateaware.records.schema import RESULT_TABLES
 
 __all__ = ["RESULT_TABLES"]
-
-#: folder -> schema of every result table the analysis writes.
-RESULT_TABLES: dict[str, pa.Schema] = {name: arrow_schema(columns) for name, columns in RESULT_COLUMNS.items()}

@@ -33,6 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
+
 __all__ = [
     "MAX_CV",
     "MAX_WALL_OVER_CPU",
@@ -51,25 +53,6 @@ __all__ = [
     "render",
     "main",
 ]
-
-#: Largest accepted coefficient of variation of one method's measured steps in one process.
-#: The cost-runtime steps are deterministic programs on fixed shapes; on a quiet core their
-#: steps repeat within a few percent (the thread clock closer still), so a CV above 10 %
-#: means something other than the program varied — and since each process's mean enters a
-#: paired ratio, a 10 % step CV over 20 steps already moves that mean by ~2 %, the size of
-#: the effects the prespecified ratios resolve.
-MAX_CV = 0.10
-
-#: Largest accepted wall/CPU ratio of a method's measured steps (checked on ``cpu``-clock
-#: runs: one thread on a CPU, where an undisturbed thread is on a core for its whole step
-#: and the ratio is 1.00–1.05 — page faults and timer ticks). 1.15 means the thread waited
-#: for a core for over an eighth of its step: another process held it.
-MAX_WALL_OVER_CPU = 1.15
-
-#: Largest accepted share of the process's CPUs' time taken by other processes. A quiet
-#: machine's daemons and the launcher's own polling take a few percent; one busy process
-#: beside a one-CPU pin takes ~50 %. 10 % is well above the first and far below the second.
-MAX_OTHER_SHARE = 0.10
 
 #: The kinds of :class:`Flag`, in the order tables list them.
 KINDS = ("unstable", "waited", "loaded")
@@ -238,7 +221,7 @@ def describe(found: Sequence[Flag], *, limit: int = 20) -> str:
 
 def run_summary(results: Path | str, run_id: str) -> str | None:
     """The end-of-run stability lines of ``run_id`` (:func:`describe`), or None without timings."""
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     con = connect(results, run_ids=[run_id])
     if not con.execute("SELECT count(*) FROM timings").fetchone()[0]:
@@ -330,7 +313,7 @@ def _max(values: Sequence[float | None]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``check [--results DIR] [--run-id ID ...] [--max-cv X] [--max-wall-over-cpu X] [--max-other-share X]``."""
     from stateaware.analysis.arguments import default_results, results_argument
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     parser = argparse.ArgumentParser(prog="python -m stateaware.analysis check", description=__doc__.split("\n")[0])
     results_argument(parser)

@@ -322,7 +322,7 @@ def compare(
 
     Raises ``ValueError`` when the table mixes runs, when a method of a comparison has no
     rows, or when some process has one side of a pair but not the other — verification
-    (:mod:`stateaware.analysis.verify`) should have stopped such a run earlier.
+    (:mod:`stateaware.analysis.store.verify`) should have stopped such a run earlier.
     """
     specs = [Comparison.coerce(c) for c in comparisons]
     if not specs:

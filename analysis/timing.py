@@ -471,7 +471,7 @@ def _other_clock(row: dict[str, Any]) -> str:
 
 
 def _comparison_rows(con: Any) -> list[dict[str, Any]]:
-    # The view exists on every connection (empty until a report wrote it: result_tables.py).
+    # The view exists on every connection (empty until a report wrote it: records/columns.py RESULT_COLUMNS).
     relation = con.execute("SELECT * FROM comparisons")
     names = [d[0] for d in relation.description]
     return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
@@ -543,7 +543,7 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
     as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
     from stateaware.analysis.comparisons import comparisons_of, compute_comparisons, declared_clock_of
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     con = connect(results, cohorts=[cohort])  # this cohort's partitions only: a big store costs nothing more
     run = con.execute(
@@ -583,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cohort:
         print(summary(results, args.cohort, args.draws))
     else:
-        from stateaware.analysis.views import connect
+        from stateaware.analysis.store.views import connect
 
         print(render(connect(results)))
     return 0

@@ -93,6 +93,6 @@ def summary(out: str, cohort: str) -> str:
     and score-file identity, the joint comparisons and Figure 3C's points, for the latest
     cifar run under ``out`` (``stateaware.analysis.application.render``)."""
     from stateaware.analysis import application
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     return application.render(connect(Path(out)))

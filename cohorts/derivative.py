@@ -16,48 +16,23 @@ Two rows per program (``check_name='derivative'``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from stateaware.cohorts._finite_common import MAX_PROGRAMS, base_row, detail, program_range, slice_expand
+from stateaware.cohorts._finite_common import base_row, detail
+
+# What the suite shares with the other finite kind: parameters, program count, slices, report.
+from stateaware.cohorts._finite_suite import PARAMS, PROGRAMS, REPORT, expand, program_maker, run_suite
 
 from stateaware.finite.derivatives import forward_jacobian, gradient_tolerance, graph_output, reverse_versions
-from stateaware.finite.generate import FAMILIES, random_program
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
-from stateaware.launch.params import Param
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
-#: Checked when the run is planned (stateaware.launch.params).
-PARAMS = {
-    "programs": Param(int, minimum=1, maximum=MAX_PROGRAMS),  # generated programs, split across the processes
-    "dimensions": Param(list, item=int, minimum=1, maximum=1024, unique=True),
-    "operations": Param(list, item=int, minimum=1, maximum=1024, unique=True),
-}
+__all__ = ["PARAMS", "PROGRAMS", "REPORT", "check_program", "expand", "program_for", "run"]
 
-__all__ = ["PROGRAMS", "check_program", "expand", "program_for", "run"]
-
-#: The report section that renders this kind (cohorts/__init__.py, REPORT).
-REPORT = ("stateaware.analysis.finite",)
-
-PROGRAMS = 1024
-_DIMENSIONS = (4, 8, 16)
-_OPERATIONS = (8, 12, 16)
-
-
-def program_for(
-    index: int, first_seed: int, dimensions: Sequence[int] = _DIMENSIONS, operations: Sequence[int] = _OPERATIONS
-) -> Program:
-    """Program ``index`` of the suite (see the module docstring)."""
-    return random_program(
-        first_seed + index,
-        int(dimensions[index % len(dimensions)]),
-        int(operations[(index // len(dimensions)) % len(operations)]),
-        FAMILIES[(index // (len(dimensions) * len(operations))) % len(FAMILIES)],
-        overwritten_dependence=True,
-    )
+program_for = program_maker(overwritten_dependence=True)
 
 
 def check_program(program: Program) -> list[dict[str, Any]]:
@@ -89,14 +64,5 @@ def check_program(program: Program) -> list[dict[str, Any]]:
     return rows
 
 
-def expand(cohort: dict, hardware: dict, processes: int) -> list[dict]:
-    return slice_expand(cohort, processes, PROGRAMS)
-
-
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
-    dims = spec.params.get("dimensions", _DIMENSIONS)
-    ops = spec.params.get("operations", _OPERATIONS)
-    rows = []
-    for i in program_range(spec):
-        rows += check_program(program_for(i, int(spec.params["first_seed"]), dims, ops))
-    writer.write("records", rows, part="derivative")
+    run_suite(spec, writer, program_for, check_program, part="derivative")

@@ -15,25 +15,24 @@ Exit status: 0 when every process completed, 1 when any did not (or the disk fil
 one line names the file and the space it needed), 2 for invalid input (one line on stderr
 naming the override and what is allowed — Hydra's own parse and composition errors
 included) or a run that another launcher is running now (one launcher per run: see
-stateaware.launch.runlock), 130 after Ctrl-C (re-running the same command resumes).
+stateaware.records.runlock), 130 after Ctrl-C (re-running the same command resumes).
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from stateaware.config import ConfigError, register_configs
 
 if TYPE_CHECKING:
-    from stateaware.launch.launcher import RunPlan
+    from stateaware.launch.launcher import RunPlan, Summary
     from stateaware.run import RunSpec
 
 __all__ = ["main", "run"]
@@ -42,181 +41,67 @@ register_configs()
 
 
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
-    """Check ``cfg`` once (:meth:`stateaware.run.RunSpec.from_config`), then plan and launch its
-    run; the process exit status."""
+    """Check ``cfg`` once (``stateaware.run.RunSpec.from_config``), then plan and launch its run
+    (``stateaware.launch.session``); the process exit status: 0, 1 or 2 (see ``_invalid_input``)."""
     from stateaware.cohorts import user_code
     from stateaware.launch.launcher import plan_run
-    from stateaware.launch.runlock import RunLocked, TamperedPath, run_lock
-    from stateaware.launch.snapshot import SnapshotError
-    from stateaware.names import PathOutsideError
+    from stateaware.launch.session import dry_run_table, launch_compared, launch_single
     from stateaware.records.writer import as_disk_full, disk_full
     from stateaware.run import RunSpec
-    from stateaware.source import UserCodeError, source_hash
+    from stateaware.source import source_hash
 
+    spec = None
     try:
         spec = RunSpec.from_config(cfg)
         code = source_hash(user_code(spec.kind))  # a user's own kind counts as code too
         plan = plan_run(spec, code)
         if spec.compare_to is not None:
-            return _run_pair(spec, plan, code, progress)
-    except (ConfigError, UserCodeError, PathOutsideError, TamperedPath) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-    if spec.dry_run:
-        print(_dry_run_table(plan))
-        return 0
-    try:
-        with run_lock(plan.out, plan.cohort, plan.run_id, on_takeover=_say):
-            return _launch_locked(spec, plan, code, progress)
-    except (RunLocked, SnapshotError, PathOutsideError, TamperedPath) as exc:
+            return launch_compared(spec, plan, code, progress=progress)
+        if spec.dry_run:
+            print(dry_run_table(plan))
+            return 0
+        return launch_single(spec, plan, code, progress=progress, after_launch=_after_launch)
+    except _invalid_input() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        if not disk_full(exc):
+        if spec is None or not disk_full(exc):
             raise
-        print(f"error: {as_disk_full(exc, under=plan.out)}", file=sys.stderr)
+        print(f"error: {as_disk_full(exc, under=spec.out)}", file=sys.stderr)
         return 1
 
 
-def _run_pair(spec: RunSpec, plan: RunPlan, code: str, progress: bool) -> int:
-    """``compare_to=``: the cohort on this code (side A) and on the code named (side B), their
-    processes alternating (:mod:`stateaware.launch.pair`); then how to compare them."""
-    from stateaware.launch.interrupt import workers_stop_with_launcher
-    from stateaware.launch.launcher import describe, latest_statuses, launch_pair, plan_run, quarantine_damaged
-    from stateaware.launch.manifest import collect_manifest, write_manifest
-    from stateaware.launch.pair import other_code, pair_id, run_ids
-    from stateaware.launch.runlock import RunLocked, run_lock
-    from stateaware.launch.snapshot import SnapshotError
-
-    other = other_code(str(spec.compare_to), spec.out, spec.cohort)
-    base = plan.run_id
-    pair = pair_id(base, code, other.source_hash)
-    sides = [
-        plan_run(dataclasses.replace(spec, run_id=run_id), source)
-        for run_id, source in zip(run_ids(base), (code, other.source_hash), strict=True)
-    ]
-    if spec.dry_run:
-        for side in sides:
-            print(_dry_run_table(side))
-        return 0
-    try:
-        with contextlib.ExitStack() as locks:
-            for side in sides:
-                locks.enter_context(run_lock(side.out, side.cohort, side.run_id, on_takeover=_say))
-            for i, side in enumerate(sides):
-                for line in quarantine_damaged(side):
-                    _say(line)
-                sides[i] = side = dataclasses.replace(
-                    side, statuses=latest_statuses(side.out, side.cohort, side.run_id)
-                )
-                manifest = collect_manifest(
-                    spec, side.run_id, side.source_hash, len(side.specs), report_sections=side.report_sections,
-                    pair=(pair, "ab"[i]),
-                )  # fmt: skip
-                write_manifest(side.out, manifest, say=_say)
-            with workers_stop_with_launcher():
-                summaries = launch_pair(spec, sides[0], sides[1], other.files, progress=progress)
-    except (RunLocked, SnapshotError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for summary, side in zip(summaries, sides, strict=True):
-        print(describe(summary, side))
-    print(
-        f"{spec.cohort}: interleaved comparison {pair}: side a = this code ({code[:12]}), side b = "
-        f"{other.label} ({other.source_hash[:12]}); compare them with: python -m stateaware.analysis compare "
-        f"{sides[0].run_id} {sides[1].run_id} --results {spec.out}"
-    )
-    return max(s.exit_code for s in summaries)
-
-
-def _launch_locked(spec: RunSpec, plan: RunPlan, code: str, progress: bool) -> int:
-    """Launch ``plan`` while this process holds the run's lock: nothing else launches it now."""
-    from stateaware.launch.interrupt import workers_stop_with_launcher
-    from stateaware.launch.launcher import Summary, describe, latest_statuses, launch, quarantine_damaged
-    from stateaware.launch.manifest import collect_manifest, write_manifest
-    from stateaware.records.writer import DiskFullError
-
-    try:
-        # Read the records again under the lock: a launch that just ended may have completed
-        # processes, and damaged parts are moved aside only by the run's one launcher.
-        for line in quarantine_damaged(plan):
-            _say(line)
-        plan = dataclasses.replace(plan, statuses=latest_statuses(plan.out, plan.cohort, plan.run_id))
-        write_manifest(
-            plan.out,
-            collect_manifest(spec, plan.run_id, code, len(plan.specs), report_sections=plan.report_sections),
-            say=_say,
-        )
-    except DiskFullError as exc:  # nothing started: the summary says so
-        summary = Summary(
-            plan.run_id,
-            plan.cohort,
-            skipped=len(plan.specs) - len(plan.pending),
-            disk_full=str(exc),
-            not_started=[s.process_index for s in plan.pending],
-        )
-    else:
-        pending = plan.pending
-        if len(pending) < len(plan.specs):
-            print(
-                f"{plan.cohort}: resuming run {plan.run_id}: {len(plan.specs) - len(pending)} of "
-                f"{len(plan.specs)} processes already completed, launching {len(pending)}",
-                file=sys.stderr,
-            )
-        with workers_stop_with_launcher():
-            summary = launch(spec, plan, progress=progress)
-    if summary.disk_full:
-        _say(f"error: {summary.disk_full}")
-    if not spec.wait and not summary.disk_full:
-        print(
-            f"{plan.cohort}: run {plan.run_id}: {len(summary.submitted)} processes queued or running on Slurm "
-            f"(jobs {', '.join(summary.submitted)}); follow them with: python -m stateaware.analysis status "
-            f"--results {plan.out}; re-run this command to collect and resubmit what is missing"
-        )
-        return 0
-    print(describe(summary, plan))
+def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[str]:
+    """What the command line prints after a launch's summary: the stability flags of a timing
+    run, and the kind's own ``summary`` of a run that completed."""
     if plan.specs and plan.specs[0].timing:
+        # Imported here: only a timing run reads its stability, and the analysis' modules
+        # are no part of a launch that is not timed.
         from stateaware.analysis.stability import run_summary
 
         stable = run_summary(plan.out, plan.run_id)
         if stable:
-            print(stable)
+            yield stable
     if summary.exit_code == 0:
         from stateaware.cohorts import load_kind
 
         summarize = getattr(load_kind(spec.kind), "summary", None)
         if summarize is not None:
-            print(summarize(str(plan.out), plan.cohort))
-    return summary.exit_code
+            yield summarize(str(plan.out), plan.cohort)
 
 
-def _say(line: str) -> None:
-    print(line, file=sys.stderr)
+def _invalid_input() -> tuple[type[BaseException], ...]:
+    """The errors a launch reports in one line with exit status 2 (invalid input, or a run
+    that another launcher holds now); a full disk is 1; anything else is a bug and raises.
 
+    Imported here, not at module level: ``--help`` and Hydra's composition never need the
+    launcher's modules."""
+    from stateaware.launch.snapshot import SnapshotError
+    from stateaware.names import PathOutsideError
+    from stateaware.records.runlock import RunLocked, TamperedPath
+    from stateaware.source import UserCodeError
 
-def _dry_run_table(plan: RunPlan) -> str:
-    """The processes that would launch: parameters shared by every process once, then per
-    process only the ones that vary (its seed, method, cell...)."""
-    every = [spec.params for spec in plan.specs]
-    shared = {k: v for k, v in every[0].items() if all(k in p and p[k] == v for p in every)} if every else {}
-
-    def flat(params: dict) -> str:
-        return OmegaConf.to_yaml(OmegaConf.create(params), sort_keys=True).strip().replace("\n", "; ") if params else ""
-
-    lines = [
-        f"run {plan.run_id} (cohort {plan.cohort}, source {plan.source_hash[:12]}, out {plan.out})",
-        f"shared params: {', '.join(sorted(shared)) or '(none)'}",
-        f"{'index':>5}  {'seed':>8}  {'state':<10}  params",
-    ]
-    for spec in plan.specs:
-        state = plan.statuses.get(spec.process_index, "pending")
-        action = "skip" if state == "completed" else "launch"
-        own = flat({k: v for k, v in spec.params.items() if k not in shared})
-        shown = f"{action} ({state})" if state != "pending" else action
-        lines.append(f"{spec.process_index:>5}  {spec.seed:>8}  {shown:<10}  {own}")
-    lines.append(f"{len(plan.pending)} of {len(plan.specs)} processes would launch")
-    return "\n".join(lines)
+    return (ConfigError, UserCodeError, PathOutsideError, TamperedPath, RunLocked, SnapshotError)
 
 
 #: Hydra's own variable: set, its run_and_report re-raises composition errors (instead of

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
-from stateaware.analysis.stability import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
+from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
 
 __all__ = [
     "CohortConfig",
@@ -108,7 +108,7 @@ class HardwareConfig:
 
 @dataclass
 class StabilityConfig:
-    # Thresholds of the stability flags (stateaware.analysis.stability, where each default
+    # Thresholds of the stability flags (stateaware.thresholds, where each default
     # says why): a method's step-time CV, its wall/CPU ratio, the CPU share other
     # processes took from a process's CPUs. Recorded with the run; `analysis check` and
     # `report --strict` apply them.

@@ -408,7 +408,7 @@ def _cpus(launcher: dict[str, Any]) -> tuple[int, ...] | None:
     value = launcher.get("cpus")
     if value is None:
         return None
-    from stateaware.launch.context import format_cpus, parse_cpus
+    from stateaware.text import format_cpus, parse_cpus
 
     if not hasattr(os, "sched_getaffinity"):
         raise ConfigError(

@@ -67,7 +67,7 @@ def compose():
 @pytest.fixture
 def sql():
     """sql(results, query) -> list of row tuples, through the read-only front end."""
-    from stateaware.analysis.sql import query
+    from stateaware.analysis.store.sql import query
 
     def _sql(results, text):
         return query(results, text)[-1][1]

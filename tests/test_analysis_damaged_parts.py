@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from stateaware.analysis.__main__ import main
-from stateaware.analysis.verify import VerificationError, verify
-from stateaware.analysis.views import connect, views_sql
+from stateaware.analysis.store.verify import VerificationError, verify
+from stateaware.analysis.store.views import connect, views_sql
 
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import Identity, RecordWriter

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from stateaware.analysis.__main__ import main
-from stateaware.analysis.verify import verify
-from stateaware.analysis.views import VIEWS, connect
+from stateaware.analysis.store.verify import verify
+from stateaware.analysis.store.views import VIEWS, connect
 
 from tests.conftest import launch_small_run
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from stateaware.analysis.result_tables import RESULT_TABLES
-from stateaware.analysis.sql import ReadOnlyError, format_result, query
-from stateaware.analysis.views import VIEWS, connect
+from stateaware.analysis.store.sql import ReadOnlyError, format_result, query
+from stateaware.analysis.store.views import VIEWS, connect
 
-from stateaware.records.schema import TABLES
+from stateaware.records.schema import RESULT_TABLES, TABLES
 from stateaware.records.writer import Identity, RecordWriter
 
 
@@ -43,7 +42,7 @@ def test_views_exist_with_their_columns_on_an_empty_directory(tmp_path):
 
 def test_the_views_sql_of_an_empty_directory_has_the_comparisons_view_too(tmp_path):
     import duckdb
-    from stateaware.analysis.views import views_sql
+    from stateaware.analysis.store.views import views_sql
 
     con = duckdb.connect()
     for statement in views_sql(tmp_path):
@@ -76,7 +75,7 @@ def test_records_written_before_check_was_renamed_read_as_check_name(tmp_path, s
     assert sql(tmp_path, "SELECT count(*) FROM damaged_parts") == [(0,)]
     # ... and the plain-SQL views say the same.
     import duckdb
-    from stateaware.analysis.views import views_sql
+    from stateaware.analysis.store.views import views_sql
 
     con = duckdb.connect()
     for statement in views_sql(tmp_path):
@@ -162,7 +161,7 @@ def test_formats():
 
 def test_the_views_as_plain_sql_work_in_a_bare_duckdb(tmp_path):
     import duckdb
-    from stateaware.analysis.views import views_sql
+    from stateaware.analysis.store.views import views_sql
 
     _write(tmp_path, 0)
     con = duckdb.connect()

@@ -1,4 +1,4 @@
-"""The limits of ``python -m stateaware.analysis sql`` (NOTE [ Limits of one invocation ] in analysis/sql.py).
+"""The limits of ``python -m stateaware.analysis sql`` (NOTE [ Limits of one invocation ] in analysis/store/sql.py).
 
 Results stream: the table format prints at most ``--max-rows`` rows and says how many it
 left out, CSV and JSON of any size take bounded memory; ``--timeout`` and ``--memory-limit``
@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from stateaware.analysis.__main__ import main
-from stateaware.analysis.sql import COUNT_CAP, DEFAULT_MEMORY_LIMIT, format_result, query, run
+from stateaware.analysis.store.sql import COUNT_CAP, DEFAULT_MEMORY_LIMIT, format_result, query, run
 
 from stateaware.records.writer import Identity, RecordWriter
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from stateaware.analysis.__main__ import main
-from stateaware.analysis.views import connect
+from stateaware.analysis.store.views import connect
 
 from stateaware.records.writer import Identity, RecordWriter
 
@@ -162,7 +162,7 @@ def test_a_writable_connection_is_only_given_when_asked(results, tmp_path):
 
 # (statement, what the one error line names). The lock keeps the disk safe; these would
 # otherwise change the connection's own catalog, so that a later statement of the same input
-# reads forged views (NOTE [ Only reads run ] in analysis/sql.py).
+# reads forged views (NOTE [ Only reads run ] in analysis/store/sql.py).
 FORGERIES = [
     (
         "EXPLAIN ANALYZE CREATE OR REPLACE VIEW records AS SELECT 'forged' AS x; SELECT * FROM records",

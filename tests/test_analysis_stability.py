@@ -12,7 +12,7 @@ from stateaware.analysis import stability
 from stateaware.analysis.__main__ import main as analysis_main
 from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of
 from stateaware.analysis.report import build_report
-from stateaware.analysis.views import connect
+from stateaware.analysis.store.views import connect
 
 from stateaware.records.writer import Identity, RecordWriter
 

@@ -329,7 +329,7 @@ PRESPECIFIED = [
 
 def test_comparisons_are_computed_from_measured_rows_and_queryable_as_a_view(tmp_path):
     from stateaware.analysis.comparisons import comparisons_path, compute_comparisons, write_comparisons
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     means = write_timing_run(tmp_path)
     run, results = compute_comparisons(connect(tmp_path), "r1", PRESPECIFIED, draws=2_000, seed=9)
@@ -360,8 +360,8 @@ def test_comparisons_are_computed_from_measured_rows_and_queryable_as_a_view(tmp
 
 def test_a_partial_analysis_is_marked_and_counts_only_completed_processes(tmp_path):
     from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
-    from stateaware.analysis.verify import VerificationError
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.verify import VerificationError
+    from stateaware.analysis.store.views import connect
 
     means = write_timing_run(tmp_path, failed=(2,))
     with pytest.raises(VerificationError, match="process 2 ended 'failed'"):
@@ -382,7 +382,7 @@ def test_the_analysis_modules_import_no_gpu_stack_and_defer_scipy_and_matplotlib
     import sys
 
     code = (
-        "import sys; import stateaware.analysis.stats, stateaware.analysis.verify, "
+        "import sys; import stateaware.analysis.stats, stateaware.analysis.store.verify, "
         "stateaware.analysis.figures, stateaware.analysis.comparisons; "
         "print(sorted(m for m in ('torch', 'jax', 'scipy', 'matplotlib') if m in sys.modules))"
     )

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from stateaware.analysis.verify import RunVerification, Verification, VerificationError, verify
-from stateaware.analysis.views import connect as connect_results
+from stateaware.analysis.store.verify import RunVerification, Verification, VerificationError, verify
+from stateaware.analysis.store.views import connect as connect_results
 
 from stateaware.records.writer import Identity, RecordWriter
 
@@ -180,7 +180,7 @@ def test_a_duplicated_part_stops_the_analysis_and_names_the_parts(tmp_path):
 def test_the_parts_of_a_duplicate_are_named_alike_through_arrow_and_through_loaded_tables(tmp_path):
     """A report's connections have every table loaded by DuckDB (``LOAD_EVERY_TABLE``), each
     row's file kept: verification names a duplicate's parts as through Arrow's views."""
-    from stateaware.analysis.views import LOAD_EVERY_TABLE
+    from stateaware.analysis.store.views import LOAD_EVERY_TABLE
 
     write_run(tmp_path)
     _write_retried_steps(tmp_path)

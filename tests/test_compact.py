@@ -19,11 +19,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from stateaware.analysis.compact import KILL_ENV, ROW_GROUP_ROWS, STAGING, STEPS
-from stateaware.analysis.verify import VerificationError, verify
-from stateaware.analysis.views import VIEWS, connect
+from stateaware.analysis.store.verify import VerificationError, verify
+from stateaware.analysis.store.views import VIEWS, connect
 
-from stateaware.launch.runlock import lock_path, run_lock
 from stateaware.records.check import COMPACTED
+from stateaware.records.runlock import lock_path, run_lock
 from stateaware.records.schema import TABLES
 from stateaware.records.writer import write_atomic
 from tests.cli_inprocess import ANALYSIS, listing, run_main

@@ -25,7 +25,7 @@ from stateaware.analysis.compare import (
     parse_equivalence,
     verdict_of,
 )
-from stateaware.analysis.views import connect
+from stateaware.analysis.store.views import connect
 
 from stateaware.records.writer import Identity, RecordWriter
 from tests.cli_inprocess import ANALYSIS, run_main

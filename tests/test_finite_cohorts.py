@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 from stateaware.analysis.finite import render
-from stateaware.analysis.views import connect
+from stateaware.analysis.store.views import connect
 from stateaware.cohorts import load_kind
 
 from stateaware.launch.spec import ProcessSpec

@@ -156,8 +156,7 @@ def test_a_damaged_manifest_is_quarantined_and_written_afresh(compose, tmp_path,
 
 def _comparison_part(out, run_id):
     """A valid ``comparisons`` part of the run, as a report writes it."""
-    from stateaware.analysis.result_tables import RESULT_TABLES
-
+    from stateaware.records.schema import RESULT_TABLES
     from stateaware.records.writer import write_atomic
 
     schema = RESULT_TABLES["comparisons"]

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from stateaware.analysis.views import connect, snapshot
+from stateaware.analysis.store.views import connect, snapshot
 
 from stateaware.records import check, part_cache
 from tests.conftest import launch_small_run

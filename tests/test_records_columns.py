@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from stateaware.analysis.result_columns import RESULT_COLUMNS
-from stateaware.analysis.result_tables import RESULT_TABLES
 
 from stateaware.records import part_cache, schema
-from stateaware.records.columns import ARROW_TYPES, TABLE_COLUMNS, Column, Columns, columns_for
+from stateaware.records.columns import ARROW_TYPES, RESULT_COLUMNS, TABLE_COLUMNS, Column, Columns, columns_for
+from stateaware.records.schema import RESULT_TABLES
 
 
 def test_every_type_text_is_what_arrow_prints_for_the_type_it_builds():

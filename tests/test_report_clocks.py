@@ -92,7 +92,7 @@ def _cells(line: str) -> list[str]:
 
 def _cpu_means(results: Path, column: str) -> dict[str, float]:
     """Per method: the mean over processes of each process's mean measured ``column``."""
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     rows = (
         connect(results)
@@ -151,8 +151,8 @@ def test_the_method_table_and_figure1_show_the_declared_clocks_means(report):
 
 
 def test_the_comparisons_table_quotes_the_paper_beside_our_computed_ratio(report):
+    from stateaware.analysis.store.views import connect
     from stateaware.analysis.timing import PAPER_RATIOS
-    from stateaware.analysis.views import connect
 
     results, path, _ = report
     ((header, body),) = [(h, b) for h, b in _tables(path.read_text()) if h[0] == "comparison"]

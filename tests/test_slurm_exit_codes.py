@@ -131,7 +131,7 @@ def test_status_names_the_log_files_as_submitit_does():
     """analysis.status spells submitit's log names itself (the analysis extra has no submitit)."""
     from pathlib import Path
 
-    from stateaware.analysis.status import _logs
+    from stateaware.analysis.store.status import _logs
     from submitit.core.utils import JobPaths
 
     for job in ("12", "12_3"):

@@ -16,7 +16,7 @@ def test_the_hash_covers_the_library_cohorts_analysis_and_config():
         "stateaware/cli.py",
         "stateaware/records/schema.py",
         "stateaware/cohorts/demo.py",
-        "stateaware/analysis/views.py",
+        "stateaware/analysis/store/views.py",
         "stateaware/conf/config.yaml",
         "stateaware/conf/cohort/demo.yaml",
     ):

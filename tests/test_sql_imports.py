@@ -1,5 +1,5 @@
 """``analysis sql`` over parts the cache already vouches for imports neither pyarrow nor numpy
-(NOTE [ No Arrow until it reads ] in ``stateaware.analysis.views``): ~0.15 s of a small query.
+(NOTE [ No Arrow until it reads ] in ``stateaware.analysis.store.views``): ~0.15 s of a small query.
 A part the cache has not seen is checked through Arrow, so the first query may import them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tables DuckDB reads itself (NOTE [ Tables DuckDB reads itself ] in analysis/views.py): the
+"""Tables DuckDB reads itself (NOTE [ Tables DuckDB reads itself ] in analysis/store/views.py): the
 ``sql`` command loads the tables its statements name (record tables and the analysis' result
 tables), with the columns they name, and every answer equals the one the Arrow-backed views
 give — parts of older schema versions (columns renamed, columns added since) included."""
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from stateaware.analysis.comparisons import SCHEMA as COMPARISONS
 from stateaware.analysis.comparisons import comparisons_path
-from stateaware.analysis.sql import columns_read, query
-from stateaware.analysis.views import VIEWS, connect, snapshot
+from stateaware.analysis.store.sql import columns_read, query
+from stateaware.analysis.store.views import VIEWS, connect, snapshot
 
 from stateaware.records.schema import RENAMED, SCHEMA_VERSION, TABLES
 from stateaware.records.writer import Identity, RecordWriter, write_atomic
@@ -159,7 +159,7 @@ def test_the_sql_command_answers_as_the_arrow_views_do(store, sql):
 def test_a_pruned_query_loads_the_chosen_runs_only(store, run_ids):
     import io
 
-    from stateaware.analysis.sql import run
+    from stateaware.analysis.store.sql import run
 
     out = io.StringIO()
     run(store, "SELECT run_id, count(*) FROM timings GROUP BY 1 ORDER BY 1", out, fmt="csv", run_ids=run_ids)
@@ -201,7 +201,7 @@ def test_a_loaded_table_keeps_the_listed_order_of_its_parts_read_either_way(stor
     parts in the order the snapshot lists them."""
     import itertools
 
-    import stateaware.analysis.views as views
+    import stateaware.analysis.store.views as views
 
     runs = ["r1", "r2", "2026"]  # parts of one shape (o2's lacks a column): one read_parquet
     parts = snapshot(store, runs)

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from stateaware.analysis.views import connect, runs_present, snapshot
+from stateaware.analysis.store.views import connect, runs_present, snapshot
 
 from stateaware.records import part_cache
 from tests.cli_inprocess import ANALYSIS, run_main

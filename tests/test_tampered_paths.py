@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stateaware.launch.runlock import TamperedPath, lock_path, run_lock
 from stateaware.launch.snapshot import take_snapshot
 from stateaware.names import PathOutsideError
+from stateaware.records.runlock import TamperedPath, lock_path, run_lock
 from stateaware.records.writer import temporary_path
 from stateaware.source import source_hash
 from tests.conftest import user_env

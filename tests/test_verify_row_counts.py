@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from stateaware.analysis.__main__ import main as analysis_main
-from stateaware.analysis.verify import VerificationError, verify
-from stateaware.analysis.views import connect
+from stateaware.analysis.store.verify import VerificationError, verify
+from stateaware.analysis.store.views import connect
 
 from stateaware.cli import run
 from stateaware.launch.launcher import latest_statuses

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import highest_recorded_attempt, record_status, slurm_job_id, status_row
+from stateaware.records.part_names import status_parts
 
 __all__ = ["REQUEUED_STATES", "earlier_records", "record_requeued_attempts"]
 
@@ -100,7 +101,7 @@ def _rows_of_job(spec: ProcessSpec, job: str) -> int:
 
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
     count = 0
-    for path in folder.glob(f"p{spec.process_index:06d}-a*.parquet"):
+    for path in status_parts(folder, spec.process_index):
         try:
             count += pq.read_table(path, columns=["slurm_job_id"]).column("slurm_job_id").to_pylist().count(job)
         except (OSError, ValueError, KeyError):

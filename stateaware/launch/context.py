@@ -19,10 +19,12 @@ import os
 import platform
 import resource
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from stateaware.text import format_cpus, parse_cpus
 
 __all__ = [
     "CpuTimes",
@@ -92,49 +94,6 @@ def affinity() -> tuple[int, ...] | None:
     if not hasattr(os, "sched_getaffinity"):
         return None
     return tuple(sorted(os.sched_getaffinity(0)))
-
-
-def format_cpus(cpus: Iterable[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2,5,7-8"`` (the kernel's cpulist form)."""
-    ordered = sorted(set(int(c) for c in cpus))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def parse_cpus(value: Any) -> tuple[int, ...]:
-    """A CPU set from ``"1"``, ``"2-3"``, ``"0,2-3"``, an integer or a list of those; sorted.
-
-    Raises ``ValueError`` naming the bad piece for anything else (empty, negative,
-    reversed ranges).
-    """
-    items: Sequence[Any] = value if isinstance(value, (list, tuple)) else [value]
-    cpus: set[int] = set()
-    for item in items:
-        if isinstance(item, bool):
-            raise ValueError(f"CPU set {value!r}: {item!r} is not a CPU number")
-        if isinstance(item, int):
-            pieces = [str(item)]
-        else:
-            pieces = [p.strip() for p in str(item).split(",")]
-        for piece in pieces:
-            low, dash, high = piece.partition("-")
-            try:
-                first, last = int(low), int(high) if dash else int(low)
-            except ValueError:
-                raise ValueError(f"CPU set {value!r}: {piece!r} is not a CPU number or range like 2-3") from None
-            if first < 0 or last < first:
-                raise ValueError(f"CPU set {value!r}: {piece!r} is not a non-negative, increasing range")
-            cpus.update(range(first, last + 1))
-    if not cpus:
-        raise ValueError(f"CPU set {value!r} is empty")
-    return tuple(sorted(cpus))
 
 
 def governors(cpus: Iterable[int], pattern: str = GOVERNOR) -> str | None:

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 
 from stateaware.names import check_inside
 from stateaware.records.damage import quarantine
+from stateaware.records.part_names import run_folder
 from stateaware.records.writer import Identity, RecordWriter, write_bytes_atomic
 from stateaware.run import RunSpec
 
@@ -31,7 +32,7 @@ RUN_ROW_INDEX = -1
 
 def manifest_path(out: Path | str, cohort: str, run_id: str) -> Path:
     """``OUT/runs/cohort=C/run_id=R/manifest.json``, checked to lie inside ``out``."""
-    path = Path(out) / "runs" / f"cohort={cohort}" / f"run_id={run_id}" / "manifest.json"
+    path = run_folder(out, "runs", cohort, run_id) / "manifest.json"
     check_inside(out, path)
     return path
 

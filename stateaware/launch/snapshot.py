@@ -55,7 +55,7 @@ nor of another host). A full disk while copying raises
 :class:`~stateaware.records.writer.DiskFullError` and leaves no partial snapshot behind.
 A ``.snapshots`` folder or snapshot that is not what the launcher makes there (a file, a
 symbolic link, an entry it may not read) raises
-:class:`~stateaware.launch.runlock.TamperedPath` naming it; every path written lies inside
+:class:`~stateaware.records.runlock.TamperedPath` naming it; every path written lies inside
 ``out`` (:func:`stateaware.names.check_inside`).
 """
 
@@ -70,8 +70,8 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
-from stateaware.launch.runlock import TamperedPath, describe_entry, launcher_folder
 from stateaware.names import check_inside
+from stateaware.records.runlock import TamperedPath, describe_entry, launcher_folder
 from stateaware.records.writer import as_disk_full, disk_full, stale_temporary, temporary_path
 
 __all__ = [
@@ -121,7 +121,7 @@ def take_snapshot(
     line). Temporary folders of dead launchers are removed first. Raises
     :class:`SnapshotError` when the files changed between hashing and copying,
     :class:`~stateaware.records.writer.DiskFullError` when the disk is full,
-    :class:`~stateaware.launch.runlock.TamperedPath` when ``OUT/.snapshots`` or the snapshot
+    :class:`~stateaware.records.runlock.TamperedPath` when ``OUT/.snapshots`` or the snapshot
     is a file, a symbolic link or unreadable, :class:`~stateaware.names.PathOutsideError`
     when either resolves outside ``out``.
     """

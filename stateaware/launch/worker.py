@@ -46,6 +46,14 @@ from pathlib import Path
 
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.damage import QUARANTINE
+from stateaware.records.part_names import (
+    compacted_files,
+    parse_part_name,
+    part_file_name,
+    run_folder,
+    status_parts,
+    unstamped,
+)
 from stateaware.records.writer import (
     DiskFullError,
     Identity,
@@ -115,18 +123,19 @@ def highest_recorded_attempt(spec: ProcessSpec) -> int:
     """The highest attempt number among the process's status parts (quarantined and compacted ones too); 0 if none."""
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
     aside = Path(spec.out) / QUARANTINE / folder.relative_to(spec.out)  # damaged rows still used their numbers
-    names = [p.name for p in folder.glob(f"p{spec.process_index:06d}-a*.parquet")]
-    names += [p.name.partition(".parquet")[0] for p in aside.glob(f"p{spec.process_index:06d}-a*.parquet*")]
+    names = [p.name for p in status_parts(folder, spec.process_index)]
+    names += [unstamped(p.name) for p in status_parts(aside, spec.process_index, stamped=True)]
     names += _compacted_status_parts([folder, aside], spec.process_index)
-    numbers = [_int_or_none(name.removesuffix(".parquet").rpartition("-a")[2]) for name in names]
+    parsed = [parse_part_name(name) for name in names]
+    numbers = [_int_or_none(p.part.removeprefix("a")) for p in parsed if p is not None]
     return max((n for n in numbers if n is not None), default=0)
 
 
 def _compacted_status_parts(folders: list[Path], process_index: int) -> list[str]:
     """``p<index>-a<attempt>`` of this process's status parts a compacted file of the run holds
-    (``analysis/compact.py``), in ``folders`` or moved aside from them (a quarantined file's
+    (``records/compact.py``), in ``folders`` or moved aside from them (a quarantined file's
     name ends in a time stamp): their attempt numbers were used, as a quarantined part's were."""
-    compacted = [path for folder in folders for path in folder.glob("compacted-*.parquet*")]
+    compacted = [path for folder in folders for path in compacted_files(folder, stamped=True)]
     if not compacted:  # the usual case: the record checks' modules are no part of a worker's steps
         return []
     import pyarrow.parquet as pq
@@ -139,7 +148,7 @@ def _compacted_status_parts(folders: list[Path], process_index: int) -> list[str
             listed = compacted_parts(pq.read_schema(path).metadata) or []
         except (OSError, ValueError):
             continue
-        names += [f"p{process_index:06d}-{p['part']}" for p in listed if p["process"] == process_index]
+        names += [part_file_name(process_index, p["part"]) for p in listed if p["process"] == process_index]
     return names
 
 
@@ -310,7 +319,7 @@ def recorded_result(spec: ProcessSpec, stdout_path: str) -> ProcessResult | None
 
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
     best: dict | None = None
-    for path in folder.glob(f"p{spec.process_index:06d}-a*.parquet"):
+    for path in status_parts(folder, spec.process_index):
         try:
             rows = pq.read_table(path).to_pylist()
         except (OSError, ValueError):
@@ -361,7 +370,7 @@ def _remove_stale_temporaries(spec: ProcessSpec) -> None:
     if not Path(spec.out).is_dir():  # nothing written yet: nothing left behind either
         return
     for table_dir in Path(spec.out).iterdir():
-        run_dir = table_dir / f"cohort={spec.cohort}" / f"run_id={spec.run_id}"
+        run_dir = run_folder(spec.out, table_dir.name, spec.cohort, spec.run_id)
         if run_dir.is_dir():
             for tmp in run_dir.glob(f"{prefix}*.tmp-*"):
                 if stale_temporary(tmp):

@@ -26,7 +26,7 @@ part), so they all agree on what "damaged" means. Two halves:
   ``cohort``, ``process_index``, ``source_hash``, ...) hold one value each, equal to the
   hive folders above it (``cohort=``, ``run_id=``) and to its name (``p<index>-``) — a part
   copied from another run or process is caught here. A compacted file
-  (``analysis/compact.py``: ``compacted-<hash>.parquet``, its footer carrying
+  (``records/compact.py``: ``compacted-<hash>.parquet``, its footer carrying
   :data:`COMPACTED`) holds many processes of one run: its ``process_index`` (and
   ``schema_version``) may hold several values, each process one its footer lists, with
   exactly the rows the footer says.
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat as _stat
 from collections import Counter
 from collections.abc import Mapping
@@ -46,13 +45,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stateaware.records.part_names import parse_part_name
 from stateaware.records.schema import IDENTITY, RENAMED, SCHEMA_VERSION, schema_for
 from stateaware.records.verdicts import Content, Footer
 from stateaware.records.writer import PAGE_CHECKSUMS
+from stateaware.text import shorten
 
 __all__ = [
     "COMPACTED",
-    "COMPACTED_NAME",
     "Content",
     "Footer",
     "compacted_parts",
@@ -73,15 +73,9 @@ except ImportError:  # pragma: no cover - a pyarrow that moved it: pq.ParquetFil
 #: have hundreds, and one line must stay readable.
 _NAMES_AT_MOST = 4
 
-#: A part's file name: ``p<process index>-<part>.parquet`` (writer.part_path).
-_PROCESS_IN_NAME = re.compile(r"p(\d+)-")
-
-#: File metadata key of a compacted file (``analysis/compact.py``): JSON whose ``parts`` lists
+#: File metadata key of a compacted file (``records/compact.py``): JSON whose ``parts`` lists
 #: ``{"process", "part", "rows", ...}`` for every original part the file holds the rows of.
 COMPACTED = b"stateaware.compacted"
-
-#: A compacted file's name: ``compacted-<the first 12 hex digits of its rows' digest>.parquet``.
-COMPACTED_NAME = re.compile(r"compacted-[0-9a-f]{12}\.parquet")
 
 #: Identity columns a compacted file may hold several values of: it is many processes' rows
 #: (parts of one run written by older schema versions keep their own ``schema_version``).
@@ -145,7 +139,7 @@ def part_footer(path: Path | str, schema: pa.Schema, *, missing_ok: bool = False
         first = _first_line(exc)
         if "magic bytes" in first:  # pyarrow's words for "no footer where a footer must be"
             return Footer("not a Parquet file (no footer): truncated, damaged or foreign", {}, info)
-        return Footer(f"unreadable Parquet footer ({_shorten(first)}): damaged or foreign", {}, info)
+        return Footer(f"unreadable Parquet footer ({shorten(first, 100)}): damaged or foreign", {}, info)
     end = _data_end(meta)
     if end > info.st_size:
         return Footer(f"truncated: its footer points to byte {end:,} of a {info.st_size:,}-byte file", {}, info)
@@ -201,7 +195,7 @@ def content_problem(path: Path | str) -> Content:
                 if listed is not None and "process_index" in rows.column_names:
                     per_process.update(rows.column("process_index").to_pylist())
     except Exception as exc:  # noqa: BLE001 - whatever a damaged page makes pyarrow raise is the file's problem
-        first = _shorten(_first_line(exc))
+        first = shorten(_first_line(exc), 100)
         if "CRC checksum" in first:  # pyarrow's words for a page whose bytes changed after it was written
             return Content(f"a page fails its checksum ({first}): damaged after it was written", checksums)
         return Content(f"data does not decode ({first}): damaged", checksums)
@@ -236,9 +230,9 @@ def _expected_identity(path: Path, columns: list[str]) -> dict[str, object]:
             break  # above the partitions: the table folder
         if key in columns:
             expected[key] = value
-    match = _PROCESS_IN_NAME.match(path.name)
-    if match and "process_index" in columns:
-        expected["process_index"] = int(match.group(1))
+    named = parse_part_name(path.name)
+    if named is not None and "process_index" in columns:
+        expected["process_index"] = named.process_index
     return expected
 
 
@@ -323,7 +317,3 @@ def _names(names: list[str]) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _shorten(text: str, limit: int = 100) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

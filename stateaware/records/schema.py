@@ -33,6 +33,7 @@ from stateaware.records.columns import (
     IDENTITY_COLUMNS,
     OUTCOMES,
     RENAMED,
+    RESULT_COLUMNS,
     SCHEMA_VERSION,
     STATUSES,
     TABLE_COLUMNS,
@@ -44,6 +45,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "IDENTITY",
     "RENAMED",
+    "RESULT_TABLES",
     "TABLES",
     "OUTCOMES",
     "STATUSES",
@@ -87,6 +89,9 @@ def arrow_schema(columns: Columns | pa.Schema) -> pa.Schema:
 IDENTITY: list[pa.Field] = list(arrow_schema(IDENTITY_COLUMNS))
 
 TABLES: dict[str, pa.Schema] = {name: arrow_schema(columns) for name, columns in TABLE_COLUMNS.items()}
+
+#: folder -> schema of every result table the analysis writes (``columns.RESULT_COLUMNS``).
+RESULT_TABLES: dict[str, pa.Schema] = {name: arrow_schema(columns) for name, columns in RESULT_COLUMNS.items()}
 
 
 def schema_for(table: str) -> pa.Schema:

@@ -3,7 +3,7 @@
 :mod:`stateaware.records.check` computes these (it needs pyarrow);
 :mod:`stateaware.records.part_cache` answers them from its cache without it, so a query whose
 parts were all checked before never imports Arrow (NOTE [ No Arrow until it reads ] in
-:mod:`stateaware.analysis.views`).
+:mod:`stateaware.analysis.store.views`).
 """
 
 from __future__ import annotations

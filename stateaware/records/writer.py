@@ -33,7 +33,8 @@ from typing import Any, NamedTuple, TypeAlias
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stateaware.names import InvalidName, check_inside, check_name
+from stateaware.names import check_inside, check_name
+from stateaware.records.part_names import MAX_PART_NAME, check_part_name, part_file_name, run_folder
 from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
 
 __all__ = [
@@ -60,11 +61,6 @@ _IDENTITY_NAMES = [f.name for f in IDENTITY]
 #: File metadata key (and value) of a part written with page checksums: parts written before
 #: checksums existed lack it, and get a one-time full decode instead (records.check).
 PAGE_CHECKSUMS = (b"stateaware.page_checksums", b"crc32")
-
-#: The longest part name: ``.p000000-<part>.parquet.tmp-<host>-<pid>`` (a 64-character host,
-#: a 7-digit pid) must stay within the 255 bytes a file name may have.
-MAX_PART_NAME = 160
-_PART_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-=")
 
 
 @dataclass(frozen=True)
@@ -102,8 +98,8 @@ def part_path(out: Path | str, table: str, cohort: str, run_id: str, process_ind
     check_name("table", table)
     check_name("cohort", cohort)
     check_name("run_id", run_id)
-    _check_part_name(part)
-    path = Path(out) / table / f"cohort={cohort}" / f"run_id={run_id}" / f"p{process_index:06d}-{part}.parquet"
+    check_part_name(part)
+    path = run_folder(out, table, cohort, run_id) / part_file_name(process_index, part)
     check_inside(out, path)
     return path
 
@@ -408,19 +404,3 @@ def _length(columns: Mapping[str, Sequence[Any]]) -> int:
     if len(lengths) > 1:
         raise ValueError(f"columns have different lengths: {sorted(lengths)}")
     return lengths.pop() if lengths else 0
-
-
-def _check_part_name(part: str) -> None:
-    """The name rule of :func:`stateaware.names.check_name`, with ``=`` allowed (``method=joint``)."""
-    if not isinstance(part, str) or not part or len(part) > MAX_PART_NAME:
-        problem = "empty" if part == "" else (f"{len(part)} characters long" if isinstance(part, str) else "not text")
-    elif set(part) - _PART_CHARACTERS:
-        problem = "contains " + " ".join(repr(c) for c in sorted(set(part) - _PART_CHARACTERS))
-    elif not part[0].isalnum():
-        problem = f"starts with {part[0]!r}"
-    else:
-        return
-    raise InvalidName(
-        f"invalid part name {part!r}: {problem}; a part name is 1 to {MAX_PART_NAME} characters from "
-        "A-Z a-z 0-9 . _ - =, starting with a letter or digit (it becomes one file name)"
-    )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stateaware.analysis.views import Snapshot
+    from stateaware.analysis.store.views import Snapshot
 
 __all__ = ["status_rows", "main"]
 
@@ -48,9 +48,9 @@ def status_rows(
 
     ``warn`` is called with one line per damaged part file left out of the views (a
     process whose status part is damaged shows ``-``, as one with no status yet).
-    ``parts``: a :func:`stateaware.analysis.views.snapshot` of ``results`` to read (default: a new one).
+    ``parts``: a :func:`stateaware.analysis.store.views.snapshot` of ``results`` to read (default: a new one).
     """
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     from stateaware.launch.slurm import read_submissions, slurm_states
 
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     from stateaware.analysis.arguments import results_argument, results_dir
     from stateaware.analysis.report import select_runs
-    from stateaware.analysis.sql import FORMATS, format_result
-    from stateaware.analysis.views import connect, snapshot
+    from stateaware.analysis.store.sql import FORMATS, format_result
+    from stateaware.analysis.store.views import connect, snapshot
 
     from stateaware.exits import OneLineParser, fail
 
