@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from stateaware.auto.compiled import compile_options, compiled_forward, segments_compiled
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
@@ -361,6 +362,7 @@ def profile(
     segments: Sequence[str] | None = None,
     state: str | Sequence[Any] = "auto",
     repeats: int = 3,
+    compile: bool | dict[str, Any] = False,
 ) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard`` (see the module docstring).
 
@@ -381,11 +383,17 @@ def profile(
     where offloaded snapshots live and the measured eager step peak. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
     states are what they were, and so are the example inputs.
+
+    ``compile``: True or a dict of ``torch.compile`` keywords (``compile_options``) measures
+    each segment compiled regionally (``stateaware.auto.compiled``), the all-eager step
+    included, and records the keywords as ``provenance["auto"]["compile"]``, from which
+    ``apply`` compiles; the segments' state is still discovered on the eager code.
     """
     from stateaware.planner import card_from_dict
     from stateaware.torch_replay.offload import host_is_device
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    options = compile_options(compile)
     if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):
         raise ValueError(
             f"state={state!r}; valid values are 'auto' or a list of the model's tensors, submodules or qualified names"
@@ -408,11 +416,13 @@ def profile(
             warmed = False
             for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs, strict=True):
                 module = model.get_submodule(name)
-                forward = original_forward(module)
+                forward = original_forward(module) if options is None else compiled_forward(module, options)
                 pairs = [(relative(name, e.name), e) for e in entries]
                 rerun = _Rerun(module, args, kwargs)
                 measured = {}
-                if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
+                # The first calls of each path (allocator, kernels; compilation for each compiled
+                # segment's graphs) are slower: discard them.
+                if not warmed or options is not None:
                     with contextlib.suppress(UndeclaredStateError):  # a refused option is found below
                         for option in _options(entries):
                             runner = rerun.runner(run_segment, module, forward, option, pairs)
@@ -443,7 +453,8 @@ def profile(
                             add_state_parts(measured[option], base)
                 segments_doc.append(measured)
             snapshot.restore()
-            eager_peak = measure_step(model, inputs)
+            with segments_compiled(model, found.names, options):
+                eager_peak = measure_step(model, inputs)
             doc = {
                 "persistent_bytes": persistent_bytes(model, inputs),
                 "segments": segments_doc,
@@ -460,6 +471,7 @@ def profile(
                         "state_discovery": "auto" if state == "auto" else "explicit",
                         "state": [[e.to_dict() for e in entries] for entries in found.state],
                         "eager_only": eager_only,
+                        **({} if options is None else {"compile": options}),
                     },
                 },
             }
