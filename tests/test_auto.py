@@ -216,7 +216,7 @@ def test_segments_must_be_submodules_run_once():
         auto.profile(model, (x,), segments=["body", "body.0"])
 
 
-@pytest.mark.parametrize("option", ["whole", "region", "offload"])
+@pytest.mark.parametrize("option", ["whole", "region", "offload", "selective"])
 def test_every_option_trains_bit_identically(option):
     # Timing decides which option a plan picks; here each is forced wherever a segment has it.
     import dataclasses

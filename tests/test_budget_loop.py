@@ -9,6 +9,7 @@ keeps a byte budget that eq. 3's plan alone breaks — the negative control.
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 
 import numpy as np
@@ -21,7 +22,7 @@ from torch import nn
 import stateaware.auto as auto
 from stateaware.auto import fit as fit_module
 from stateaware.auto.fit import REPLANS, BudgetNotKept, fit, step_model_bytes
-from stateaware.planner import card_from_dict
+from stateaware.planner import card_from_dict, evaluate_policy
 from stateaware.planner.synthetic import random_card
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -134,13 +135,108 @@ def test_a_budget_nothing_keeps_is_refused_naming_the_budget(monkeypatch):
 def test_a_fixed_planner_without_its_option_names_the_segments_that_lack_it():
     torch.manual_seed(0)
     model, x = HeadOutside(blocks=2), torch.randn(32, 64)
-    segments = ["body.0", "body.1"]  # stateless: eager and whole, no rows to journal
+    segments = ["body.0", "body.1"]  # stateless: eager, whole and selective, no rows to journal
     message = (
         "planner 'region' runs segments only as region, and 2 segment(s) have no such option: "
-        "'body.0' offers eager, whole; 'body.1' offers eager, whole. Tip: use the joint planner"
+        "'body.0' offers eager, selective, whole; 'body.1' offers eager, selective, whole. "
+        "Tip: use the joint_selective planner"
     )
     with pytest.raises(BudgetNotKept, match=f"^{re.escape(message)}"):
         auto.wrap(copy.deepcopy(model), (x,), budget="50%", segments=segments, planner="region", repeats=1)
     card = auto.profile(model, (x,), segments=segments, repeats=1)
     with pytest.raises(ValueError, match=f"^nothing to apply: {re.escape(message)}"):
         auto.apply(model, auto.plan(card, "50%", "region"))
+
+
+# --------------------------------------------------------------------------- the floor
+
+
+def _step_card(persistent: int, segments: list[dict[str, tuple[int, int, float]]], eager_peak: int | None = None):
+    doc = {
+        "persistent_bytes": persistent,
+        "segments": [
+            {o: {"retained_bytes": r, "temp_bytes": q, "ms": c} for o, (r, q, c) in s.items()} for s in segments
+        ],
+        "provenance": {} if eager_peak is None else {"eager_step_peak_bytes": eager_peak},
+    }
+    return card_from_dict(doc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    segments=st.lists(
+        st.dictionaries(
+            st.sampled_from(["eager", "whole", "region", "offload", "selective"]),
+            st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(0, 4)),
+            min_size=1,
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    throughout=st.integers(0, 30),
+    at_end=st.integers(0, 30),
+    budget=st.integers(0, 120),
+)
+def test_the_candidates_hold_the_step_models_optimum_at_every_budget(segments, throughout, at_end, budget):
+    # Eq. 3's Pareto set forgets the order of the options, so it can lack the policy of
+    # least step peak; the loop's candidates are Pareto in the step model itself.
+    card = _step_card(0, [{o: (r, q, float(c)) for o, (r, q, c) in s.items()} for s in segments])
+    correction = fit_module.Correction(throughout, at_end)
+
+    def predicted(policy):
+        return correction.predict(0, step_model_bytes(card, policy), fit_module._retained(card, policy))
+
+    def best(policies):
+        fitting = [evaluate_policy(card, p)[1] for p in policies if predicted(p) <= budget]
+        return min(fitting, default=None)
+
+    every = list(itertools.product(*[list(s) for s in card.segments]))
+    candidates = fit_module._candidates(card, "joint_selective")
+    assert best(candidates) == best(every)
+    assert min(map(predicted, candidates)) == min(map(predicted, every))
+
+
+def test_a_least_step_peak_that_eq3_drops_is_planned_and_kept():
+    # Found by search: eq. 3's (Σ r, max q, Σ c) Pareto set holds no policy of step peak 19.
+    card = _step_card(
+        0,
+        [
+            {"eager": (3, 8, 0.0), "whole": (4, 3, 0.0)},
+            {"eager": (8, 8, 0.0), "whole": (9, 9, 0.0)},
+            {"eager": (4, 5, 1.0), "whole": (4, 1, 2.0)},
+        ],
+        eager_peak=20,  # the card's own all-eager step: no bytes outside it
+    )
+    assert step_model_bytes(card, ("eager",) * 3) == 20
+    least = min(step_model_bytes(card, p) for p in itertools.product(("eager", "whole"), repeat=3))
+    assert least == 19
+    plan = fit(card, 19, "joint", lambda p: step_model_bytes(card, p), _plain)
+    assert step_model_bytes(card, plan["policy"]) == 19 and plan["measured_peak_bytes"] == 19
+
+
+def test_a_least_prediction_within_the_stated_error_is_measured_before_refusing():
+    # The all-eager step's excess (a head's 40 bytes, alive only at the forward's end) is
+    # all counted as `throughout`, so every replaying plan is predicted 35 bytes high.
+    card = _step_card(
+        100,
+        [{"eager": (30, 5, 1.0), "whole": (2, 33, 2.0)}, {"eager": (30, 5, 1.0), "whole": (2, 33, 2.0)}],
+        eager_peak=100 + 60 + 40,
+    )
+    calls = []
+
+    def measure(policy):  # the real step: the head's bytes exist at the forward's end only
+        calls.append(policy)
+        return 100 + max(step_model_bytes(card, policy), fit_module._retained(card, policy) + 40)
+
+    first = fit_module._refit(100, [(65, 60, 200)])
+    assert (first.throughout, first.at_end) == (35, 40)
+    assert first.predict(100, 37, 4) == 172  # all-whole, predicted; its step measures 144
+    plan = fit(card, 144, "joint", measure, _plain)
+    assert plan["policy"] == ("whole", "whole") and plan["measured_peak_bytes"] == 144
+    assert calls == [("whole", "whole")]
+    # Below what the stated error allows any plan (144, all-whole's with no `throughout`):
+    # refused before measuring anything.
+    calls.clear()
+    with pytest.raises(BudgetNotKept, match="stated error"):
+        fit(card, 143, "joint", measure, _plain)
+    assert calls == []

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from stateaware.planner import (
     OPTIONS,
+    PAPER_OPTIONS,
     OptionCost,
     card_from_dict,
     enumerate_policies,
@@ -24,7 +25,7 @@ TOL = 1e-9  # relative: times are float64 sums taken in different orders
 
 def _check_planner_against_enumeration(card, planner, rng):
     """The DP's optimum equals enumeration's at every distinct budget; plan() at a few."""
-    options = {"joint": OPTIONS, "eager_whole": ("eager", "whole")}[planner]
+    options = {"joint": PAPER_OPTIONS, "joint_selective": OPTIONS, "eager_whole": ("eager", "whole")}[planner]
     table = [{o: s[o] for o in options if o in s} for s in card.segments]
     enum = enumerate_policies(card.persistent_bytes, table)
     least = int(enum.peak_bytes.min())
@@ -198,14 +199,82 @@ def test_joint_with_offload_equals_enumeration_four_options_up_to_seven_segments
     for trial in range(300):
         n = int(rng.integers(1, 7)) if trial % 10 else 7
         kind = ("tradeoff", "uniform")[trial % 2]
-        card = random_card(rng, n, kind=kind, options=OPTIONS, missing=0.2, max_bytes=int(rng.choice([8, 64, 1 << 30])))
+        card = random_card(
+            rng, n, kind=kind, options=PAPER_OPTIONS, missing=0.2, max_bytes=int(rng.choice([8, 64, 1 << 30]))
+        )
         _check_planner_against_enumeration(card, "joint", rng)
 
 
 def test_the_controls_never_choose_offload():
     rng = np.random.default_rng(41)
     for _ in range(50):
-        card = random_card(rng, 6, kind="uniform", options=OPTIONS, max_bytes=1 << 20)
+        card = random_card(rng, 6, kind="uniform", options=PAPER_OPTIONS, max_bytes=1 << 20)
         for planner in ("eager_whole", "agnostic"):
             for budget in (1 << 20, 4 << 20, 1 << 40):
                 assert "offload" not in plan(card, budget, planner).policy
+
+
+# --------------------------------------------------------------------------- the selective option
+
+
+def test_joint_selective_equals_enumeration_five_options_up_to_six_segments():
+    rng = np.random.default_rng(20261205)
+    for trial in range(150):
+        n = int(rng.integers(1, 6)) if trial % 10 else 6
+        kind = ("tradeoff", "uniform")[trial % 2]
+        card = random_card(rng, n, kind=kind, options=OPTIONS, missing=0.2, max_bytes=int(rng.choice([8, 64, 1 << 30])))
+        _check_planner_against_enumeration(card, "joint_selective", rng)
+
+
+def test_the_paper_planners_plan_a_card_with_selective_as_the_card_without_it():
+    # The paper's planners keep their option sets: a selective option changes none of their plans.
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        card = random_card(rng, 6, kind="uniform", options=OPTIONS, max_bytes=1 << 20)
+        doc = card.to_dict()
+        for segment in doc["segments"]:
+            if len(segment) > 1:
+                segment.pop("selective", None)
+        without = card_from_dict(doc)
+        for planner in ("joint", "eager_whole", "agnostic"):
+            for budget in (1 << 20, 3 << 20, 1 << 40):
+                a, b = plan(card, budget, planner), plan(without, budget, planner)
+                assert (a.feasible, a.policy, a.predicted_ms, a.min_peak_bytes) == (
+                    b.feasible,
+                    b.policy,
+                    b.predicted_ms,
+                    b.min_peak_bytes,
+                )
+                assert "selective" not in a.policy
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 50),
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(list(OPTIONS)),
+            st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40)),
+            min_size=1,
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(0, 200),
+)
+def test_hypothesis_joint_selective_matches_enumeration(persistent, segments, budget):
+    card = card_from_dict(
+        {
+            "persistent_bytes": persistent,
+            "segments": [
+                {o: {"retained_bytes": r, "temp_bytes": q, "ms": c} for o, (r, q, c) in s.items()} for s in segments
+            ],
+        }
+    )
+    enum = enumerate_policies(card.persistent_bytes, card.segments)
+    reference = enum.best(budget)
+    result = plan(card, budget, "joint_selective")
+    assert result.feasible == (reference is not None)
+    if reference is not None:
+        assert result.predicted_ms == enum.ms[reference]  # integer-valued ms: exact
+        assert result.predicted_peak_bytes <= budget

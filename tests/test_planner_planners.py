@@ -175,7 +175,7 @@ def test_full_frontier_keeps_every_fitting_tradeoff(card):
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        (("nope",), "valid planners are: joint, eager_whole, agnostic, eager, whole, region"),
+        (("nope",), "valid planners are: joint, eager_whole, agnostic, eager, whole, region, joint_selective"),
     ],
 )
 def test_bad_arguments_name_the_valid_choices(card, args, match):
@@ -187,5 +187,5 @@ def test_bad_arguments_name_the_valid_choices(card, args, match):
         plan(card, 40 * GiB, "joint", frontier_cap=1)
 
 
-def test_planner_table_lists_all_six():
-    assert list(PLANNERS) == ["joint", "eager_whole", "agnostic", "eager", "whole", "region"]
+def test_planner_table_lists_all_seven():
+    assert list(PLANNERS) == ["joint", "eager_whole", "agnostic", "eager", "whole", "region", "joint_selective"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from stateaware.auto.fit import DEFAULT_PLANNER
 from stateaware.planner.planners import Plan
 
 if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
@@ -84,8 +85,9 @@ def profile(
     return _profile(model, example_inputs, segments=names, state=state, repeats=repeats, compile=compile)
 
 
-def plan(card: Any, budget: int | str, planner: str = "joint") -> AutoPlan:
-    """Plan ``card`` under ``budget`` with the named planner (``stateaware.planner.PLANNERS``).
+def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPlan:
+    """Plan ``card`` under ``budget`` with the named planner (``stateaware.planner.PLANNERS``;
+    by default ``joint_selective``: eager, the three preserving replays and ``selective``).
 
     ``budget``: bytes (an int), a size string (``"8GiB"``), or a relative position
     (``"50%"``: halfway between the least peak any policy of the card achieves and
@@ -118,7 +120,7 @@ def wrap(
     *,
     budget: int | str,
     state: Any = "auto",
-    planner: str = "joint",
+    planner: str = DEFAULT_PLANNER,
     segments: SegmentSpec | str = None,
     repeats: int = 3,
     compile: bool | dict[str, Any] = False,
@@ -147,7 +149,9 @@ def wrap(
     return apply(model, chosen), chosen
 
 
-def fit_applied(model: Any, example_inputs: Any, card: Any, budget: int | str, planner: str = "joint") -> AutoPlan:
+def fit_applied(
+    model: Any, example_inputs: Any, card: Any, budget: int | str, planner: str = DEFAULT_PLANNER
+) -> AutoPlan:
     """The budget loop of ``wrap`` on a profiled ``card`` of ``model``: each candidate plan is
     applied, one step of ``model(*example_inputs)`` measured, and the plan removed again."""
     from stateaware.auto.fit import fit

@@ -18,14 +18,23 @@ step differs from it in ways that matter when the budget is tight:
 ``fit`` closes the loop (``stateaware.auto.wrap`` and, with a budget,
 ``stateaware.integrations.transformers.enable`` call it). The card's own measured
 all-eager step gives the first correction (conservatively: all of the excess counted
-as ``throughout``). Among the planner's Pareto policies (its option set and cost view;
-``joint`` by default) it takes the fastest whose predicted step peak fits the budget,
+as ``throughout``); a card ``stateaware.auto.profile`` made also holds a measured step
+of its floor policy (every segment recomputed that can be,
+``stateaware.auto.profiler.floor_policy``), and the two anchors separate the terms:
+with the eager step alone, bytes alive only at the forward's end would be charged to
+every moment, and a plan keeping the last segment eager would look cheapest.
+
+Among the planner's policies that are Pareto in the step model (its option set and cost
+view; ``DEFAULT_PLANNER`` by default) it takes the fastest whose predicted step peak
+fits the budget — or, when none is predicted to fit, the one whose least plausible peak
+is least if that fits (``least_plausible_peak``: measure before refusing) —
 applies it, and measures one step (``measure``, which restores everything it changes:
 bit-identity holds). When the measured peak is over the budget, leaves more than
 ``UNUSED`` of the headroom above ``P`` unused, or lands further than ``TOLERANCE`` from
 its prediction, it refits the correction to every step measured so far (``_refit``)
 and chooses again — at most ``REPLANS`` times — and returns the fastest measured plan
-within budget; ``BudgetNotKept`` when no measured plan is.
+within budget; ``BudgetNotKept`` when no measured plan is, or when no plan's least
+plausible peak fits.
 
 A relative budget (``"50%"``) is placed between the measured anchors: 100% is the
 measured all-eager step, 0% the least predicted step peak of any candidate under the
@@ -41,7 +50,7 @@ from typing import Any
 from stateaware.planner import PLANNERS, evaluate_policy
 from stateaware.planner import plan as card_plan
 from stateaware.planner.budget import parse_budget, relative_position
-from stateaware.planner.frontier import pareto_frontier
+from stateaware.planner.frontier import step_pareto_policies
 from stateaware.planner.planners import Plan
 
 __all__ = [
@@ -54,7 +63,13 @@ __all__ = [
     "TOLERANCE",
     "REPLANS",
     "CANDIDATE_CAP",
+    "DEFAULT_PLANNER",
+    "least_plausible_peak",
 ]
+
+#: The planner ``stateaware.auto`` plans with unless told otherwise: the joint planner's
+#: options and ``selective`` (``stateaware.planner.planners``, NOTE [ The paper's option sets ]).
+DEFAULT_PLANNER = "joint_selective"
 
 #: Re-plan when the measured peak leaves more than this share of ``budget - P`` unused.
 UNUSED = 0.10
@@ -95,13 +110,15 @@ def no_option_message(card: Any, planner: str) -> str | None:
     more = f" and {len(lacking) - 5} more" if len(lacking) > 5 else ""
     return (
         f"planner {planner!r} runs segments only as {' or '.join(options)}, and {len(lacking)} segment(s) have "
-        f"no such option: {shown}{more}. Tip: use the joint planner (every option), or profile with the state those "
-        "segments need."
+        f"no such option: {shown}{more}. Tip: use the {DEFAULT_PLANNER} planner (every option), or profile with "
+        "the state those segments need."
     )
 
 
 def _candidates(card: Any, planner: str) -> list[tuple[str, ...]]:
-    """The planner's Pareto policies (its options and cost view), or its one fixed policy."""
+    """The planner's policies that are Pareto in the step model (its options and cost view;
+    ``step_pareto_policies``: eq. 3's own Pareto set may lack the policy of least step
+    peak, which keeps a segment eager where its order makes it cheap), or its one fixed policy."""
     options, view, search = PLANNERS[planner]
     if search == "fixed":
         if any(options[0] not in s for s in card.segments):
@@ -112,8 +129,7 @@ def _candidates(card: Any, planner: str) -> list[tuple[str, ...]]:
         table = [{o: c.without_state() for o, c in s.items()} for s in table]
     if any(not s for s in table):
         return []
-    frontier = pareto_frontier(card.persistent_bytes, table, CANDIDATE_CAP)
-    return [frontier.policy(i) for i in range(frontier.size)]
+    return step_pareto_policies(table, CANDIDATE_CAP)
 
 
 @dataclass(frozen=True)
@@ -189,6 +205,16 @@ def fit(
     steps: list[tuple[int, int, int]] = []  # (step model, Σ r, measured) of every step measured
     if measured_eager is not None and all("eager" in s for s in card.segments):
         steps.append((step_model_bytes(card, eager), _retained(card, eager), int(measured_eager)))
+    floor = (card.provenance.get("auto") or {}).get("floor_policy")
+    if steps and floor is not None and "floor_step_peak_bytes" in card.provenance["auto"]:
+        floor = tuple(floor)
+        steps.append(
+            (
+                step_model_bytes(card, floor),
+                _retained(card, floor),
+                int(card.provenance["auto"]["floor_step_peak_bytes"]),
+            )
+        )
     correction = _refit(persistent, steps) if steps else Correction()
     position = relative_position(budget)
     tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak
@@ -207,14 +233,25 @@ def fit(
             top = int(measured_eager) if measured_eager is not None else least
             budget_bytes = least + int(position * max(top - least, 0))
         fitting = [p for p in candidates if predict(p) <= budget_bytes]
-        if not fitting:
-            if tried:
-                break
-            raise BudgetNotKept(
-                f"no plan fits budget {budget!r} ({budget_bytes} bytes): the least predicted step peak is "
-                f"{least} bytes (persistent {persistent}). Tip: raise the budget."
-            )
-        choice = min(fitting, key=lambda p: (times[p], predict(p)))
+        if fitting:
+            choice = min(fitting, key=lambda p: (times[p], predict(p)))
+        else:
+            # Measure before refusing: the plan the model's stated error lets fit best
+            # (NOTE [ Measure before refusing ]).
+            plausible = {
+                p: least_plausible_peak(correction, len(steps), persistent, model[p], retained[p])
+                for p in candidates
+                if p not in tried
+            }
+            choice = min(plausible, key=lambda p: (plausible[p], predict(p), times[p]), default=None)
+            if choice is None or plausible[choice] > budget_bytes:
+                if tried:
+                    break
+                raise BudgetNotKept(
+                    f"no plan fits budget {budget!r} ({budget_bytes} bytes): the least predicted step peak is "
+                    f"{least} bytes (persistent {persistent}), and no plan's peak can fit within the step "
+                    "model's stated error. Tip: raise the budget."
+                )
         if choice in tried:
             break  # the correction chose a plan already measured: nothing new to learn
         predicted[choice] = (predict(choice), correction)
@@ -253,6 +290,30 @@ def fit(
         correction=final,
         replans=len(tried) - 1,
     )
+
+
+def least_plausible_peak(
+    correction: Correction, measured_steps: int, persistent: int, model: int, retained: int
+) -> int:
+    """The least step peak the loop's model allows a policy (step model ``model``, ``Σ r =
+    retained``): its prediction less the model's stated error.
+
+    NOTE [ Measure before refusing ]
+        With one step measured (the card's all-eager step) the correction counts all of
+        that step's excess over the card as ``throughout``; the bytes really alive
+        throughout the step may be anything down to none (a head whose logits peak at the
+        end of the forward is then counted at every moment), so a policy's peak may be as
+        low as its prediction with ``throughout = 0``. With two or more steps measured the
+        terms are fitted, and the stated error is ``TOLERANCE`` of the prediction, the
+        share beyond which the loop re-plans. When no plan is predicted to fit, ``fit``
+        measures the plan whose least plausible peak is least, if that fits the budget,
+        before refusing: the measurement either fits or gives the correction a second anchor.
+    """
+    predicted = correction.predict(persistent, model, retained)
+    least = predicted - int(TOLERANCE * predicted)
+    if measured_steps <= 1:
+        least = min(least, Correction(0, correction.at_end).predict(persistent, model, retained))
+    return least
 
 
 def _retained(card: Any, policy: Sequence[str]) -> int:

@@ -1,7 +1,8 @@
 """``profile``: measure a user's model into a planner card (paper eq. 3), as the cost runtime does.
 
 Per segment and option (``eager``, ``whole``, ``region`` where some state is written in
-rows, ``offload`` where the segment has state tensors), the segment runs in isolation on
+rows, ``offload`` where the segment has state tensors, ``selective``: the replay keeping
+the expensive ops' outputs, ``stateaware.auto.segment``), the segment runs in isolation on
 the input the model's own forward gave it and on the state it had at the step's start,
 and the pass measures, exactly as ``stateaware.cost_runtime.profile`` defines them:
 
@@ -12,7 +13,8 @@ and the pass measures, exactly as ``stateaware.cost_runtime.profile`` defines th
 ``ms`` (c)              the least wall time of forward plus backward over ``repeats`` runs.
 
 ``state_*`` parts are each replay option's excess over a replay that preserves nothing
-(``torch.utils.checkpoint``), which is what the state-agnostic planner omits. Bytes come
+(``torch.utils.checkpoint``), which is what the state-agnostic planner omits;
+``selective`` preserves by the same whole snapshot as ``whole`` and shares its parts. Bytes come
 from the CUDA allocator or the CPU profiler's raw memory records
 (``cost_runtime.measure.allocated_window``), never from shapes. The backward of a segment's
 output is driven by a constant gradient ``1/numel`` (the loss is the user's, not ours).
@@ -56,6 +58,7 @@ __all__ = [
     "backward_of",
     "IMMUTABLE",
     "check_arguments",
+    "floor_policy",
 ]
 
 #: Argument values besides tensors and containers of them that profiling may pass to a
@@ -287,6 +290,21 @@ def _oblivious(forward, args, kwargs):
     return torch_checkpoint(lambda *a: forward(*a, **kwargs), *args, use_reentrant=False)
 
 
+def _share_whole_state(selective: dict[str, Any], whole: dict[str, Any]) -> None:
+    """``selective``'s ``state_*`` parts: ``whole``'s, each within its own total.
+
+    Both preserve the segment's state by the same whole snapshot, restored around the
+    same replay transaction; a second replay blind to state, under the selective policy,
+    would cost one more measurement per stateful segment to find the same bytes.
+    """
+    for part, total in (
+        ("state_retained_bytes", "retained_bytes"),
+        ("state_temp_bytes", "temp_bytes"),
+        ("state_ms", "ms"),
+    ):
+        selective[part] = type(selective[total])(min(whole.get(part, 0), selective[total]))
+
+
 #: Each memory window is measured this many times and the least kept: what else the
 #: process allocates meanwhile (the profiler's own buffers, another thread) only ever
 #: adds bytes, and one such allocation in a segment's window would inflate its q.
@@ -339,6 +357,7 @@ def _options(entries: list[StateEntry]) -> list[str]:
         options.append("region")
     if any(e.kind != "python" and e.bytes for e in entries):
         options.append("offload")
+    options.append("selective")
     return options
 
 
@@ -380,7 +399,9 @@ def profile(
     entries (name, kind, bytes, whole/rows/value) — what ``apply`` declares — and
     ``eager_only``: the segments our checkpoint refuses (one that writes its own input in
     place, as an in-place activation does), which get only the ``eager`` option; it also says
-    where offloaded snapshots live and the measured eager step peak. Profiling leaves no
+    where offloaded snapshots live and the measured eager step peak, and ``floor_policy``
+    (``floor_policy``: every segment recomputed that can be) with its measured step peak
+    ``floor_step_peak_bytes``, the budget loop's second anchor. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
     states are what they were, and so are the example inputs.
 
@@ -449,8 +470,10 @@ def profile(
                     except Exception:  # a replay blind to state may fail outright; then no share is known
                         base = None
                     for option in measured:
-                        if option != "eager" and base is not None:
+                        if option not in ("eager", "selective") and base is not None:
                             add_state_parts(measured[option], base)
+                    if "selective" in measured and "whole" in measured:
+                        _share_whole_state(measured["selective"], measured["whole"])
                 segments_doc.append(measured)
             snapshot.restore()
             with segments_compiled(model, found.names, options):
@@ -475,6 +498,36 @@ def profile(
                     },
                 },
             }
+            doc["provenance"]["auto"].update(_floor_anchor(model, inputs, card_from_dict(doc)))
         finally:
             snapshot.restore()
     return card_from_dict(doc)
+
+
+def floor_policy(card: Any) -> tuple[str, ...]:
+    """Per segment the option that retains least (ties: the least temporary bytes): every
+    segment that can be is recomputed, the last included. The card's second anchor."""
+    return tuple(
+        min(segment, key=lambda o: (segment[o].retained_bytes, segment[o].temp_bytes)) for segment in card.segments
+    )
+
+
+def _floor_anchor(model: torch.nn.Module, inputs: tuple[Any, ...], card: Any) -> dict[str, Any]:
+    """``floor_policy`` and its measured step peak, for ``provenance["auto"]``.
+
+    The budget loop fits the bytes the card does not see (``stateaware.auto.fit``) to
+    measured steps. The all-eager step alone cannot tell bytes alive throughout the step
+    from bytes alive only at the forward's end (a head's logits), so its first correction
+    counts all of them throughout; that over-charges every plan's recompute and under-
+    charges a segment kept eager last. A second anchor at the other end, every segment
+    recomputed, separates the two terms before anything is planned.
+    """
+    from stateaware.auto.wrapper import apply_policy, remove
+
+    policy = floor_policy(card)
+    apply_policy(model, card, policy)
+    try:
+        peak = measure_step(model, inputs)
+    finally:
+        remove(model)
+    return {"floor_policy": list(policy), "floor_step_peak_bytes": int(peak)}

@@ -10,6 +10,9 @@ whole      ``"whole"`` for every state tensor (a device copy)
 region     ``"rows"`` for tensors written only in rows (the rows journal keeps the
            rows the forward wrote), ``"whole"`` for the rest
 offload    ``"offload"`` for every state tensor (a pinned host copy on CUDA)
+selective  ``"whole"`` for every state tensor; the replay keeps the outputs of the
+           expensive ops (matmul, convolution, attention) from the forward and
+           recomputes only the rest (``torch_replay.selective.keep_expensive``)
 =========  =====================================================================
 
 Python number attributes the segment changes (a ring pointer) must read, during a replay,
@@ -32,19 +35,19 @@ from typing import Any, TypeAlias
 import torch
 
 from stateaware.auto.discover import StateEntry
-from stateaware.torch_replay import checkpoint, transaction
+from stateaware.torch_replay import checkpoint, keep_expensive, transaction
 
 __all__ = ["SEGMENT_OPTIONS", "SegmentSpec", "REPEATED", "run_segment", "relative", "select_segments"]
 
 #: The options a segment can run under (the planner's card options).
-SEGMENT_OPTIONS = ("eager", "whole", "region", "offload")
+SEGMENT_OPTIONS = ("eager", "whole", "region", "offload", "selective")
 
 
 def _mode(option: str, write: str) -> str:
     """The ``preserve`` mode of a state tensor written ``write`` ("whole" | "rows") under ``option``."""
     if option == "region":
         return "rows" if write == "rows" else "whole"
-    return option  # "whole" or "offload"
+    return "whole" if option == "selective" else option  # "whole" or "offload"
 
 
 def relative(segment: str, name: str) -> str:
@@ -93,7 +96,10 @@ def run_segment(
             preserve.setdefault(b, _mode(option, "whole"))
     # Declared through a transaction, so every keyword of the call (a user's `state=`
     # included) goes to the segment's forward.
-    return checkpoint(transaction(forward, state=items, preserve=preserve), *args, **kwargs)
+    replay = transaction(forward, state=items, preserve=preserve)
+    if option == "selective":
+        return checkpoint(replay, *args, context_fn=keep_expensive, **kwargs)
+    return checkpoint(replay, *args, **kwargs)
 
 
 #: What ``segments=`` accepts: qualified names, a module class or a tuple of classes, a

@@ -43,6 +43,7 @@ from typing import Any
 import torch
 
 from stateaware.auto.discover import StateEntry
+from stateaware.auto.fit import DEFAULT_PLANNER
 from stateaware.auto.segment import relative, run_segment
 from stateaware.torch_replay import checkpoint, transaction
 
@@ -224,7 +225,7 @@ def enable(
     budget: int | str | None = None,
     state: str | Sequence[Any] = "auto",
     example_inputs: dict[str, Any] | None = None,
-    planner: str = "joint",
+    planner: str = DEFAULT_PLANNER,
     repeats: int = 3,
 ) -> Enabled:
     """Checkpoint ``model``'s ``GradientCheckpointingLayer`` s with our transactional checkpoint.

@@ -13,10 +13,20 @@ from .budget import format_bytes, parse_budget
 from .exhaustive import Enumeration, enumerate_policies
 from .frontier import Frontier, min_peak_bytes, pareto_frontier, tradeoff_curve
 from .planners import PLANNERS, Plan, evaluate_policy, plan
-from .profile_card import OPTIONS, CardError, OptionCost, ProfileCard, card_from_dict, load_card, save_card
+from .profile_card import (
+    OPTIONS,
+    PAPER_OPTIONS,
+    CardError,
+    OptionCost,
+    ProfileCard,
+    card_from_dict,
+    load_card,
+    save_card,
+)
 
 __all__ = [
     "OPTIONS",
+    "PAPER_OPTIONS",
     "PLANNERS",
     "CardError",
     "Enumeration",

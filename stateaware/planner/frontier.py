@@ -54,7 +54,7 @@ import numpy as np
 from .bounds import Bounds
 from .profile_card import OPTIONS, OptionCost
 
-__all__ = ["Frontier", "pareto_frontier", "min_peak_bytes", "tradeoff_curve"]
+__all__ = ["Frontier", "pareto_frontier", "step_pareto_policies", "min_peak_bytes", "tradeoff_curve"]
 
 #: int64 headroom: any sum of bytes in a policy must stay below this.
 _INT64_MAX = np.iinfo(np.int64).max
@@ -261,6 +261,50 @@ def pareto_frontier(
         _parents=tuple(parents),
         _choices=tuple(choices),
     )
+
+
+def step_pareto_policies(table: Table, cap: int | None = None) -> list[tuple[str, ...]]:
+    """The policies over ``table`` no other beats in (Σ r, step peak, Σ c), one per triple.
+
+    The *step peak* is ``max_i (Σ_{j≤i} r_j + q_i)``: a training step frees segment ``i``'s
+    temporaries before any later segment retains anything, and runs its backward after
+    every later segment's retention is freed, so the order of the options matters (a
+    segment kept eager last costs its retention only once, at the end). Eq. 3's
+    ``max q`` forgets the order: its Pareto set may drop the policy whose step peak is
+    least (two policies with equal ``(Σ r, max q, Σ c)`` are one triple to it). A
+    prediction that grows with ``Σ r`` and the step peak (``stateaware.auto.fit``'s) has
+    its optimum at every budget among these policies. The program is the one of
+    ``pareto_frontier`` with the step peak in place of ``max q`` (exact by the same Rule
+    1: both coordinates only grow along a completion); ``cap`` thins each step to at most
+    ``cap`` triples spread along ``Σ r +`` step peak, both ends kept.
+    """
+    if len(table) == 0 or any(not segment for segment in table):
+        raise ValueError("every segment needs at least one option")
+    r = np.zeros(1, dtype=np.int64)
+    m = np.zeros(1, dtype=np.int64)
+    c = np.zeros(1, dtype=np.float64)
+    parents: list[np.ndarray] = []
+    choices: list[np.ndarray] = []
+    for segment in table:
+        names, seg_r, seg_q, seg_c = _option_arrays(segment)
+        n = r.shape[0]
+        cand_r = (r[None, :] + seg_r[:, None]).ravel()
+        cand_m = np.maximum(m[None, :], r[None, :] + seg_r[:, None] + seg_q[:, None]).ravel()
+        cand_c = (c[None, :] + seg_c[:, None]).ravel()
+        live = _nondominated(cand_r, cand_m, cand_c)
+        if cap is not None and live.shape[0] > cap:
+            live = live[_thin(cand_r[live], cand_m[live], int(cap))]
+        parents.append(live % n)
+        choices.append(names[live // n])
+        r, m, c = cand_r[live], cand_m[live], cand_c[live]
+    policies = []
+    for index in range(r.shape[0]):
+        out = []
+        for parent, choice in zip(reversed(parents), reversed(choices), strict=True):
+            out.append(OPTIONS[int(choice[index])])
+            index = int(parent[index])
+        policies.append(tuple(reversed(out)))
+    return policies
 
 
 def min_peak_bytes(persistent_bytes: int, table: Table) -> int | None:

@@ -1,15 +1,24 @@
 """The named planners, one interface: ``plan(card, budget_bytes, planner) -> Plan``.
 
-============  ==================================================================  =========
-planner       option set and costs                                                 search
-============  ==================================================================  =========
-joint         eager, whole, region, offload — the card's true costs (eq. 3)        DP
-eager_whole   eager, whole — the same true costs, regions excluded (§9.1, §10)     DP
-agnostic      eager, whole — preservation omitted (see ``agnostic`` below)         DP
-eager         every segment eager                                                  fixed
-whole         every segment replayed with a whole-state snapshot                   fixed
-region        every segment replayed with region preservation                      fixed
-============  ==================================================================  =========
+================  ================================================================  =========
+planner           option set and costs                                               search
+================  ================================================================  =========
+joint             eager, whole, region, offload — the card's true costs (eq. 3)      DP
+eager_whole       eager, whole — the same true costs, regions excluded (§9.1, §10)   DP
+agnostic          eager, whole — preservation omitted (see ``agnostic`` below)       DP
+eager             every segment eager                                                fixed
+whole             every segment replayed with a whole-state snapshot                 fixed
+region            every segment replayed with region preservation                    fixed
+joint_selective   joint's options and ``selective`` — the same true costs            DP
+================  ================================================================  =========
+
+NOTE [ The paper's option sets ]
+    ``joint`` and the controls plan over the paper's options (``PAPER_OPTIONS``) and
+    nothing else, so the cohorts' records and the frozen cards' plans do not depend on
+    which options a card may hold. ``joint_selective`` is the same dynamic program over
+    every option of ``OPTIONS``, ``selective`` (a replay keeping the outputs of the
+    expensive ops, ``stateaware.auto.segment``) included: the planner ``stateaware.auto``
+    uses by default. On a card without ``selective`` options the two plan identically.
 
 NOTE [ What the state-agnostic control omits ]
     The ``agnostic`` planner sees each option as ``OptionCost.without_state()``: retained
@@ -40,19 +49,20 @@ from types import MappingProxyType
 import numpy as np
 
 from .frontier import Frontier, min_peak_bytes, pareto_frontier, tradeoff_curve
-from .profile_card import OPTIONS, OptionCost, ProfileCard
+from .profile_card import OPTIONS, PAPER_OPTIONS, OptionCost, ProfileCard
 
 __all__ = ["PLANNERS", "Plan", "plan", "evaluate_policy"]
 
 #: Planner name -> (option set, cost view, search).
 PLANNERS: Mapping[str, tuple[tuple[str, ...], str, str]] = MappingProxyType(
     {
-        "joint": (OPTIONS, "true", "dp"),
+        "joint": (PAPER_OPTIONS, "true", "dp"),
         "eager_whole": (("eager", "whole"), "true", "dp"),
         "agnostic": (("eager", "whole"), "agnostic", "dp"),
         "eager": (("eager",), "true", "fixed"),
         "whole": (("whole",), "true", "fixed"),
         "region": (("region",), "true", "fixed"),
+        "joint_selective": (OPTIONS, "true", "dp"),
     }
 )
 

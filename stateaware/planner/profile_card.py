@@ -1,7 +1,7 @@
 """Profile cards: per segment, what each option costs in the static model (paper eq. 3).
 
 A card is the planner's only input besides the budget. For segment ``i`` it lists up to
-four options (``OPTIONS``), each with retained bytes ``r`` (kept from forward until that segment's
+five options (``OPTIONS``), each with retained bytes ``r`` (kept from forward until that segment's
 backward), temporary bytes ``q`` (live only while the segment's backward runs) and time
 ``c`` (milliseconds per step), plus the persistent bytes ``P`` every policy pays::
 
@@ -9,7 +9,8 @@ backward), temporary bytes ``q`` (live only while the segment's backward runs) a
      "segments": [{"eager":  {"retained_bytes": r, "temp_bytes": q, "ms": c},
                    "whole":  {..., "state_retained_bytes": s, "state_temp_bytes": t, "state_ms": u},
                    "region": {...},
-                   "offload": {...}},
+                   "offload": {...},
+                   "selective": {...}},
                   ...],
      "provenance": {"workload": ..., "shape": ..., "hardware": ..., "measured_at": ...}}
 
@@ -88,6 +89,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "MAX_SEGMENTS",
     "OPTIONS",
+    "PAPER_OPTIONS",
     "CardError",
     "OptionCost",
     "ProfileCard",
@@ -96,11 +98,15 @@ __all__ = [
     "save_card",
 ]
 
-#: The per-segment options of the static model, in the order planners report them.
-#: ``offload`` (whole-state preservation with the snapshot in host memory) is the
-#: ``joint`` planner's fourth option; cards without it load and digest as before, since
-#: only the options a segment has are written out (NOTE [ The digest ]).
-OPTIONS = ("eager", "whole", "region", "offload")
+#: The options of the paper's joint planner, in the order planners report them.
+#: ``offload`` (whole-state preservation with the snapshot in host memory) is its fourth.
+PAPER_OPTIONS = ("eager", "whole", "region", "offload")
+#: Every per-segment option a card may hold: the paper's four, then ``selective`` (a
+#: replay that keeps the outputs of the expensive ops, matmul, convolution and attention,
+#: and recomputes the rest; the whole state preserved), which ``stateaware.auto`` profiles.
+#: Cards without an option load and digest as before, since only the options a segment
+#: has are written out (NOTE [ The digest ]); indices into this tuple stay stable.
+OPTIONS = (*PAPER_OPTIONS, "selective")
 
 _REQUIRED = ("retained_bytes", "temp_bytes", "ms")
 _STATE = {"state_retained_bytes": "retained_bytes", "state_temp_bytes": "temp_bytes", "state_ms": "ms"}

@@ -20,7 +20,10 @@ Each option is present with probability ``1 - missing`` (at least one per segmen
 default the cards have the paper's three options; ``options`` including ``"offload"``
 adds it (its draws come after the others', so the three-option cards of a seed do not
 change): the whole snapshot moved off the device — retained bytes lose it, the replay
-holds it as a temporary copy and pays a transfer.
+holds it as a temporary copy and pays a transfer. ``"selective"`` is drawn after both
+(the cards of a seed without it do not change either): part of the activations is kept
+(the expensive ops' outputs), the rest recomputed for a share of the forward's time,
+the whole snapshot retained.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ _MIB = 1 << 20
 DEFAULT_OPTIONS = ("eager", "whole", "region")
 
 
-def _tradeoff_segment(rng: np.random.Generator, offload: bool) -> dict[str, OptionCost]:
+def _tradeoff_segment(rng: np.random.Generator, offload: bool, selective: bool = False) -> dict[str, OptionCost]:
     activations = int(rng.integers(512, 3072)) * _MIB + int(rng.integers(0, _MIB))
     workspace = int(rng.integers(64, 512)) * _MIB + int(rng.integers(0, _MIB))
     boundary = int(rng.integers(16, 128)) * _MIB + int(rng.integers(0, _MIB))
@@ -82,12 +85,24 @@ def _tradeoff_segment(rng: np.random.Generator, offload: bool) -> dict[str, Opti
             state_temp_bytes=snapshot,
             state_ms=transfer_ms,
         )
+    if selective:  # drawn last, so a card without it draws what it always drew
+        kept = int(rng.integers(0, activations))  # the expensive ops' outputs, saved
+        recompute_ms = float(rng.uniform(0.1, 1.0)) * forward
+        out["selective"] = OptionCost(
+            boundary + kept + snapshot,
+            activations - kept + workspace,
+            step + recompute_ms + snapshot_ms,
+            state_retained_bytes=snapshot,
+            state_ms=snapshot_ms,
+        )
     return out
 
 
-def _uniform_segment(rng: np.random.Generator, max_bytes: int, offload: bool) -> dict[str, OptionCost]:
+def _uniform_segment(
+    rng: np.random.Generator, max_bytes: int, offload: bool, selective: bool = False
+) -> dict[str, OptionCost]:
     out = {}
-    for name in DEFAULT_OPTIONS + (("offload",) if offload else ()):
+    for name in DEFAULT_OPTIONS + (("offload",) if offload else ()) + (("selective",) if selective else ()):
         r, q = (int(v) for v in rng.integers(0, max_bytes, size=2))
         c = float(rng.uniform(0.0, 100.0))
         share = rng.uniform(0.0, 1.0, size=3) if name != "eager" else np.zeros(3)
@@ -123,13 +138,17 @@ def random_card(
     if bad or not options:
         raise ValueError(f"options must be a non-empty subset of {OPTIONS}, got {tuple(options)!r}")
     segments = []
-    offload = "offload" in options
-    types = [_tradeoff_segment(rng, offload) for _ in range(_BLOCK_TYPES)] if kind == "blocks" else []
+    offload, selective = "offload" in options, "selective" in options
+    types = [_tradeoff_segment(rng, offload, selective) for _ in range(_BLOCK_TYPES)] if kind == "blocks" else []
     for _ in range(n_segments):
         if kind == "blocks":
             full = types[int(rng.integers(len(types)))]
         else:
-            full = _tradeoff_segment(rng, offload) if kind == "tradeoff" else _uniform_segment(rng, max_bytes, offload)
+            full = (
+                _tradeoff_segment(rng, offload, selective)
+                if kind == "tradeoff"
+                else _uniform_segment(rng, max_bytes, offload, selective)
+            )
         names = [name for name in OPTIONS if name in options]
         kept = [name for name in names if rng.random() >= missing] or [names[int(rng.integers(len(names)))]]
         segments.append({name: full[name] for name in kept})

@@ -15,6 +15,7 @@ from stateaware.torch_replay.checkpoint import (
     checkpoint,
 )
 from stateaware.torch_replay.preserve import PRESERVE_MODES, Region
+from stateaware.torch_replay.selective import EXPENSIVE_OPS, keep_expensive
 
 __all__ = [
     "checkpoint",
@@ -26,4 +27,6 @@ __all__ = [
     "DETERMINISM_CHECKS",
     "set_read_recording",
     "READ_RECORDING",
+    "keep_expensive",
+    "EXPENSIVE_OPS",
 ]
