@@ -351,13 +351,16 @@ def _measure(
     return {"retained_bytes": retained, "temp_bytes": int(max(peak_f, peak_fb) - retained), "ms": float(min(times))}
 
 
-def _options(entries: list[StateEntry]) -> list[str]:
+def _options(entries: list[StateEntry], compiled: bool = False) -> list[str]:
     options = ["eager", "whole"]
     if any(e.write == "rows" for e in entries):
         options.append("region")
     if any(e.kind != "python" and e.bytes for e in entries):
         options.append("offload")
-    options.append("selective")
+    if not compiled:
+        # A compiled segment is one graph to our replay: which of its ops' outputs to keep
+        # is its compiler's partitioner's choice, not a dispatch-level policy's.
+        options.append("selective")
     return options
 
 
@@ -445,12 +448,12 @@ def profile(
                 # segment's graphs) are slower: discard them.
                 if not warmed or options is not None:
                     with contextlib.suppress(UndeclaredStateError):  # a refused option is found below
-                        for option in _options(entries):
+                        for option in _options(entries, options is not None):
                             runner = rerun.runner(run_segment, module, forward, option, pairs)
                             _measure(runner, rerun.reset, repeats=1, device=device)
                     rerun.reset()
                     warmed = True
-                for option in _options(entries):
+                for option in _options(entries, options is not None):
                     runner = rerun.runner(run_segment, module, forward, option, pairs)
                     try:
                         measured[option] = _measure(runner, rerun.reset, repeats=repeats, device=device)
