@@ -243,8 +243,8 @@ def fit(
                 for p in candidates
                 if p not in tried
             }
-            choice = min(plausible, key=lambda p: (plausible[p], predict(p), times[p]), default=None)
-            if choice is None or plausible[choice] > budget_bytes:
+            ranked = sorted(plausible, key=lambda p: (plausible[p], predict(p), times[p]))
+            if not ranked or plausible[ranked[0]] > budget_bytes:
                 if tried:
                     break
                 raise BudgetNotKept(
@@ -252,6 +252,7 @@ def fit(
                     f"{least} bytes (persistent {persistent}), and no plan's peak can fit within the step "
                     "model's stated error. Tip: raise the budget."
                 )
+            choice = ranked[0]
         if choice in tried:
             break  # the correction chose a plan already measured: nothing new to learn
         predicted[choice] = (predict(choice), correction)

@@ -481,7 +481,7 @@ def profile(
             snapshot.restore()
             with segments_compiled(model, found.names, options):
                 eager_peak = measure_step(model, inputs)
-            doc = {
+            doc: dict[str, Any] = {
                 "persistent_bytes": persistent_bytes(model, inputs),
                 "segments": segments_doc,
                 "provenance": {
