@@ -60,28 +60,13 @@ import stateaware.auto as auto  # noqa: E402
 from bench.bench_auto import _torch_variant  # noqa: E402
 from stateaware.auto.fit import BudgetNotKept  # noqa: E402
 from stateaware.auto.segment import select_segments  # noqa: E402
+from stateaware.torch_replay.selective import EXPENSIVE_OPS  # noqa: E402
 
 RELATIVE = ("30%", "50%", "70%")
 COMPILE_BUDGETS = (0.7, 0.5, 0.3)
-#: Ops whose outputs SAC keeps (the expensive ones); everything else is recomputed.
-SAVED_OPS = tuple(
-    op
-    for op in (
-        getattr(torch.ops.aten, name, None)
-        for name in (
-            "mm",
-            "addmm",
-            "bmm",
-            "baddbmm",
-            "convolution",
-            "_scaled_dot_product_flash_attention_for_cpu",
-            "_scaled_dot_product_flash_attention",
-            "_scaled_dot_product_efficient_attention",
-            "_scaled_dot_product_cudnn_attention",
-        )
-    )
-    if op is not None
-)
+#: Ops whose outputs SAC keeps (matmul, convolution, attention; everything else is
+#: recomputed): the op list of our own selective option, so both keep the same outputs.
+SAVED_OPS = EXPENSIVE_OPS
 TRANSFORMERS = ("gpt2", "vit")
 
 
