@@ -87,3 +87,18 @@ def test_selective_replays_no_expensive_op_and_trains_as_eager(profiled):
     # it retains more than whole and less than eager (which also keeps the BN's input and mask).
     for segment in card.segments[:2]:
         assert segment["whole"].retained_bytes < segment["selective"].retained_bytes < segment["eager"].retained_bytes
+
+
+def test_a_segment_torchs_selective_policy_refuses_gets_no_selective_option():
+    # An in-place ReLU writes the convolution's kept output: a selective replay would read
+    # the written value, so torch refuses it at the replay; profiling says so and goes on.
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(inplace=True)),
+        nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()),
+        nn.Flatten(),
+    )
+    card = auto.profile(model, (torch.randn(2, 4, 8, 8),), repeats=1)
+    assert [sorted(segment) for segment in card.segments[:2]] == [["eager", "whole"], ["eager", "selective", "whole"]]
+    refused = card.provenance["auto"]["selective_refused"]
+    assert list(refused) == ["0"] and "mutated" in refused["0"]

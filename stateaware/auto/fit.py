@@ -243,8 +243,7 @@ def fit(
                 for p in candidates
                 if p not in tried
             }
-            ranked = sorted(plausible, key=lambda p: (plausible[p], predict(p), times[p]))
-            if not ranked or plausible[ranked[0]] > budget_bytes:
+            if not plausible or min(plausible.values()) > budget_bytes:
                 if tried:
                     break
                 raise BudgetNotKept(
@@ -252,7 +251,7 @@ def fit(
                     f"{least} bytes (persistent {persistent}), and no plan's peak can fit within the step "
                     "model's stated error. Tip: raise the budget."
                 )
-            choice = ranked[0]
+            choice = min(plausible, key=lambda p: (plausible[p], predict(p), times[p]))
         if choice in tried:
             break  # the correction chose a plan already measured: nothing new to learn
         predicted[choice] = (predict(choice), correction)

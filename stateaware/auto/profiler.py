@@ -284,6 +284,18 @@ def _restore_leaves(leaves: Any, traced: Any) -> None:
             leaf.grad = None
 
 
+def _selective_refused(option: str, error: RuntimeError) -> bool:
+    """Whether ``error`` is torch's selective checkpointing refusing the segment: a kept
+    output written in place afterwards (a convolution's output through an in-place ReLU)
+    would be replayed with the written value, so torch raises at the replay. That segment
+    is offered no ``selective`` option; running out of memory is not a refusal."""
+    return (
+        option == "selective"
+        and not isinstance(error, (UndeclaredStateError, torch.OutOfMemoryError))
+        and "selective activation checkpoint" in str(error)
+    )
+
+
 def _oblivious(forward, args, kwargs):
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
@@ -401,7 +413,9 @@ def profile(
     The card's provenance ``"auto"`` holds the segment names and, per segment, its state
     entries (name, kind, bytes, whole/rows/value) — what ``apply`` declares — and
     ``eager_only``: the segments our checkpoint refuses (one that writes its own input in
-    place, as an in-place activation does), which get only the ``eager`` option; it also says
+    place, as an in-place activation does), which get only the ``eager`` option;
+    ``selective_refused``: the segments torch's selective policy refuses (a kept output
+    written in place later), which get no ``selective`` option; it also says
     where offloaded snapshots live and the measured eager step peak, and ``floor_policy``
     (``floor_policy``: every segment recomputed that can be) with its measured step peak
     ``floor_step_peak_bytes``, the budget loop's second anchor. Profiling leaves no
@@ -436,6 +450,7 @@ def profile(
                 _check_explicit(model, found.names, found.state, state)
             segments_doc = []
             eager_only: dict[str, str] = {}  # segment -> why our checkpoint refuses it
+            selective_refused: dict[str, str] = {}  # segment -> why torch's selective policy refuses it
             _grads_allocated(model)
             warmed = False
             for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs, strict=True):
@@ -447,10 +462,15 @@ def profile(
                 # The first calls of each path (allocator, kernels; compilation for each compiled
                 # segment's graphs) are slower: discard them.
                 if not warmed or options is not None:
-                    with contextlib.suppress(UndeclaredStateError):  # a refused option is found below
-                        for option in _options(entries, options is not None):
-                            runner = rerun.runner(run_segment, module, forward, option, pairs)
+                    for option in _options(entries, options is not None):
+                        runner = rerun.runner(run_segment, module, forward, option, pairs)
+                        try:
                             _measure(runner, rerun.reset, repeats=1, device=device)
+                        except UndeclaredStateError:  # a refused option is found below
+                            break
+                        except RuntimeError as error:
+                            if not _selective_refused(option, error):
+                                raise
                     rerun.reset()
                     warmed = True
                 for option in _options(entries, options is not None):
@@ -467,6 +487,11 @@ def profile(
                         eager_only[name] = str(error).splitlines()[1].strip()
                         measured = {"eager": measured["eager"]}
                         break
+                    except RuntimeError as error:
+                        if not _selective_refused(option, error):
+                            raise
+                        rerun.reset()
+                        selective_refused[name] = str(error).strip().splitlines()[0]
                 if entries and len(measured) > 1:
                     try:
                         base = _measure(rerun.runner(_oblivious, forward), rerun.reset, repeats=repeats, device=device)
@@ -497,6 +522,7 @@ def profile(
                         "state_discovery": "auto" if state == "auto" else "explicit",
                         "state": [[e.to_dict() for e in entries] for entries in found.state],
                         "eager_only": eager_only,
+                        "selective_refused": selective_refused,
                         **({} if options is None else {"compile": options}),
                     },
                 },
