@@ -229,7 +229,7 @@ def test_joint_selective_equals_enumeration_five_options_up_to_six_segments():
 def test_the_paper_planners_plan_a_card_with_selective_as_the_card_without_it():
     # The paper's planners keep their option sets: a selective option changes none of their plans.
     rng = np.random.default_rng(5)
-    for _ in range(40):
+    for _ in range(20):
         card = random_card(rng, 6, kind="uniform", options=OPTIONS, max_bytes=1 << 20)
         doc = card.to_dict()
         for segment in doc["segments"]:
