@@ -44,6 +44,8 @@ def test_quick_bench_runs_every_method_and_reports_batchnorm_and_gradients(capsy
     bn = {name: cells[6] for name, cells in rows.items() if not cells[2].startswith("refused")}
     assert bn["eager"] == "1" and bn["compile@0.5"] == "1"
     assert bn["checkpoint, every block"] == "2" and bn["SAC, every block"] == "2"  # the replay updates again
+    peak = {name: float(cells[2].split()[0]) for name, cells in rows.items() if name in bn}
+    assert peak["SAC, every block"] > peak["checkpoint, every block"]  # SAC keeps the conv outputs
     ran = [name for name in ours if name in bn]
     assert all(name in ran for name in ours[:3])  # a relative budget always has a plan
     assert all(bn[name] == "1" for name in ran)
