@@ -8,6 +8,7 @@
     plan = auto.plan(card, "50%")                      # or bytes, or "8GiB"
     auto.apply(model, plan)                            # in place; state_dict() keys unchanged
     # or all three: model, plan = auto.wrap(model, (x,), budget="50%")
+    # compiled per segment: auto.wrap(model, (x,), budget="50%", compile=True)
 
 ``profile`` measures each segment's planner costs on the current device and finds the
 state each segment writes (``state="auto"``); ``plan`` runs the planners of
@@ -59,13 +60,21 @@ class AutoPlan(Plan):
 
 
 def profile(
-    model: Any, example_inputs: Any, *, segments: SegmentSpec | str = None, state: Any = "auto", repeats: int = 3
+    model: Any,
+    example_inputs: Any,
+    *,
+    segments: SegmentSpec | str = None,
+    state: Any = "auto",
+    repeats: int = 3,
+    compile: bool | dict[str, Any] = False,
 ) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``.
 
     ``segments``: see ``select_segments`` (None: an ``nn.Sequential``'s children, else
-    ``"repeated"``). ``ValueError`` for a model already wrapped by DDP or FSDP
-    (``stateaware.auto.wrapper.refuse_distributed``): apply stateaware first, then wrap.
+    ``"repeated"``). ``compile``: True, or a dict of ``torch.compile`` keywords, measures
+    every segment compiled regionally and records that on the card, so ``apply`` runs them
+    compiled (``stateaware.auto.compiled``). ``ValueError`` for a model already wrapped by
+    DDP or FSDP (``stateaware.auto.wrapper.refuse_distributed``): apply stateaware first, then wrap.
     """
     from stateaware.auto.profiler import profile as _profile
     from stateaware.auto.segment import select_segments
@@ -73,7 +82,7 @@ def profile(
 
     refuse_distributed(model, "profile")
     names = select_segments(model, segments)
-    return _profile(model, example_inputs, segments=names, state=state, repeats=repeats)
+    return _profile(model, example_inputs, segments=names, state=state, repeats=repeats, compile=compile)
 
 
 def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPlan:
@@ -114,6 +123,7 @@ def wrap(
     planner: str = DEFAULT_PLANNER,
     segments: SegmentSpec | str = None,
     repeats: int = 3,
+    compile: bool | dict[str, Any] = False,
 ) -> tuple[Any, AutoPlan]:
     """``profile``, plan within ``budget`` as measured, and ``apply``; returns ``(model, plan)``.
 
@@ -126,12 +136,15 @@ def wrap(
     between measured anchors). ``stateaware.auto.fit.BudgetNotKept`` (a ``ValueError``)
     when no plan fits (the message gives the least predicted or measured peak);
     ``ValueError`` for a model already wrapped by DDP or FSDP (apply stateaware first).
-    ``repeats``: timed runs per option when profiling (the least is kept).
+    ``repeats``: timed runs per option when profiling (the least is kept). ``compile``: True
+    or a dict of ``torch.compile`` keywords (``{"backend": "aot_eager"}``): each segment is
+    compiled regionally, in place and once, profiled and planned compiled, and our replay
+    runs the compiled segment (``stateaware.auto.compiled``); ``remove`` undoes it.
     """
     from stateaware.auto.wrapper import refuse_distributed
 
     refuse_distributed(model, "wrap")
-    card = profile(model, example_inputs, segments=segments, state=state, repeats=repeats)
+    card = profile(model, example_inputs, segments=segments, state=state, repeats=repeats, compile=compile)
     chosen = fit_applied(model, example_inputs, card, budget, planner)
     return apply(model, chosen), chosen
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from stateaware.auto.compiled import compile_options, compiled_forward, segments_compiled
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
@@ -363,13 +364,16 @@ def _measure(
     return {"retained_bytes": retained, "temp_bytes": int(max(peak_f, peak_fb) - retained), "ms": float(min(times))}
 
 
-def _options(entries: list[StateEntry]) -> list[str]:
+def _options(entries: list[StateEntry], compiled: bool = False) -> list[str]:
     options = ["eager", "whole"]
     if any(e.write == "rows" for e in entries):
         options.append("region")
     if any(e.kind != "python" and e.bytes for e in entries):
         options.append("offload")
-    options.append("selective")
+    if not compiled:
+        # A compiled segment is one graph to our replay: which of its ops' outputs to keep
+        # is its compiler's partitioner's choice, not a dispatch-level policy's.
+        options.append("selective")
     return options
 
 
@@ -393,6 +397,7 @@ def profile(
     segments: Sequence[str] | None = None,
     state: str | Sequence[Any] = "auto",
     repeats: int = 3,
+    compile: bool | dict[str, Any] = False,
 ) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard`` (see the module docstring).
 
@@ -417,11 +422,17 @@ def profile(
     ``floor_step_peak_bytes``, the budget loop's second anchor. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
     states are what they were, and so are the example inputs.
+
+    ``compile``: True or a dict of ``torch.compile`` keywords (``compile_options``) measures
+    each segment compiled regionally (``stateaware.auto.compiled``), the all-eager step
+    included, and records the keywords as ``provenance["auto"]["compile"]``, from which
+    ``apply`` compiles; the segments' state is still discovered on the eager code.
     """
     from stateaware.planner import card_from_dict
     from stateaware.torch_replay.offload import host_is_device
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    options = compile_options(compile)
     if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):
         raise ValueError(
             f"state={state!r}; valid values are 'auto' or a list of the model's tensors, submodules or qualified names"
@@ -445,12 +456,14 @@ def profile(
             warmed = False
             for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs, strict=True):
                 module = model.get_submodule(name)
-                forward = original_forward(module)
+                forward = original_forward(module) if options is None else compiled_forward(module, options)
                 pairs = [(relative(name, e.name), e) for e in entries]
                 rerun = _Rerun(module, args, kwargs)
                 measured = {}
-                if not warmed:  # the first calls of each path (allocator, kernels) are slower: discard them
-                    for option in _options(entries):
+                # The first calls of each path (allocator, kernels; compilation for each compiled
+                # segment's graphs) are slower: discard them.
+                if not warmed or options is not None:
+                    for option in _options(entries, options is not None):
                         runner = rerun.runner(run_segment, module, forward, option, pairs)
                         try:
                             _measure(runner, rerun.reset, repeats=1, device=device)
@@ -461,7 +474,7 @@ def profile(
                                 raise
                     rerun.reset()
                     warmed = True
-                for option in _options(entries):
+                for option in _options(entries, options is not None):
                     runner = rerun.runner(run_segment, module, forward, option, pairs)
                     try:
                         measured[option] = _measure(runner, rerun.reset, repeats=repeats, device=device)
@@ -492,7 +505,8 @@ def profile(
                         _share_whole_state(measured["selective"], measured["whole"])
                 segments_doc.append(measured)
             snapshot.restore()
-            eager_peak = measure_step(model, inputs)
+            with segments_compiled(model, found.names, options):
+                eager_peak = measure_step(model, inputs)
             doc: dict[str, Any] = {
                 "persistent_bytes": persistent_bytes(model, inputs),
                 "segments": segments_doc,
@@ -510,6 +524,7 @@ def profile(
                         "state": [[e.to_dict() for e in entries] for entries in found.state],
                         "eager_only": eager_only,
                         "selective_refused": selective_refused,
+                        **({} if options is None else {"compile": options}),
                     },
                 },
             }

@@ -5,7 +5,9 @@ option the plan chose and the state its card discovered. Nothing is registered a
 parameter, buffer or submodule, so ``state_dict()`` keys and values are unchanged and a
 checkpoint file loads into the model either way; ``copy.deepcopy`` of an applied model is
 applied too (the plan is plain data on the module, resolved by name at each call).
-Applying again replaces the previous plan; ``remove`` undoes it.
+Applying again replaces the previous plan; ``remove`` undoes it. A card profiled with
+``compile=`` makes each segment run its compiled forward under its option
+(``stateaware.auto.compiled``); ``remove`` undoes that too.
 
 Under data parallelism stateaware goes inside: apply it to the plain model first, then
 wrap that with ``DistributedDataParallel`` or ``fully_shard`` (``refuse_distributed``).
@@ -20,6 +22,7 @@ from typing import Any
 
 import torch
 
+from stateaware.auto.compiled import compiled_forward
 from stateaware.auto.discover import StateEntry
 from stateaware.auto.segment import SEGMENT_OPTIONS, relative, run_segment
 
@@ -32,11 +35,13 @@ _ATTR = "_stateaware_segment"
 class _SegmentPlan:
     option: str
     state: tuple[tuple[str, StateEntry], ...]  # names relative to the segment
+    compile: dict[str, Any] | None = None  # torch.compile keywords (the card's), or None: eager code
 
 
 def _planned_forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     plan: _SegmentPlan = self.__dict__[_ATTR]
-    return run_segment(self, original_forward(self), plan.option, plan.state, args, kwargs)
+    forward = original_forward(self) if plan.compile is None else compiled_forward(self, plan.compile)
+    return run_segment(self, forward, plan.option, plan.state, args, kwargs)
 
 
 def original_forward(module: torch.nn.Module) -> Any:
@@ -84,6 +89,7 @@ def apply_policy(model: torch.nn.Module, card: Any, policy: Sequence[str]) -> to
     """``apply`` of one policy (an option per segment of ``card``), feasible or not: what
     the budget loop measures. ``ValueError`` as ``apply``'s, but for feasibility."""
     names, states = card_segments(card)
+    compile = card.provenance["auto"].get("compile")
     if len(policy) != len(names):
         raise ValueError(f"the plan has {len(policy)} options for {len(names)} segments")
     modules = dict(model.named_modules())
@@ -94,7 +100,7 @@ def apply_policy(model: torch.nn.Module, card: Any, policy: Sequence[str]) -> to
             raise ValueError(f"segment {name!r}: option {option!r}; valid options are: {', '.join(SEGMENT_OPTIONS)}")
         module = modules[name]
         pairs = tuple((relative(name, e.name), e) for e in entries)
-        module.__dict__[_ATTR] = _SegmentPlan(option, pairs)
+        module.__dict__[_ATTR] = _SegmentPlan(option, pairs, compile)
         module.forward = types.MethodType(_planned_forward, module)
     return model
 

@@ -31,11 +31,14 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode, _get_current_function_mode, _pop_mode_temporarily
 
-__all__ = ["Reads", "Touched", "rebind_mark", "rebound_since"]
+__all__ = ["Reads", "Touched", "rebind_mark", "rebound_since", "opaque_call"]
 
 _T = torch._C.TensorBase
 _METADATA = frozenset(
@@ -307,3 +310,34 @@ class Touched(Reads, TorchFunctionMode):
                 self.stat_writes[id(t)] = t
                 if id(t) not in self.tensors:
                     self.tensors[id(t)] = (t, t._version)
+
+
+def opaque_call(
+    fn: Callable[..., Any], reaches: Callable[[], Iterable[torch.Tensor]], *args: Any, **kwargs: Any
+) -> Any:
+    """``fn(*args, **kwargs)``, recorded by the innermost active :class:`Touched` as one torch call.
+
+    For a compiled region (``torch.compile``): recorded op by op, Dynamo would trace the
+    mode's Python and fall back to eager (another kernel than the compiled one, and a
+    graph per recorded call). Instead the mode steps aside for the call and records it
+    whole: the tensor arguments and ``reaches()`` (every tensor the region can reach, e.g.
+    its module's parameters, buffers and tensor attributes) as read, with their versions
+    before the call, and its outputs as made. A compiled graph writes its inputs in place
+    through ``copy_`` (or in-kernel with a version bump), so every write shows in a version
+    counter and Rule 6 holds. Limit: a tensor ``fn`` reaches outside ``args`` and
+    ``reaches()`` (a global) is not seen. Without an active recorder it is a plain call.
+    """
+    stack = getattr(_active, "stack", None)
+    mode = stack[-1] if stack else None
+    if not isinstance(mode, Touched) or _get_current_function_mode() is not mode:
+        return fn(*args, **kwargs)
+    tensors, made = mode.tensors, mode.made
+    for t in itertools.chain(reaches(), pytree.tree_leaves((args, kwargs))):
+        if isinstance(t, torch.Tensor) and id(t) not in tensors and id(t) not in made:
+            tensors[id(t)] = (t, t._version)
+    with _pop_mode_temporarily():
+        out = fn(*args, **kwargs)
+    for o in pytree.tree_leaves(out):
+        if isinstance(o, torch.Tensor) and id(o) not in tensors:
+            made.add(id(o))
+    return out

@@ -1,0 +1,172 @@
+"""``stateaware.auto`` with ``compile=``: each segment compiled regionally, our replay running it.
+
+The reference is the same model with each segment compiled by ``nn.Module.compile`` and
+no recomputation: the same graphs, so the same kernels; on one thread the gradients must
+be bitwise equal, and the BatchNorm statistics updated once per step. CI compiles with
+``aot_eager``; one tiny inductor smoke test needs a C++ compiler.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.backends.registry import lookup_backend, register_backend
+from torch._dynamo.utils import counters
+
+import stateaware.auto as auto
+from stateaware.auto.compiled import compile_options, compiled_forward
+from stateaware.auto.segment import run_segment
+from stateaware.torch_replay import UndeclaredStateError
+
+#: aot_eager that counts each run of a compiled graph (its name is JSON, as a card needs).
+COUNTED = "stateaware_test_counted_aot_eager"
+RUNS = [0]
+
+
+@register_backend(name=COUNTED)
+def _counted(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):
+    compiled = lookup_backend("aot_eager")(gm, example_inputs)
+
+    def run(*args):
+        RUNS[0] += 1
+        return compiled(*args)
+
+    return run
+
+
+AOT = {"backend": COUNTED}
+
+
+class Block(torch.nn.Module):
+    """Wide inside, narrow outside (recomputing pays), with BatchNorm and dropout."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.up, self.bn, self.down = torch.nn.Linear(d, 4 * d), torch.nn.BatchNorm1d(4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.gelu(self.bn(self.up(x)))
+        return x + torch.nn.functional.dropout(self.down(h), 0.1)
+
+
+class Counting(torch.nn.Module):
+    """Writes a buffer it does not declare."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return torch.tanh(self.lin(x))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    counters.clear()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bitwise: one thread's reduction order on both sides
+    yield
+    torch.set_num_threads(threads)
+    torch._dynamo.reset()
+
+
+def _models(blocks: int = 3, d: int = 16) -> tuple[torch.nn.Sequential, torch.nn.Sequential]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Block(d) for _ in range(blocks)])
+    reference = copy.deepcopy(model)
+    return model, reference
+
+
+def _step(model: torch.nn.Module, x: torch.Tensor, seed: int) -> list[torch.Tensor]:
+    torch.manual_seed(seed)
+    model.zero_grad()
+    model(x).square().mean().backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def _same_training(model, reference, x, steps: int) -> list[int]:
+    """Train both ``steps`` steps, asserting bitwise gradients and buffers; the graph counts."""
+    graphs = []
+    for seed in range(steps):
+        want, got = _step(reference, x, seed), _step(model, x, seed)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), f"step {seed}: gradients differ"
+        assert all(torch.equal(a, b) for a, b in zip(model.buffers(), reference.buffers(), strict=True))
+        graphs.append(counters["stats"]["unique_graphs"])
+    return graphs
+
+
+def test_wrap_compiled_replays_the_compiled_segments_bitwise_with_batchnorm_updated_once():
+    model, reference = _models()
+    keys = list(model.state_dict())
+    x = torch.randn(32, 16)
+    model, plan = auto.wrap(model, (x,), budget="0%", compile=AOT, repeats=1)
+    assert plan.card.provenance["auto"]["compile"] == AOT  # the card records it; apply compiles from it
+    assert any(option != "eager" for option in plan.policy)  # the replay runs the compiled segment
+    assert list(model.state_dict()) == keys  # compiled in place
+    assert all(int(b.bn.num_batches_tracked) == 0 for b in model)  # profiling and the loop left no trace
+    assert counters["stats"]["unique_graphs"] >= 1
+    for block in reference:
+        block.compile(backend="aot_eager")
+    RUNS[0] = 0
+    graphs = _same_training(model, reference, x, steps=3)
+    # Every call of a segment runs its compiled graph: the forward, and the replay of each
+    # recomputed segment (none falls back to eager, e.g. under our read recorder).
+    assert RUNS[0] == 3 * (len(model) + sum(option != "eager" for option in plan.policy))
+    assert graphs[0] == graphs[-1]  # no recompilation after the first step (the reference's included)
+    _step(model, x, 3)  # compiled once: the graphs profiling and the budget loop compiled serve training
+    assert counters["stats"]["unique_graphs"] == graphs[-1]
+    assert not counters["graph_break"]  # each segment one graph: the recorder and our hooks stay outside
+    assert all(int(b.bn.num_batches_tracked) == 4 for b in model)  # updated once per step, not in the replay
+
+    auto.remove(model)  # undoes the plan and the compilation: the class's own forward again
+    assert all("forward" not in vars(b) for b in model)
+    eager, _ = _models()
+    eager.load_state_dict(model.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(_step(model, x, 7), _step(eager, x, 7), strict=True))
+
+
+def test_undeclared_buffer_write_inside_a_compiled_segment_is_refused():
+    module, x = Counting(), torch.randn(3, 4)
+    forward = compiled_forward(module, AOT)
+    with pytest.raises(UndeclaredStateError, match="calls"):
+        run_segment(module, forward, "whole", (), (x,), {})
+    assert not counters["graph_break"]  # refused from the compiled code's version bump, not an eager fallback
+    with pytest.raises(UndeclaredStateError, match="calls"):  # and profiling refuses it before compiling
+        auto.profile(torch.nn.Sequential(Counting()), (x,), state=[], compile=AOT, repeats=1)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        ({"backend": "aot_eager", "fullgraf": True}, ValueError, "'fullgraf'; valid keys are: backend"),
+        ({"backend": lambda gm, inputs: gm}, ValueError, "not JSON data"),
+        ("inductor", TypeError, "compile is a str"),
+    ],
+)
+def test_compile_argument_is_checked(value, error, match):
+    with pytest.raises(error, match=match):
+        compile_options(value)
+    assert compile_options(True) == {} and compile_options(False) is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (shutil.which("g++") or shutil.which("c++") or shutil.which("cc")),
+    reason="inductor on CPU needs a C++ compiler (g++, c++ or cc on PATH); none is installed",
+)
+def test_inductor_smoke():
+    model, reference = _models(blocks=2, d=8)
+    x = torch.randn(16, 8)
+    model, plan = auto.wrap(model, (x,), budget="0%", compile={"backend": "inductor"}, repeats=1)
+    for block in reference:
+        block.compile(backend="inductor")
+    graphs = _same_training(model, reference, x, steps=2)
+    assert graphs[0] == graphs[-1] and not counters["graph_break"]
+    assert all(int(b.bn.num_batches_tracked) == 2 for b in model)
