@@ -582,7 +582,8 @@ def _module_entries(item: torch.nn.Module) -> list[_Entry]:
         )
         and [t.requires_grad for t in cached[3]] == cached[4]
     ):
-        return cached[5]
+        kept: list[_Entry] = cached[5]
+        return kept
     cls = type(item).__name__
     # named_buffers(), through the subtree walk cached per structure (a generator
     # chain per submodule costs more than the rest of the declaration)
