@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from stateaware.torch_replay._state import _INTERNALS
+from stateaware.torch_replay._state import _INTERNALS, _unchanged
 
 __all__ = ["Bindings", "frozen", "has_containers"]
 
@@ -95,7 +95,7 @@ class Bindings:
         self.outside = []
         for m, (params, buffers, attrs) in zip(self.modules, self.forward, strict=True):
             if _unchanged(m._parameters, params) and _unchanged(m._buffers, buffers) and _unchanged(m.__dict__, attrs):
-                continue  # the common case, checked in C
+                continue  # the common case, checked in C (a flipped `training` flag fails it)
             then = (params, buffers, _tensors(attrs))
             now = _bound(m)
             if all(_same(a, b) for a, b in zip(now, then, strict=True)):
@@ -116,16 +116,6 @@ def _tensors(d: dict[str, Any]) -> dict[str, Any]:
 
 def _bound(m: torch.nn.Module) -> _Bound:
     return m._parameters.copy(), m._buffers.copy(), _tensors(m.__dict__)
-
-
-def _unchanged(now: dict[str, Any], then: dict[str, Any]) -> bool:
-    """The same keys bound to the same objects (any attribute: a flipped ``training`` flag
-    makes it False, and the tensors are then compared one by one)."""
-    return (
-        len(now) == len(then)
-        and list(map(id, now.values())) == list(map(id, then.values()))
-        and now.keys() == then.keys()
-    )
 
 
 def _same(now: dict[str, Any], then: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ once — by the forward — as in eager (NOTE [ Replay transaction ], Rule 5).
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -55,10 +56,19 @@ def _is_state(key: str, value: Any) -> bool:
     return value is None or type(value) in _NUMBERS or (isinstance(value, torch.Tensor) and not key.startswith("_"))
 
 
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of a module's ``__dict__`` (or a copy of it) that are state."""
+    return {k: d[k] for k in _own(d) if _is_state(k, d[k])}
+
+
 def _capture(mod: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
-    d = vars(mod)
-    plain = {k: d[k] for k in _own(d) if _is_state(k, d[k])}
-    return dict(mod._buffers), plain
+    return dict(mod._buffers), _plain(vars(mod))
+
+
+def _unchanged(now: dict[str, Any], then: dict[str, Any]) -> bool:
+    """The same keys, in the same order, bound to the same objects. False is not "changed":
+    the caller then compares the state itself (a number rebound to an equal one is the same)."""
+    return len(now) == len(then) and all(map(operator.is_, now.values(), then.values())) and list(now) == list(then)
 
 
 class ModuleState:
@@ -68,7 +78,9 @@ class ModuleState:
 
     def __init__(self, module: torch.nn.Module):
         self.modules = subtree(module)
-        self.forward = [_capture(m) for m in self.modules]
+        # Shallow dict copies, made in C: which attributes are state is sorted out only when
+        # a replay finds something moved (``enter``), as the copies hold the same objects.
+        self.forward = [(m._buffers.copy(), vars(m).copy()) for m in self.modules]
         # (module, its state just before the replay, enter()'s undo log) for the modules the
         # replay reinstates
         self.outside: list[tuple[torch.nn.Module, tuple[dict, dict], tuple[dict, dict]]] | None = None
@@ -77,8 +89,10 @@ class ModuleState:
         # Only modules whose state moved since the forward are touched: usually none, and
         # rewriting every module's __dict__ would cost more than the replay of a small block.
         self.outside = []
-        for m, state in zip(self.modules, self.forward, strict=True):
-            now = _capture(m)
+        for m, (buffers, attrs) in zip(self.modules, self.forward, strict=True):
+            if _unchanged(m._buffers, buffers) and _unchanged(vars(m), attrs):
+                continue  # the common case: every key bound to the object it held, checked in C
+            now, state = _capture(m), (dict(buffers), _plain(attrs))
             if not _same(now, state):
                 self.outside.append((m, now, _reinstate(m, state)))
 

@@ -28,7 +28,7 @@ from stateaware.torch_replay._keywords import Transaction, check_collision
 from stateaware.torch_replay._reach import _roots, describe, module_devices, named_subtree, names, subtree
 from stateaware.torch_replay._reads import Reads, Touched, rebind_mark, rebound_since
 from stateaware.torch_replay._replaying import replaying
-from stateaware.torch_replay._state import ModuleState, TrainingModes, plain_tensors
+from stateaware.torch_replay._state import ModuleState, TrainingModes, _unchanged, plain_tensors
 from stateaware.torch_replay.preserve import (
     PRESERVE_MODES,
     Region,
@@ -519,16 +519,7 @@ def _declare(
         elif isinstance(item, torch.nn.Module):
             modules.append(item)
             from_module = True
-            cls = type(item).__name__
-            # named_buffers(), through the subtree walk cached per structure (a generator
-            # chain per submodule costs more than the rest of the declaration)
-            entries = [
-                (f"{cls}.{path}.{n}" if path else f"{cls}.{n}", b, None, b)
-                for path, sub in named_subtree(item)
-                for n, b in sub._buffers.items()
-                if b is not None
-            ]
-            entries += [(f"{cls}.{n} (plain attribute)", t, None, t) for n, t in plain_tensors(item)]
+            entries = _module_entries(item)
         elif isinstance(item, torch.Generator):
             generators.setdefault(id(item), (f"state[{i}] (generator on {item.device})", item))
             continue
@@ -561,6 +552,52 @@ def _declare(
     if any(d.tensor._base is not None for d in declared):
         _check_view_aliases(declared)
     return declared, modules, list(generators.values())
+
+
+_Entry: TypeAlias = tuple[str, torch.Tensor, torch.Tensor | None, object]
+
+#: declared module -> (its named subtree, shallow copies of each submodule's ``_buffers`` and
+#: ``__dict__``, the tensor attributes in them with their ``requires_grad``, its entries)
+_entries_cache: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _module_entries(item: torch.nn.Module) -> list[_Entry]:
+    """A declared module's buffers and plain tensor attributes as ``_declare``'s entries.
+
+    Listing them walks every submodule's ``__dict__`` in Python; a module declared on every
+    call rarely changes, so the list is kept and reused while the subtree is the same
+    structure, every submodule's ``_buffers`` and ``__dict__`` hold the same objects under
+    the same keys (a rebound buffer or attribute, a swapped class or a flipped flag fails
+    this, checked in C), and no plain tensor attribute changed its ``requires_grad`` (which
+    decides whether it is state, and changes in place)."""
+    named = named_subtree(item)
+    cached = _entries_cache.get(item)
+    if (
+        cached is not None
+        and cached[0] is named
+        and cached[1] is type(item)
+        and all(
+            _unchanged(sub._buffers, buffers) and _unchanged(vars(sub), attrs)
+            for (_, sub), (buffers, attrs) in zip(named, cached[2], strict=True)
+        )
+        and [t.requires_grad for t in cached[3]] == cached[4]
+    ):
+        kept: list[_Entry] = cached[5]
+        return kept
+    cls = type(item).__name__
+    # named_buffers(), through the subtree walk cached per structure (a generator
+    # chain per submodule costs more than the rest of the declaration)
+    entries: list[_Entry] = [
+        (f"{cls}.{path}.{n}" if path else f"{cls}.{n}", b, None, b)
+        for path, sub in named
+        for n, b in sub._buffers.items()
+        if b is not None
+    ]
+    entries += [(f"{cls}.{n} (plain attribute)", t, None, t) for n, t in plain_tensors(item)]
+    tensors = [v for _, sub in named for v in vars(sub).values() if isinstance(v, torch.Tensor)]
+    dicts = [(sub._buffers.copy(), vars(sub).copy()) for _, sub in named]
+    _entries_cache[item] = (named, type(item), dicts, tensors, [t.requires_grad for t in tensors], entries)
+    return entries
 
 
 def _check_view_aliases(declared: list[_Declared]) -> None:
