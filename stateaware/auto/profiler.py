@@ -45,7 +45,7 @@ from stateaware.auto.compiled import compile_options, compiled_forward, segments
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
-from stateaware.auto.wrapper import original_forward
+from stateaware.auto.wrapper import apply_policy, original_forward, remove
 from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchronize
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
 from stateaware.torch_replay import UndeclaredStateError
@@ -552,8 +552,6 @@ def _floor_anchor(model: torch.nn.Module, inputs: tuple[Any, ...], card: Any) ->
     charges a segment kept eager last. A second anchor at the other end, every segment
     recomputed, separates the two terms before anything is planned.
     """
-    from stateaware.auto.wrapper import apply_policy, remove
-
     policy = floor_policy(card)
     apply_policy(model, card, policy)
     try:
