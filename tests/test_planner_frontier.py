@@ -145,21 +145,15 @@ def test_budget_bounds_only_drop_policies_that_cannot_fit():
         assert got == want
 
 
-@settings(max_examples=150, deadline=None)
-@given(
-    st.integers(0, 50),
-    st.lists(
-        st.dictionaries(
-            st.sampled_from(["eager", "whole", "region"]),
-            st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40)),
-            min_size=1,
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-    st.integers(0, 200),
-)
-def test_hypothesis_joint_matches_enumeration(persistent, segments, budget):
+def _cards(options: list[str], max_segments: int) -> st.SearchStrategy:
+    """(persistent bytes, segments as {option: (retained, temp, ms)}, budget), small integers."""
+    segment = st.dictionaries(
+        st.sampled_from(options), st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40)), min_size=1
+    )
+    return st.tuples(st.integers(0, 50), st.lists(segment, min_size=1, max_size=max_segments), st.integers(0, 200))
+
+
+def _assert_planner_matches_enumeration(persistent, segments, budget, planner: str) -> None:
     card = card_from_dict(
         {
             "persistent_bytes": persistent,
@@ -170,11 +164,17 @@ def test_hypothesis_joint_matches_enumeration(persistent, segments, budget):
     )
     enum = enumerate_policies(card.persistent_bytes, card.segments)
     reference = enum.best(budget)
-    result = plan(card, budget, "joint")
+    result = plan(card, budget, planner)
     assert result.feasible == (reference is not None)
     if reference is not None:
         assert result.predicted_ms == enum.ms[reference]  # integer-valued ms: exact
         assert result.predicted_peak_bytes <= budget
+
+
+@settings(max_examples=150, deadline=None)
+@given(_cards(["eager", "whole", "region"], max_segments=6))
+def test_hypothesis_joint_matches_enumeration(drawn):
+    _assert_planner_matches_enumeration(*drawn, "joint")
 
 
 def test_min_peak_is_exact_on_a_card_where_the_least_peak_mixes_options():
@@ -249,32 +249,6 @@ def test_the_paper_planners_plan_a_card_with_selective_as_the_card_without_it():
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.integers(0, 50),
-    st.lists(
-        st.dictionaries(
-            st.sampled_from(list(OPTIONS)),
-            st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40)),
-            min_size=1,
-        ),
-        min_size=1,
-        max_size=5,
-    ),
-    st.integers(0, 200),
-)
-def test_hypothesis_joint_selective_matches_enumeration(persistent, segments, budget):
-    card = card_from_dict(
-        {
-            "persistent_bytes": persistent,
-            "segments": [
-                {o: {"retained_bytes": r, "temp_bytes": q, "ms": c} for o, (r, q, c) in s.items()} for s in segments
-            ],
-        }
-    )
-    enum = enumerate_policies(card.persistent_bytes, card.segments)
-    reference = enum.best(budget)
-    result = plan(card, budget, "joint_selective")
-    assert result.feasible == (reference is not None)
-    if reference is not None:
-        assert result.predicted_ms == enum.ms[reference]  # integer-valued ms: exact
-        assert result.predicted_peak_bytes <= budget
+@given(_cards(list(OPTIONS), max_segments=5))
+def test_hypothesis_joint_selective_matches_enumeration(drawn):
+    _assert_planner_matches_enumeration(*drawn, "joint_selective")
