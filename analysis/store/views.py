@@ -62,7 +62,7 @@ under the directory it names (a ``COPY … TO`` a part file would pass), and so 
 NOTE [ Tables DuckDB reads itself ]
 Arrow opens a small part at about 0.45 ms, DuckDB's own Parquet reader at about 0.3 ms,
 and DuckDB scanning an Arrow dataset adds its own cost on top: a whole-store query at 15,030
-parts took 3× DuckDB alone (issue 26). Views cannot read files once external access is off,
+parts took 3× DuckDB alone (bench/bench_store.py). Views cannot read files once external access is off,
 and allowing the files would allow writing them. So ``connect(load={table: columns})`` has
 DuckDB read those tables (record or result tables) itself, before the lock, keeping only
 ``columns`` (``None``: all) plus the ones its views need (``run_id``, ``cohort``, and the
@@ -75,7 +75,7 @@ view stays an Arrow dataset, read lazily. A query over a whole store that needs 
 than ``--memory-limit`` allows ends in one line naming the limit.
 
 NOTE [ No Arrow until it reads ]
-pyarrow and numpy take ~0.15 s to import, half of a small ``sql`` query (issue 26's bench:
+pyarrow and numpy take ~0.15 s to import, half of a small ``sql`` query (bench/bench_store.py:
 one compacted file per table answered in 0.3 s, 2.1× DuckDB reading it alone). Nothing on
 the path of a query whose parts the cache already vouches for needs them: the tables'
 columns are plain data (:mod:`stateaware.records.columns`), the cache answers from one
@@ -258,7 +258,7 @@ def _scan(
 ) -> tuple[list[_Good], list[DamagedPart]]:
     """:func:`scan_parts`, keeping what :func:`snapshot` needs of each good part.
 
-    Per part, the cost a store of many small parts pays on every query (issue 26): one
+    Per part, the cost a store of many small parts pays on every query (bench/bench_store.py measures it): one
     ``lstat`` and no ``realpath`` for a plain file (its folder's real path, the table's plus
     the folders below it, plus its name), and at most one footer read serving the footer check, the schema
     check, the old column names and the missing columns (one :meth:`PartChecks.inspect`,

@@ -2,7 +2,7 @@
 
 Reading every page (:func:`stateaware.records.check.content_problem`: checksums, decoding,
 identity) costs a full read of the part; the footer check costs a few KiB, but on a store
-of tens of thousands of parts it was most of every query (issue 26). Every reader asks
+of tens of thousands of parts it was most of every query (bench/bench_store.py). Every reader asks
 :meth:`PartChecks.problem` (or the one-shot :func:`checked_problem`): the pages are read only
 when this cache has no answer for the file as it is now, and the footer only when it has no
 answer for the file as it is now *against this schema* (a footer that failed is read each
