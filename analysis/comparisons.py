@@ -54,14 +54,14 @@ def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
     ``cohort`` and ``run_id`` come from the records, which anyone could have forged: they must
     be names (:func:`stateaware.names.check_name`) and the path must lie inside ``results``,
     else ``ValueError`` naming them."""
-    from stateaware.names import check_inside, check_name
+    from stateaware.names import check_name
     from stateaware.records.part_names import run_folder
+    from stateaware.records.write_paths import writable
 
     path = (
         run_folder(results, FOLDER, check_name("cohort", cohort), check_name("run_id", run_id)) / "comparisons.parquet"
     )
-    check_inside(results, path)
-    return path
+    return writable(results, path)
 
 
 def comparisons_table(
@@ -109,7 +109,7 @@ def write_comparisons(
             raise ValueError(f"write_comparisons needs run= or all of run_id, cohort, partial; missing {missing}")
         expected = None
     table = comparisons_table(results, run_id=run_id, cohort=cohort, partial=partial, expected_processes=expected)
-    return write_atomic(table, comparisons_path(results_dir, cohort, run_id))
+    return write_atomic(table, comparisons_path(results_dir, cohort, run_id), out=results_dir)
 
 
 def compute_comparisons(

@@ -29,6 +29,7 @@ cohort, each section renders once per run of it ("round"), its heading naming th
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,6 +281,29 @@ def build_report(
     ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
     (:mod:`stateaware.analysis.stability`) before anything is written.
     """
+    from stateaware.records.write_paths import writing_under
+
+    results = Path(results)
+    out = Path(out) if out is not None else results / "report"
+    # Every file the report writes is checked against the results directory when the report
+    # folder lies in it (so a `report` link there is refused), else against the folder given.
+    inside = any(
+        Path(os.path.abspath(out)).is_relative_to(root)
+        for root in (Path(os.path.abspath(results)), Path(os.path.realpath(results)))
+    )
+    with writing_under(results if inside else out):
+        return _write_report(results, out, run_ids=run_ids, allow_partial=allow_partial, draws=draws, strict=strict)
+
+
+def _write_report(
+    results: Path,
+    out: Path,
+    *,
+    run_ids: list[str] | None,
+    allow_partial: bool,
+    draws: int | None,
+    strict: bool,
+) -> Path:
     from stateaware.analysis.comparisons import (
         comparisons_of,
         compute_comparisons,
@@ -290,11 +314,10 @@ def build_report(
     from stateaware.analysis.store.verify import verify
     from stateaware.analysis.store.views import connect, snapshot
 
+    from stateaware.records.write_paths import make_folder
     from stateaware.records.writer import write_bytes_atomic
 
-    results = Path(results)
-    out = Path(out) if out is not None else results / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     # The runs are listed from `runs` and `processes` alone; every other part read is a chosen
     # run's (NOTE [ Pruning by run ] in views): a report of one run costs the same whatever
     # else the store holds. The chosen runs' parts are checked once before the comparisons
@@ -376,8 +399,7 @@ def build_report(
             where = out
             if len(rounds) > 1:  # several runs of one cohort: each round its own heading and figure folder
                 title += " — runs " + ", ".join(f"`{r.run_id}`" for r in runs)
-                where = out / "-".join(r.run_id for r in runs)
-                where.mkdir(parents=True, exist_ok=True)
+                where = make_folder(out / "-".join(r.run_id for r in runs))
             section_con = _loaded(results, [r.run_id for r in runs], parts)
             body = module.render(section_con).strip()
             if body.startswith("## "):  # the section names itself; keep one heading

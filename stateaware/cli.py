@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from stateaware.config import ConfigError, register_configs
@@ -110,6 +110,23 @@ def _invalid_input() -> tuple[type[BaseException], ...]:
 #: a user who set it gets Hydra's full trace, as Hydra documents.
 _FULL_ERROR = "HYDRA_FULL_ERROR"
 _HELP_TIP = "python -m stateaware --help lists the groups; --cfg job prints the composed config"
+
+
+def _under_out(out: str, below: str) -> str:
+    """``out/below`` once :func:`~stateaware.records.write_paths.writable` allows it, for Hydra's
+    own folders (``hydra.sweep.dir``): Hydra resolves the setting right before it makes the
+    folder, so a link below ``out`` on the way ends the command in one line before Hydra writes."""
+    from stateaware.exits import fail
+    from stateaware.names import PathOutsideError
+    from stateaware.records.write_paths import writable
+
+    try:
+        return os.fspath(writable(out, os.path.join(out, below)))
+    except PathOutsideError as exc:
+        fail(f"error: {exc}")
+
+
+OmegaConf.register_new_resolver("stateaware_under_out", _under_out, replace=True)
 
 
 class _Started:

@@ -46,8 +46,8 @@ from stateaware.launch.worker import (
     run_or_raise,
     status_row,
 )
-from stateaware.names import check_inside
 from stateaware.records.run_scan import DAMAGED, damaged_parts, latest_statuses, quarantine_run, run_state
+from stateaware.records.write_paths import writable
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
 from stateaware.run import RunSpec
 from stateaware.text import index_ranges
@@ -189,7 +189,7 @@ def _executor(run: RunSpec, folder: Path, timing: bool, snapshot: Path | None, r
     import submitit
 
     launcher = run.launcher
-    check_inside(run.out, folder)
+    writable(run.out, folder)  # submitit makes it and writes its logs there
     if launcher.name == "inline":
         return submitit.DebugExecutor(folder)
     if launcher.name == "local":

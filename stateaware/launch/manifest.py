@@ -19,9 +19,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from stateaware.names import check_inside
 from stateaware.records.damage import quarantine
 from stateaware.records.part_names import run_folder
+from stateaware.records.write_paths import writable
 from stateaware.records.writer import Identity, RecordWriter, write_bytes_atomic
 from stateaware.run import RunSpec
 
@@ -33,8 +33,7 @@ RUN_ROW_INDEX = -1
 def manifest_path(out: Path | str, cohort: str, run_id: str) -> Path:
     """``OUT/runs/cohort=C/run_id=R/manifest.json``, checked to lie inside ``out``."""
     path = run_folder(out, "runs", cohort, run_id) / "manifest.json"
-    check_inside(out, path)
-    return path
+    return writable(out, path)
 
 
 def git_state(where: Path) -> tuple[str | None, bool | None]:
@@ -145,7 +144,7 @@ def write_manifest(
                     f"quarantined damaged manifest {path}: {type(exc).__name__}: {exc}; "
                     f"moved to {moved}; writing it afresh"
                 )
-    write_bytes_atomic(json.dumps(manifest, indent=2, sort_keys=True, default=str).encode(), path)
+    write_bytes_atomic(json.dumps(manifest, indent=2, sort_keys=True, default=str).encode(), path, out=out)
 
     identity = Identity(
         manifest["run_id"],

@@ -113,11 +113,13 @@ def _commit(ref: str) -> str:
 
 def _export(commit: str, out: Path) -> Path:
     """``OUT/.compare/<commit>/``: the revision's source folders, exported once, atomically."""
-    dest = out / ".compare" / commit[:16]
+    from stateaware.records.write_paths import make_folder, writable
+
+    dest = writable(out, out / ".compare" / commit[:16])  # a link on the way is refused, never followed
     if dest.is_dir():
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    make_folder(dest.parent, out)
+    tmp = writable(out, dest.with_name(f".{dest.name}.tmp-{os.getpid()}"))
     tmp.mkdir()
     archive = subprocess.run(
         ["git", "-C", str(_repository()), "archive", "--format=tar", commit, "--", *PACKAGE_DIRS.values()],
@@ -141,7 +143,7 @@ def _export(commit: str, out: Path) -> Path:
                 raise ConfigError(f"compare_to: the archive of {commit[:12]} holds unsafe entries: {bad[:3]}")
             tar.extractall(tmp, members=members)  # noqa: S202 - every member checked above
     tar_path.unlink()
-    os.replace(tmp, dest)
+    os.replace(tmp, writable(out, dest))
     return dest
 
 

@@ -197,7 +197,7 @@ def read_submissions(out: Path | str, run_id: str) -> dict[int, str]:
 def _record_submissions(out: Path | str, run_id: str, jobs: dict[int, str]) -> None:
     path = submissions_path(out, run_id)
     merged = {**read_submissions(out, run_id), **jobs}
-    write_bytes_atomic(json.dumps({str(k): v for k, v in sorted(merged.items())}, indent=1).encode(), path)
+    write_bytes_atomic(json.dumps({str(k): v for k, v in sorted(merged.items())}, indent=1).encode(), path, out=out)
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ from pathlib import Path, PurePosixPath
 
 from stateaware.names import check_inside
 from stateaware.records.runlock import TamperedPath, describe_entry, launcher_folder
+from stateaware.records.write_paths import writable
 from stateaware.records.writer import as_disk_full, disk_full, stale_temporary, temporary_path
 
 __all__ = [
@@ -142,7 +143,7 @@ def take_snapshot(
             shown = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
             say(f"snapshot {dest} no longer matches source hash {source_hash[:12]} ({shown}); rebuilding it")
     tmp = temporary_path(dest)
-    check_inside(out, tmp)
+    writable(out, tmp)
     try:
         _copy(tmp, source_hash, listed)
         _install(out, tmp, dest, source_hash)
@@ -169,11 +170,12 @@ def _install(out: Path | str, tmp: Path, dest: Path, source_hash: str) -> None:
     """Rename the verified folder ``tmp`` to ``dest``, moving a tampered ``dest`` aside first."""
     if os.path.lexists(dest):  # a tampered snapshot: move it aside, then the verified copy in
         aside = temporary_path(dest.with_name(f"{dest.name}.old"))  # a dead launcher's is stale like tmp
-        check_inside(out, aside)
+        writable(out, aside)
         _remove(aside)
         with contextlib.suppress(FileNotFoundError):  # another launcher moved it first
             dest.rename(aside)
         _remove(aside)
+    writable(out, tmp)  # at the move itself: a link planted meanwhile on the way is refused
     try:
         tmp.rename(dest)
     except OSError as exc:

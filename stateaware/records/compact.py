@@ -101,6 +101,7 @@ from stateaware.records.check import (
 from stateaware.records.part_names import COMPACTED_NAME, compacted_file_name, parse_part_name, part_files, run_folder
 from stateaware.records.run_scan import run_state
 from stateaware.records.schema import SCHEMA_VERSION, TABLES
+from stateaware.records.write_paths import make_folder, writable
 from stateaware.records.writer import PAGE_CHECKSUMS
 from stateaware.text import LIST_AT_MOST, index_ranges
 from stateaware.units import format_bytes
@@ -303,6 +304,7 @@ def _consumed(live: Path) -> set[str]:
 def _repair(results: Path, table: str, cohort: str, run_id: str) -> None:
     """Finish or undo what a killed compaction of this table left (NOTE [ The swap: ... ])."""
     live, staging = _live(results, table, cohort, run_id), _staging(results, table, cohort, run_id)
+    writable(results, live), writable(results, staging)  # never repair through a link
     if (live / MARKER).exists():  # swapped in, killed before the marker went
         (live / MARKER).unlink()
     if not staging.is_dir():
@@ -411,7 +413,7 @@ def _compact_table(results: Path, plan: _Plan, cohort: str, run_id: str) -> Tabl
     table, meta, digest = _build(plan, cohort, run_id)
     target = plan.live / compacted_file_name(digest)
     staging = _staging(results, plan.table, cohort, run_id)
-    staging.mkdir(parents=True, exist_ok=True)
+    make_folder(staging, results)
     (staging / MARKER).write_bytes(b"")  # first: from now on this folder reads as "not swapped in"
     _fsync_folder(staging)
     _kill_point("staging")
@@ -442,6 +444,7 @@ def _compact_table(results: Path, plan: _Plan, cohort: str, run_id: str) -> Tabl
         os.link(entry, staging / name)  # the same file: the run lock's inode stays the held one
     _fsync_folder(staging)
     _kill_point("linked")
+    writable(results, plan.live)  # at the swap itself: a link made meanwhile is refused
     try:
         _exchange(plan.live, staging)
     except OSError as exc:

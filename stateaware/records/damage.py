@@ -15,7 +15,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stateaware.names import check_inside
+from stateaware.records.write_paths import make_folder, writable
 
 __all__ = ["QUARANTINE", "part_problem", "quarantine"]
 
@@ -48,17 +48,18 @@ def quarantine(out: Path | str, path: Path | str) -> Path:
 
     The time suffix (with a counter if needed) means an earlier quarantined copy of the
     same part is never overwritten. The destination must lie inside ``out`` once links are
-    followed (:class:`~stateaware.names.PathOutsideError` otherwise: a ``.quarantine`` link
-    planted in ``out`` never sends a part elsewhere).
+    followed, and neither it nor ``path`` may be reached through a link below ``out``
+    (:func:`stateaware.records.write_paths.writable` raises otherwise: a ``.quarantine`` link
+    planted in ``out`` never sends a part elsewhere, a run folder linked elsewhere loses nothing).
     """
     out, path = Path(out), Path(path)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     base = out / QUARANTINE / path.relative_to(out)
-    check_inside(out, base)
-    base.parent.mkdir(parents=True, exist_ok=True)
+    writable(out, path)  # the part's own folders too: a part found through a link stays where it is
+    make_folder(base.parent, out)
     dest, n = base.with_name(f"{base.name}.{stamp}"), 1
     while dest.exists():
         dest, n = base.with_name(f"{base.name}.{stamp}-{n}"), n + 1
-    check_inside(out, dest)
+    writable(out, dest)
     os.replace(path, dest)
     return dest

@@ -20,6 +20,7 @@ from pathlib import Path
 from stateaware.records.damage import QUARANTINE, quarantine
 from stateaware.records.part_names import COMPACTED_NAME, parse_part_name, part_files, run_folder
 from stateaware.records.schema import RESULT_TABLES, TABLES
+from stateaware.records.write_paths import writable
 
 __all__ = ["DAMAGED", "damaged_parts", "latest_statuses", "quarantine_run", "run_state"]
 
@@ -56,10 +57,14 @@ def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], 
 
     One check per part (:class:`stateaware.records.part_cache.PartChecks`: footer, schema,
     every page once per version of the file), then each completed process's parts against
-    what its attempt recorded (:func:`_disagreements`). Never raises for a bad file.
+    what its attempt recorded (:func:`_disagreements`). Never raises for a bad file; raises
+    :class:`~stateaware.records.write_paths.LinkBelowOut` when a table's or the run's folder is
+    reached through a link below ``out``: its parts are another folder's, not to judge or move.
     """
     from stateaware.records.part_cache import PartChecks
 
+    for folder in (*TABLES, *RESULT_TABLES):  # before any part is read, and so before any is moved
+        writable(out, run_folder(out, folder, cohort, run_id))
     latest: dict[int, _Latest] = {}
     damaged: list[tuple[Path, str]] = []
     good: list[tuple[str, Path]] = []

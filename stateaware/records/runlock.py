@@ -39,6 +39,7 @@ from pathlib import Path
 
 from stateaware.names import check_inside
 from stateaware.records.part_names import run_folder
+from stateaware.records.write_paths import refuse_links
 
 __all__ = ["RunLocked", "TamperedPath", "lock_path", "run_lock", "launcher_folder", "describe_entry"]
 
@@ -129,6 +130,7 @@ def launcher_folder(out: Path | str, folder: Path | str, purpose: str) -> Path:
     says what it keeps there, for the message (``the code snapshots``). Raises
     :class:`~stateaware.names.PathOutsideError` when ``folder`` resolves outside ``out``, and
     :class:`TamperedPath` when ``folder`` is a symbolic link (the launcher never makes one),
+    :class:`~stateaware.records.write_paths.LinkBelowOut` when a folder between ``out`` and it is,
     when it or a folder above it is a file, or when it may not be created. Never deletes.
     """
     folder = Path(folder)
@@ -138,6 +140,7 @@ def launcher_folder(out: Path | str, folder: Path | str, purpose: str) -> Path:
             f"{folder} is {describe_entry(folder)}; the launcher makes a folder there and never a link: "
             "remove the link and re-run the command"
         )
+    refuse_links(out, folder.parent)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):

@@ -16,8 +16,8 @@ process unable to duplicate rows.
 Every part is written with Parquet page checksums (CRC-32 of each page, ``write_page_checksum``)
 and says so in its file metadata (:data:`PAGE_CHECKSUMS`), so a reader can tell a page damaged
 after it was written from a good one (:mod:`stateaware.records.check`). Every path built from
-names is checked to lie inside ``out`` (:func:`stateaware.names.check_inside`) before anything
-is written to it.
+names is checked by :func:`stateaware.records.write_paths.writable` (no link below ``out``, the
+resolved path inside it) right before it is written.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from typing import Any, NamedTuple, TypeAlias
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stateaware.names import check_inside, check_name
+from stateaware.names import check_name
 from stateaware.records.part_names import MAX_PART_NAME, check_part_name, part_file_name, run_folder
 from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
+from stateaware.records.write_paths import checked, writable
 
 __all__ = [
     "Identity",
@@ -91,17 +92,16 @@ def part_path(out: Path | str, table: str, cohort: str, run_id: str, process_ind
 
     ``table``, ``cohort`` and ``run_id`` must follow the name rule (:func:`stateaware.names.check_name`)
     and ``part`` the part-name rule (the name rule, ``=`` allowed, at most :data:`MAX_PART_NAME`
-    characters): :class:`~stateaware.names.InvalidName` otherwise. The path must lie inside ``out``
-    once symbolic links are followed: :class:`~stateaware.names.PathOutsideError` otherwise (a
-    link planted in a table folder never redirects a write).
+    characters): :class:`~stateaware.names.InvalidName` otherwise. No entry below ``out`` on the
+    way may be a link and the path must lie inside ``out`` once links are followed
+    (:func:`stateaware.records.write_paths.writable`, which raises otherwise): a link planted in
+    a table folder never redirects a write.
     """
     check_name("table", table)
     check_name("cohort", cohort)
     check_name("run_id", run_id)
     check_part_name(part)
-    path = run_folder(out, table, cohort, run_id) / part_file_name(process_index, part)
-    check_inside(out, path)
-    return path
+    return writable(out, run_folder(out, table, cohort, run_id) / part_file_name(process_index, part))
 
 
 class Space(NamedTuple):
@@ -241,13 +241,20 @@ def stale_temporary(tmp: Path) -> bool:
     return False
 
 
-def write_bytes_atomic(data: bytes, path: Path, *, exclusive: bool = False) -> Path:
+def write_bytes_atomic(data: bytes, path: Path, *, exclusive: bool = False, out: Path | str | None = None) -> Path:
     """Write ``data`` to ``path`` through a temporary file and a rename (see :func:`write_atomic`)."""
-    return _write_via_temporary(path, lambda handle: handle.write(data), lambda: len(data), exclusive=exclusive)
+    return _write_via_temporary(
+        path, lambda handle: handle.write(data), lambda: len(data), exclusive=exclusive, out=out
+    )
 
 
-def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False) -> Path:
+def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False, out: Path | str | None = None) -> Path:
     """Write ``table`` to ``path`` through a temporary file and a rename (POSIX-atomic).
+
+    ``out``: the results directory ``path`` lies in (default: the one of the enclosing
+    :func:`~stateaware.records.write_paths.writing_under`, if any). Right before the folders
+    are made and again before the rename, :func:`~stateaware.records.write_paths.writable`
+    refuses a link below ``out`` on the way and a path resolving outside it.
 
     ``exclusive``: never replace an existing ``path`` — raise ``FileExistsError`` instead
     (a hard link, atomic like ``O_EXCL``), so two writers of one name cannot overwrite each
@@ -264,7 +271,7 @@ def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False) -> Pat
         fill(sink)
         return sink.getvalue().size
 
-    return _write_via_temporary(path, fill, needed, exclusive=exclusive)
+    return _write_via_temporary(path, fill, needed, exclusive=exclusive, out=out)
 
 
 def _link_exclusive(tmp: Path, path: Path) -> None:
@@ -285,14 +292,15 @@ def _open_temporary(tmp: Path):
     return open(tmp, "wb")
 
 
-def _write_via_temporary(path: Path, fill, needed, *, exclusive: bool) -> Path:
-    tmp = temporary_path(path)
+def _write_via_temporary(path: Path, fill, needed, *, exclusive: bool, out: Path | str | None) -> Path:
+    tmp = temporary_path(checked(path, out))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _open_temporary(tmp) as handle:
+        with _open_temporary(checked(tmp, out)) as handle:
             fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        checked(path, out)  # the folders again, just before the rename: a link made meanwhile is refused
         if exclusive:
             _link_exclusive(tmp, path)
         else:
@@ -344,7 +352,7 @@ class RecordWriter:
         arrow = self.to_arrow(table, rows)
         meta = {**self._metadata, "stateaware.table": table}
         arrow = arrow.replace_schema_metadata({k.encode(): v.encode() for k, v in meta.items()})
-        path = write_atomic(arrow, self.path(table, part), exclusive=exclusive)
+        path = write_atomic(arrow, self.path(table, part), exclusive=exclusive, out=self.out)
         self._written[(table, part)] = arrow.num_rows
         return path
 
