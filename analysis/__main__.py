@@ -55,21 +55,14 @@ def _results_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _query_text(args: argparse.Namespace) -> str:
+    from stateaware.analysis.store.sql import query_text
+
+    from stateaware.bounded_input import InputError
+
     try:
-        if args.file is not None:
-            return Path(args.file).read_text(encoding="utf-8")
-        if args.query in (None, "-"):  # bytes, decoded strictly: a C locale would smuggle them in escaped
-            return sys.stdin.buffer.read().decode("utf-8")
-    except FileNotFoundError:
-        fail(f"error: --file {args.file}: no such file; pass a file holding the SQL, or the SQL itself")
-    except IsADirectoryError:
-        fail(f"error: --file {args.file}: a directory, not a file of SQL")
-    except UnicodeDecodeError as exc:
-        source = f"--file {args.file}" if args.file is not None else "standard input"
-        fail(f"error: {source}: not UTF-8 text (byte {exc.start}); SQL must be UTF-8")
-    except OSError as exc:
-        fail(f"error: --file {args.file}: {exc.strerror or exc}")
-    return args.query
+        return query_text(args.file, args.query)
+    except InputError as exc:
+        fail(f"error: {exc}")
 
 
 def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> None:
