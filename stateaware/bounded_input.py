@@ -33,19 +33,28 @@ _CHUNK = 1 << 16
 
 
 class InputError(ValueError):
-    """An input that cannot be read within its bound; the message names the input."""
+    """An input that cannot be read within its bound; the message names the input.
+
+    ``too_big``: refused for holding more than the bound (not for being unreadable)."""
+
+    def __init__(self, message: str, *, too_big: bool = False):
+        super().__init__(message)
+        self.too_big = too_big
 
 
-def read_bounded(source: str | os.PathLike[str], *, what: str, bound: int, wait: float = WAIT_SECONDS) -> bytes:
+def read_bounded(
+    source: str | os.PathLike[str], *, what: str, bound: int, wait: float = WAIT_SECONDS, regular_only: bool = False
+) -> bytes:
     """The bytes of ``source`` (a path, or :data:`STDIN`), at most ``bound`` of them.
 
     ``what`` names the input in messages (``--file q.sql``, ``standard input``). Raises
     :class:`InputError` when the input holds more than ``bound`` bytes (read: at most
     ``bound + 1``), is a folder, cannot be opened or read, or — given by path and not a
     regular file — stays silent for ``wait`` seconds (NOTE [ Never block on a path ]).
+    ``regular_only``: refuse anything but a regular file once it is open, never reading it.
     """
     if os.fspath(source) == STDIN:
-        return _read(sys.stdin.buffer.fileno(), what, bound, None)
+        return _read(sys.stdin.buffer.fileno(), what, bound, None, regular_only)
     try:
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -55,16 +64,18 @@ def read_bounded(source: str | os.PathLike[str], *, what: str, bound: int, wait:
     except OSError as exc:
         raise InputError(f"{what}: cannot be opened ({exc.strerror or exc})") from None
     try:
-        return _read(fd, what, bound, wait)
+        return _read(fd, what, bound, wait, regular_only)
     finally:
         os.close(fd)
 
 
-def _read(fd: int, what: str, bound: int, wait: float | None) -> bytes:
+def _read(fd: int, what: str, bound: int, wait: float | None, regular_only: bool) -> bytes:
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
         raise InputError(f"{what}: a folder, not a file")
     regular = stat.S_ISREG(mode)
+    if regular_only and not regular:
+        raise InputError(f"{what}: not a regular file")
     if regular and os.fstat(fd).st_size > bound:
         raise _too_big(what, bound)
     chunks: list[bytes] = []
@@ -93,4 +104,4 @@ def _read(fd: int, what: str, bound: int, wait: float | None) -> bytes:
 
 
 def _too_big(what: str, bound: int) -> InputError:
-    return InputError(f"{what}: more than {bound:,} bytes; an input is read to at most {bound:,} bytes")
+    return InputError(f"{what}: more than {bound:,} bytes; an input is read to at most {bound:,} bytes", too_big=True)

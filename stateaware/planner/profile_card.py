@@ -339,24 +339,22 @@ def _read_card_bytes(path: str | os.PathLike[str]) -> bytes:
     socket or directory is refused from ``stat`` before it is opened, and again from
     ``fstat`` of a non-blocking descriptor (the path may be swapped between the two).
     """
+    from stateaware.bounded_input import InputError, read_bounded
+
     name = os.fspath(path)
     try:
-        _refuse_kind(os.stat(path).st_mode, name)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        info = os.stat(path)
     except OSError as error:
         raise CardError(f"{name}: cannot read the card ({error.strerror or error})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        _refuse_kind(info.st_mode, name)
-        if info.st_size > MAX_CARD_BYTES:
-            raise _too_big(name, f"{info.st_size:,}")
-        try:
-            raw = handle.read(MAX_CARD_BYTES + 1)  # + 1: a file that grew since fstat shows here
-        except OSError as error:
-            raise CardError(f"{name}: cannot read the card ({error.strerror or error})") from None
-    if len(raw) > MAX_CARD_BYTES:  # st_size was 0 or stale: a /proc file, or one still growing
-        raise _too_big(name, f"more than {MAX_CARD_BYTES:,}")
-    return raw
+    _refuse_kind(info.st_mode, name)
+    if info.st_size > MAX_CARD_BYTES:
+        raise _too_big(name, f"{info.st_size:,}")
+    try:  # the one bounded reader; regular_only: the path may have been swapped since stat
+        return read_bounded(path, what=name, bound=MAX_CARD_BYTES, regular_only=True)
+    except InputError as error:  # st_size was 0 or stale: a /proc file, or one still growing
+        if error.too_big:
+            raise _too_big(name, f"more than {MAX_CARD_BYTES:,}") from None
+        raise CardError(f"{error}; a card is a JSON file").with_traceback(None) from None
 
 
 def _nesting_depth(text: str) -> int:
