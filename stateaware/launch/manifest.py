@@ -33,7 +33,7 @@ RUN_ROW_INDEX = -1
 def manifest_path(out: Path | str, cohort: str, run_id: str) -> Path:
     """``OUT/runs/cohort=C/run_id=R/manifest.json``, checked to lie inside ``out``."""
     path = run_folder(out, "runs", cohort, run_id) / "manifest.json"
-    return writable(out, path)
+    return writable(out, path, file=True)
 
 
 def git_state(where: Path) -> tuple[str | None, bool | None]:

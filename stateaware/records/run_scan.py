@@ -64,7 +64,7 @@ def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], 
     from stateaware.records.part_cache import PartChecks
 
     for folder in (*TABLES, *RESULT_TABLES):  # before any part is read, and so before any is moved
-        writable(out, run_folder(out, folder, cohort, run_id))
+        writable(out, run_folder(out, folder, cohort, run_id), folder=True)
     latest: dict[int, _Latest] = {}
     damaged: list[tuple[Path, str]] = []
     good: list[tuple[str, Path]] = []

@@ -42,7 +42,7 @@ __all__ = ["LinkBelowOut", "checked", "make_folder", "refuse_links", "writable",
 
 class LinkBelowOut(PathOutsideError):
     """An entry below the results directory on the way to a write is a link, or not a folder
-    where a folder must be; the message names it."""
+    where a folder must be (nor a file where a file is written); the message names it."""
 
 
 def _below(out: Path | str, path: Path | str) -> tuple[Path, tuple[str, ...]]:
@@ -58,16 +58,24 @@ def _below(out: Path | str, path: Path | str) -> tuple[Path, tuple[str, ...]]:
     return root, Path(os.path.realpath(path)).relative_to(root).parts
 
 
-def writable(out: Path | str, path: Path | str) -> Path:
+def writable(out: Path | str, path: Path | str, *, file: bool = False, folder: bool = False) -> Path:
     """``path`` (as given) when it may be written, created or moved under ``out``; else
     :class:`LinkBelowOut` naming the link (or the file where a folder must be), or
     :class:`~stateaware.names.PathOutsideError` when it resolves outside ``out``.
 
     Links at or above ``out`` are allowed, none below it (NOTE [ Links below out ]). ``path``
-    need not exist; an existing ``path`` may be a file or a folder, never a link. Call it
-    right before the write or move: it is one ``lstat`` per component.
+    need not exist; an existing ``path`` may be a file or a folder, never a link — with
+    ``file``, only a regular file (a folder or FIFO where a file is written is named too);
+    with ``folder``, only a folder.
+    Call it right before the write or move: it is one ``lstat`` per component.
     """
     _walk(out, path, folders=True)
+    mode = os.lstat(path).st_mode if (file or folder) and os.path.lexists(path) else None
+    if mode is not None and file and not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise LinkBelowOut(f"refusing to write {path}: it is {kind}, where a file must be; move it away and re-run")
+    if mode is not None and folder and not stat.S_ISDIR(mode):
+        raise LinkBelowOut(f"refusing to write {path}: a file where a folder must be; move it away and re-run")
     check_inside(out, path)
     return Path(path)
 
@@ -104,9 +112,7 @@ def make_folder(folder: Path | str, out: Path | str | None = None) -> Path:
     """Create ``folder`` (and its parents) after :func:`checked` allows it under ``out``; ``folder``.
 
     An existing ``folder`` that is not a folder is refused like a file on the way."""
-    folder = checked(folder, out)
-    if os.path.lexists(folder) and not folder.is_dir():
-        raise LinkBelowOut(f"refusing to write {folder}: a file where a folder must be; move it away and re-run")
+    folder = checked(folder, out, folder=True)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -127,8 +133,8 @@ def writing_under(out: Path | str) -> Iterator[Path]:
         _ROOT.reset(token)
 
 
-def checked(path: Path | str, out: Path | str | None = None) -> Path:
+def checked(path: Path | str, out: Path | str | None = None, *, file: bool = False, folder: bool = False) -> Path:
     """``path`` after :func:`writable` allows it under ``out``, or else under the directory of the
     enclosing :func:`writing_under`; a path written outside any results directory is unchecked."""
     root = out if out is not None else _ROOT.get()
-    return Path(path) if root is None else writable(root, path)
+    return Path(path) if root is None else writable(root, path, file=file, folder=folder)

@@ -293,7 +293,7 @@ def _open_temporary(tmp: Path):
 
 
 def _write_via_temporary(path: Path, fill, needed, *, exclusive: bool, out: Path | str | None) -> Path:
-    tmp = temporary_path(checked(path, out))
+    tmp = temporary_path(checked(path, out, file=True))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with _open_temporary(checked(tmp, out)) as handle:
