@@ -42,6 +42,7 @@ import sys
 from pathlib import Path
 
 from stateaware.analysis.arguments import one_line, positive_int, results_dir
+from stateaware.analysis.store.query_input import query_text
 
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
 
@@ -55,13 +56,9 @@ def _results_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _query_text(args: argparse.Namespace) -> str:
-    from stateaware.analysis.store.sql import query_text
-
-    from stateaware.bounded_input import InputError
-
     try:
         return query_text(args.file, args.query)
-    except InputError as exc:
+    except ValueError as exc:  # InputError: too long, unreadable, not UTF-8, a FIFO left silent
         fail(f"error: {exc}")
 
 

@@ -17,6 +17,7 @@ Imports neither torch nor jax.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from stateaware.analysis.sql_files import rows_of
 
 from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
+from stateaware.records.writer import write_bytes_atomic
 
 __all__ = [
     "TITLE",
@@ -200,10 +202,10 @@ def figure3c(con: Any, path: Path | str) -> Path:
     ax.legend(fontsize=7)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    image = io.BytesIO()  # written like every report file: atomically, and checked for links below out
+    fig.savefig(image, dpi=120, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
-    return path
+    return write_bytes_atomic(image.getvalue(), path)
 
 
 def figures(con: Any, out: Path) -> list[Path]:

@@ -30,6 +30,7 @@ from stateaware.analysis.store.verify import RunVerification, Verification, veri
 
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
 from stateaware.records.schema import RESULT_TABLES
+from stateaware.records.write_paths import writable
 from stateaware.records.writer import write_atomic
 
 __all__ = [
@@ -56,7 +57,6 @@ def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
     else ``ValueError`` naming them."""
     from stateaware.names import check_name
     from stateaware.records.part_names import run_folder
-    from stateaware.records.write_paths import writable
 
     path = (
         run_folder(results, FOLDER, check_name("cohort", cohort), check_name("run_id", run_id)) / "comparisons.parquet"

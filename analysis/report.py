@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stateaware.records.write_paths import make_folder, writing_under
+
 __all__ = [
     "GENERIC",
     "PAPER_ORDER",
@@ -281,8 +283,6 @@ def build_report(
     ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
     (:mod:`stateaware.analysis.stability`) before anything is written.
     """
-    from stateaware.records.write_paths import writing_under
-
     results = Path(results)
     out = Path(out) if out is not None else results / "report"
     # Every file the report writes is checked against the results directory when the report
@@ -314,7 +314,6 @@ def _write_report(
     from stateaware.analysis.store.verify import verify
     from stateaware.analysis.store.views import connect, snapshot
 
-    from stateaware.records.write_paths import make_folder
     from stateaware.records.writer import write_bytes_atomic
 
     make_folder(out)

@@ -60,7 +60,7 @@ def read_bounded(
     except FileNotFoundError:
         raise InputError(f"{what}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{what}: a folder, not a file") from None
+        raise InputError(f"{what}: a directory, not a file") from None
     except OSError as exc:
         raise InputError(f"{what}: cannot be opened ({exc.strerror or exc})") from None
     try:
@@ -72,7 +72,7 @@ def read_bounded(
 def _read(fd: int, what: str, bound: int, wait: float | None, regular_only: bool) -> bytes:
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
-        raise InputError(f"{what}: a folder, not a file")
+        raise InputError(f"{what}: a directory, not a file")
     regular = stat.S_ISREG(mode)
     if regular_only and not regular:
         raise InputError(f"{what}: not a regular file")

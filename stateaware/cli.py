@@ -30,6 +30,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from stateaware.config import ConfigError, register_configs
+from stateaware.exits import fail
+from stateaware.names import PathOutsideError
+from stateaware.records.write_paths import writable
 
 if TYPE_CHECKING:
     from stateaware.launch.launcher import RunPlan, Summary
@@ -116,10 +119,6 @@ def _under_out(out: str, below: str) -> str:
     """``out/below`` once :func:`~stateaware.records.write_paths.writable` allows it, for Hydra's
     own folders (``hydra.sweep.dir``): Hydra resolves the setting right before it makes the
     folder, so a link below ``out`` on the way ends the command in one line before Hydra writes."""
-    from stateaware.exits import fail
-    from stateaware.names import PathOutsideError
-    from stateaware.records.write_paths import writable
-
     try:
         return os.fspath(writable(out, os.path.join(out, below)))
     except PathOutsideError as exc:

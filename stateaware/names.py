@@ -3,7 +3,8 @@
 A run id, a cohort or kind name, a method name, a Slurm job name, a part name: anything a
 user or a config sets that ends up as a path component is checked by :func:`check_name`
 where it is read, and every path the launcher, the workers and the analysis write is
-checked by :func:`check_inside` to lie inside the results directory before it is written.
+checked to lie inside the results directory before it is written (:func:`check_inside`,
+through :func:`stateaware.records.write_paths.writable`, which refuses links below it too).
 
 The rule is ``[A-Za-z0-9][A-Za-z0-9._-]{0,99}``: one path component of at most 100 ASCII
 characters, so ``/``, ``\\``, ``..``, ``.``, ``=``, ``%``, spaces, control characters and a

@@ -16,7 +16,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stateaware.analysis.store.sql import MAX_QUERY_BYTES, query_text
+from stateaware.analysis.store.query_input import MAX_QUERY_BYTES, query_text
 
 from stateaware import bounded_input
 from stateaware.bounded_input import InputError, read_bounded

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stateaware.config import ConfigError
+from stateaware.records.write_paths import make_folder, writable
 from stateaware.source import SOURCE_SUFFIXES, hash_files
 
 __all__ = ["OtherCode", "PACKAGE_DIRS", "other_code", "pair_id", "run_ids"]
@@ -113,8 +114,6 @@ def _commit(ref: str) -> str:
 
 def _export(commit: str, out: Path) -> Path:
     """``OUT/.compare/<commit>/``: the revision's source folders, exported once, atomically."""
-    from stateaware.records.write_paths import make_folder, writable
-
     dest = writable(out, out / ".compare" / commit[:16])  # a link on the way is refused, never followed
     if dest.is_dir():
         return dest

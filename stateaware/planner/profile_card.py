@@ -83,6 +83,8 @@ from itertools import accumulate
 from types import MappingProxyType
 from typing import Any
 
+from stateaware.bounded_input import InputError, read_bounded
+
 __all__ = [
     "MAX_CARD_BYTES",
     "MAX_DEPTH",
@@ -339,8 +341,6 @@ def _read_card_bytes(path: str | os.PathLike[str]) -> bytes:
     socket or directory is refused from ``stat`` before it is opened, and again from
     ``fstat`` of a non-blocking descriptor (the path may be swapped between the two).
     """
-    from stateaware.bounded_input import InputError, read_bounded
-
     name = os.fspath(path)
     try:
         info = os.stat(path)
