@@ -167,4 +167,4 @@ def test_generated_path_shapes_end_in_one_line_and_write_only_inside_out(finishe
     with capsys.disabled():
         counts = ", ".join(f"exit {k}: {v}" for k, v in by_status.items())
         print(f"\nfuzz path shapes: {cases} cases run in {time.monotonic() - start:.0f} s ({counts})")
-    assert cases >= 8  # even on a busy machine, the budget covers a few
+    assert cases >= 5  # even on a busy machine, the budget covers a few
