@@ -123,6 +123,8 @@ def _under_out(out: str, below: str) -> str:
         return os.fspath(writable(out, os.path.join(out, below)))
     except PathOutsideError as exc:
         fail(f"error: {exc}")
+    except (ValueError, OSError) as exc:  # an out that is no path (a NUL), or unreadable: RunSpec names it too
+        fail(f"error: invalid out={out!r}: {exc}; pass out=DIR with a writable DIR")
 
 
 OmegaConf.register_new_resolver("stateaware_under_out", _under_out, replace=True)
