@@ -206,3 +206,16 @@ def test_demo_with_out_or_a_folder_above_it_a_link(tmp_path, where):
     parts = sorted(p.relative_to(real).as_posix() for p in real.rglob("*.parquet"))
     assert "timings/cohort=demo/run_id=a/p000001-matmul.parquet" in parts
     assert set(os.listdir(tmp_path)) <= {"c", "scratch", out.parts[len(tmp_path.parts)]}  # nothing beside
+
+
+def test_compact_through_a_linked_run_folder_changes_nothing(store):
+    out, elsewhere = store
+    run = out / "timings" / "cohort=demo" / "run_id=a"
+    shutil.move(run, elsewhere / run.name)
+    run.symlink_to(elsewhere / run.name)
+    before, inside = _tree(elsewhere), _tree(out)
+    done = _command(
+        "stateaware.analysis", "compact", "--results", str(out), "--run-id", "a", cwd=out.parent, cache=out.parent / "c"
+    )
+    _refused(done, run)
+    assert _tree(elsewhere) == before and _tree(out) == inside
