@@ -117,3 +117,24 @@ def test_sql_file_a_fifo_without_a_writer_ends_in_one_line(tmp_path):
     done = _sql(tmp_path, "--file", str(fifo))
     _one_line(done, f"--file {fifo}: no data for {bounded_input.WAIT_SECONDS:g} s")
     assert time.monotonic() - start < 60
+
+
+def test_a_manifest_past_its_bound_is_quarantined_not_read_whole(tmp_path):
+    from stateaware.launch.manifest import MAX_MANIFEST_BYTES
+    from tests.conftest import launch_small_run
+
+    out = tmp_path / "out"
+    launch_small_run(out, "a", processes=1)
+    manifest = out / "runs" / "cohort=demo" / "run_id=a" / "manifest.json"
+    original = manifest.read_bytes()
+    manifest.write_bytes(b" " * MAX_MANIFEST_BYTES + original)  # valid JSON, one byte per space past the bound
+    done = subprocess.run(
+        [sys.executable, "-m", "stateaware", "cohort=demo", "launcher=inline", "processes=1", f"out={out}", "run_id=a"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "STATEAWARE_CACHE": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"quarantined damaged manifest {manifest}: InputError: manifest {manifest}: more than" in done.stderr
+    assert len(manifest.read_bytes()) < 100_000  # written afresh

@@ -19,15 +19,18 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from stateaware.bounded_input import read_bounded
 from stateaware.records.damage import quarantine
 from stateaware.records.part_names import run_folder
 from stateaware.records.write_paths import writable
 from stateaware.records.writer import Identity, RecordWriter, write_bytes_atomic
 from stateaware.run import RunSpec
 
-__all__ = ["manifest_path", "collect_manifest", "write_manifest", "git_state", "versions"]
+__all__ = ["MAX_MANIFEST_BYTES", "manifest_path", "collect_manifest", "write_manifest", "git_state", "versions"]
 
 RUN_ROW_INDEX = -1
+#: The largest manifest file a resume reads (one is a few KiB): a larger one is damaged.
+MAX_MANIFEST_BYTES = 16 << 20
 
 
 def manifest_path(out: Path | str, cohort: str, run_id: str) -> Path:
@@ -124,14 +127,17 @@ def write_manifest(
 ) -> dict[str, Any]:
     """Write (or, on resume, update) the manifest file and the run's ``runs`` row.
 
-    A manifest file that does not read as one (truncated, not JSON) is moved to
+    A manifest file that does not read as one (truncated, not JSON, past
+    :data:`MAX_MANIFEST_BYTES`: it is read to that bound) is moved to
     ``OUT/.quarantine/`` (``say`` gets one line) and written afresh. Both writes are atomic;
     a full disk raises :class:`~stateaware.records.writer.DiskFullError` with nothing half-written.
     """
     path = manifest_path(out, manifest["cohort"], manifest["run_id"])
     if path.exists():
         try:
-            previous = json.loads(path.read_text(encoding="utf-8"))
+            previous = json.loads(
+                read_bounded(path, what=f"manifest {path}", bound=MAX_MANIFEST_BYTES, regular_only=True)
+            )
             manifest = {
                 **manifest,
                 "started_at": previous["started_at"],
