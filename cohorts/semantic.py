@@ -19,6 +19,7 @@ from typing import Any
 
 from stateaware.launch.params import Param
 from stateaware.launch.spec import ProcessSpec
+from stateaware.records.write_paths import make_folder
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).
@@ -54,13 +55,13 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     seeds = spec.params.get("seeds") or [spec.seed]
     backends = tuple(spec.params.get("backends", ("torch", "jax")))
     if "jax" in backends and spec.launcher != "inline":
-        _share_jax_compilations(Path(spec.out) / ".cache" / "jax")
+        _share_jax_compilations(Path(spec.out), Path(spec.out) / ".cache" / "jax")
     for seed in seeds:
         part = f"seed={seed}"
         writer.write("records", run_seed(int(seed), backends), part=part)
 
 
-def _share_jax_compilations(folder: Path) -> None:
+def _share_jax_compilations(out: Path, folder: Path) -> None:
     """Point JAX's persistent compilation cache at ``folder`` (shared by a run's processes).
 
     Why: a fresh process's first seed key compiles ~180 small XLA programs (≈ 9 s of CPU
@@ -72,9 +73,9 @@ def _share_jax_compilations(folder: Path) -> None:
     fixes its cache when it first compiles, so an inline run would leave the caller's
     interpreter writing into this run's folder for the rest of its life.
     """
+    make_folder(folder, out)  # JAX writes there: no link below out may send it elsewhere
     import jax
 
-    folder.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(folder))
     # Every program here compiles in well under JAX's defaults (1 s, and a minimum entry
     # size): without lowering them nothing would be cached.

@@ -219,3 +219,15 @@ def test_compact_through_a_linked_run_folder_changes_nothing(store):
     )
     _refused(done, run)
     assert _tree(elsewhere) == before and _tree(out) == inside
+
+
+def test_the_jax_compilation_cache_folder_is_checked_like_every_write(tmp_path):
+    from stateaware.cohorts.semantic import _share_jax_compilations
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / ".cache").symlink_to(elsewhere)
+    with pytest.raises(LinkBelowOut, match=r"\.cache is a symbolic link"):
+        _share_jax_compilations(out, out / ".cache" / "jax")
+    assert list(elsewhere.iterdir()) == []
