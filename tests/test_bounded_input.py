@@ -138,3 +138,15 @@ def test_a_manifest_past_its_bound_is_quarantined_not_read_whole(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"quarantined damaged manifest {manifest}: InputError: manifest {manifest}: more than" in done.stderr
     assert len(manifest.read_bytes()) < 100_000  # written afresh
+
+
+def test_slurm_submissions_past_their_bound_count_as_damaged(tmp_path, monkeypatch):
+    from stateaware.launch import slurm
+
+    path = slurm.submissions_path(tmp_path, "r")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"0": "123"}')
+    assert slurm.read_submissions(tmp_path, "r") == {0: "123"}
+    monkeypatch.setattr(slurm, "MAX_SUBMISSIONS_BYTES", 100)
+    path.write_text(" " * 100 + '{"0": "123"}')  # valid JSON, past the bound: not read whole
+    assert slurm.read_submissions(tmp_path, "r") == {}

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stateaware.bounded_input import read_bounded
 from stateaware.launch.snapshot import batch_script_lines
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, run_or_raise
@@ -185,11 +186,21 @@ def submissions_path(out: Path | str, run_id: str) -> Path:
     return Path(out) / ".submitit" / run_id / "submissions.json"
 
 
+#: The largest ``submissions.json`` read (a million submissions take ~20 MiB): a larger one is damaged.
+MAX_SUBMISSIONS_BYTES = 64 << 20
+
+
 def read_submissions(out: Path | str, run_id: str) -> dict[int, str]:
-    """Process index → Slurm job id of the latest submission of each process of a run."""
+    """Process index → Slurm job id of the latest submission of each process of a run.
+
+    Read to :data:`MAX_SUBMISSIONS_BYTES` (:func:`stateaware.bounded_input.read_bounded`); a file
+    past it, or not JSON, is damaged: nothing is known in flight."""
     path = submissions_path(out, run_id)
+    if not path.exists():
+        return {}
     try:
-        return {int(k): v for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+        text = read_bounded(path, what=str(path), bound=MAX_SUBMISSIONS_BYTES, regular_only=True)
+        return {int(k): v for k, v in json.loads(text).items()}
     except (ValueError, AttributeError):  # damaged: nothing known in flight; a re-run resubmits what is missing
         return {}
 
