@@ -13,7 +13,6 @@ so a failed task's traceback is one ``cat`` away. A process with no status row y
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stateaware.analysis.store.views import Snapshot
 
-__all__ = ["status_rows", "main"]
+__all__ = ["COLUMNS", "status_rows"]
 
 COLUMNS = [
     "cohort",
@@ -83,44 +82,3 @@ def _logs(results: Path, run_id: str, job: str) -> tuple[str, str]:
     which the analysis does not install; tests/test_slurm_*.py compare the two."""
     folder = results / ".submitit" / run_id
     return str(folder / f"{job}_0_log.out"), str(folder / f"{job}_0_log.err")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``status [--results DIR] [--run-id ID ...] [--format F]``: exit 0 when every process completed, else 1.
-
-    Invalid input (a bad argument, no results directory, a ``--run-id`` naming no run) exits 2.
-    """
-    from stateaware.analysis.arguments import results_argument, results_dir
-    from stateaware.analysis.report import select_runs
-    from stateaware.analysis.store.sql import FORMATS, format_result
-    from stateaware.analysis.store.views import connect, snapshot
-
-    from stateaware.exits import OneLineParser, fail
-
-    parser = OneLineParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
-    results_argument(parser)
-    parser.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        metavar="ID",
-        help="only this run (repeatable; default: every run); a run not in the results exits 2",
-    )
-    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    args = parser.parse_args(argv)
-    results = results_dir(args.results)
-    parts = snapshot(results)  # one check of every part, for the run ids and the rows
-    if args.run_id:
-        try:
-            select_runs(connect(results, parts=parts), args.run_id)
-        except ValueError as exc:
-            fail(f"error: {exc}")
-    rows = status_rows(results, args.run_id, warn=lambda line: print(line, file=sys.stderr), parts=parts)
-    print(format_result(COLUMNS, rows, args.format))
-    return 0 if all(r[3] == "completed" for r in rows) else 1
-
-
-if __name__ == "__main__":
-    from stateaware.exits import run_main
-
-    run_main(main)

@@ -1,19 +1,19 @@
-"""What every ``python -m stateaware.analysis`` subcommand shares: where the results are,
-and errors as one line.
-
-Its own module so the subcommands' modules (``report``, ``compare``, ``status``, ...) use
-it without importing ``__main__``, which imports them.
+"""What the command lines share: where the results are, errors as one line, and flags
+whose default or choices a domain module holds, read only when needed.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from stateaware.exits import fail, int_at_least
 
-__all__ = ["default_results", "results_dir", "results_argument", "one_line", "positive_int"]
+__all__ = ["default_results", "results_dir", "results_argument", "one_line", "positive_int", "Late", "resolved"]
 
 
 def default_results() -> Path:
@@ -22,7 +22,7 @@ def default_results() -> Path:
 
 
 def results_dir(results: Path | None) -> Path:
-    """``results`` (default :func:`default_results`) if it is a results directory; else exit 2 naming it.
+    """``results`` (default ``default_results()``) if it is a results directory; else exit 2 naming it.
 
     A results directory is a directory with at least one record table folder (``runs``,
     ``processes``, ...): a missing path, a plain file or an empty directory is refused
@@ -52,7 +52,7 @@ positive_int = int_at_least(1)
 
 
 def results_argument(parser: argparse.ArgumentParser) -> None:
-    """``--results DIR``, as every analysis command takes it (read with :func:`results_dir`)."""
+    """``--results DIR``, as every analysis command takes it (read with ``results_dir``)."""
     parser.add_argument(
         "--results",
         type=Path,
@@ -60,3 +60,34 @@ def results_argument(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="results directory (default: $STATEAWARE_RESULTS or ./results)",
     )
+
+
+class Late:
+    """A constant of a domain module, read when first needed: a flag's default or choices that
+    would otherwise import the module (numpy, DuckDB) just to build the parser.
+
+    As a default it is shown by ``--help`` (``str``) and replaced by its value in the parsed
+    arguments (``resolved``); as choices it is iterated by ``--help`` and by argparse's error
+    message, and tested with ``in`` for a given value. The module is imported at most once.
+    """
+
+    def __init__(self, module: str, name: str, show: str = "{}") -> None:
+        self.module, self.name, self.show = module, name, show
+
+    @property
+    def value(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __str__(self) -> str:
+        return self.show.format(self.value)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.value)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.value
+
+
+def resolved(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with every ``Late`` default (a flag not given) replaced by its value."""
+    return argparse.Namespace(**{k: v.value if isinstance(v, Late) else v for k, v in vars(args).items()})
