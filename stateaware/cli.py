@@ -20,6 +20,7 @@ stateaware.records.runlock), 130 after Ctrl-C (re-running the same command resum
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Iterator
@@ -171,11 +172,16 @@ def _check_flags(argv: list[str]) -> None:
     """Hydra's own flags, parsed first by Hydra's parser, so an unknown ``--flag`` is one line too."""
     from hydra._internal.utils import get_args_parser
 
+    from stateaware.commands.arguments import version_text
     from stateaware.exits import fail
 
     parser = get_args_parser()
     parser.error = lambda message: fail(f"error: {message}; {_HELP_TIP}")  # type: ignore[method-assign]
-    # Overrides are Hydra's positional arguments; --version prints and exits as Hydra would.
+    parser.formatter_class = argparse.RawTextHelpFormatter  # the version's two lines stay two lines
+    for action in parser._actions:  # --version: ours first, then Hydra's, which is all Hydra says
+        if "--version" in action.option_strings:
+            action.version = version_text(hydra=True)  # type: ignore[attr-defined]
+    # Overrides are Hydra's positional arguments; --version prints and exits.
     known, unknown = parser.parse_known_args(argv)
     if unknown:
         fail(f"error: unrecognized arguments: {' '.join(unknown)}; {_HELP_TIP}")

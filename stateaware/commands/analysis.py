@@ -49,11 +49,12 @@ from stateaware.commands.arguments import (
     resolved,
     results_argument,
     results_dir,
+    version_argument,
 )
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
 from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
 
-__all__ = ["create_parser", "main"]
+__all__ = ["create_parser", "main", "script"]
 
 PROG = "python -m stateaware.analysis"
 
@@ -326,6 +327,7 @@ def create_parser() -> argparse.ArgumentParser:
             "exit status 2. See COMMAND --help for each command."
         ),
     )
+    version_argument(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sql = commands.add_parser(
@@ -553,7 +555,13 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.func(resolved(args)))
 
 
-if __name__ == "__main__":
+def script() -> None:
+    """Run the command line as a program: ``python -m stateaware.analysis`` and the
+    ``stateaware-analysis`` script; exits with the command's status."""
     # `sql` leaves nothing open once it has returned (its connection closed, the part checks
     # saved, its output flushed): it need not wait for the interpreter's teardown.
     run_main(main, skip_teardown=sys.argv[1:2] == ["sql"])
+
+
+if __name__ == "__main__":
+    script()

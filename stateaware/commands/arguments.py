@@ -13,7 +13,17 @@ from typing import Any
 
 from stateaware.exits import fail, int_at_least
 
-__all__ = ["default_results", "results_dir", "results_argument", "one_line", "positive_int", "Late", "resolved"]
+__all__ = [
+    "default_results",
+    "results_dir",
+    "results_argument",
+    "one_line",
+    "positive_int",
+    "Late",
+    "resolved",
+    "version_text",
+    "version_argument",
+]
 
 
 def default_results() -> Path:
@@ -45,6 +55,24 @@ def one_line(exc: BaseException) -> str:
     """An exception's message as one line (DuckDB adds the query and a caret on later lines)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
+
+
+def version_text(*, hydra: bool = False) -> str:
+    """``stateaware VERSION``, then ``Hydra VERSION`` on a line of its own where ``hydra``
+    (the launcher's command line, which Hydra composes)."""
+    from stateaware import __version__
+
+    lines = [f"stateaware {__version__}"]
+    if hydra:
+        from hydra import __version__ as hydra_version
+
+        lines.append(f"Hydra {hydra_version}")
+    return "\n".join(lines)
+
+
+def version_argument(parser: argparse.ArgumentParser) -> None:
+    """``--version``: print ``version_text()`` and exit 0."""
+    parser.add_argument("--version", action="version", version=version_text(), help="print the version and exit")
 
 
 #: An ``argparse`` type: an integer >= 1 (``--draws``, ``--max-rows``).

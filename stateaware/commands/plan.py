@@ -40,6 +40,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from stateaware.commands.arguments import version_argument
 from stateaware.exits import OneLineParser, fail, int_at_least, run_main
 from stateaware.planner import (
     OPTIONS,
@@ -55,7 +56,7 @@ from stateaware.planner import (
 from stateaware.planner.budget import UnitlessBudget, budget_on_card, parse_budget_text, relative_position
 from stateaware.planner.profile_card import MAX_CARD_BYTES, MAX_SEGMENTS
 
-__all__ = ["main", "plot_frontier"]
+__all__ = ["main", "plot_frontier", "script"]
 
 #: Frontier cap for the plot's own planning run when --frontier-cap is not given: every
 #: fitting policy's frontier can grow to millions of points on large irregular cards,
@@ -126,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="keep at most this many frontier points per segment (default: untruncated, optimal)",
     )
+    version_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument(
         "--plot",
@@ -278,5 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def script() -> None:
+    """Run the command line as a program: ``python -m stateaware.plan`` and the ``stateaware-plan``
+    script; exits with its status."""
     run_main(main)
+
+
+if __name__ == "__main__":
+    script()
