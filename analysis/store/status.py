@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stateaware.analysis.store.views import Snapshot
 
-__all__ = ["COLUMNS", "status_rows"]
+__all__ = ["COLUMNS", "RUN_COLUMNS", "run_rows", "status_rows"]
 
 COLUMNS = [
     "cohort",
@@ -73,6 +73,55 @@ def status_rows(
                 (cohort, run_id, index, status, attempt, job, states.get(job) if job else None, node, stdout, stderr)
             )
     return rows
+
+
+#: One row per run (``run_rows``): who launched it, how many of its processes completed or
+#: failed, and the code it ran.
+RUN_COLUMNS = ["run_id", "cohort", "launcher", "processes", "done", "failed", "source_hash", "started_at"]
+
+# A run's ``runs`` rows (one per launch: a resume adds one) give its launcher, size and code as
+# of its latest launch, and its start as of its first; ``processes`` (the latest attempt of
+# each) gives the counts. ``failed``: a latest status that ended the process without a result;
+# the rest of ``processes`` (not started, running, or requeued by Slurm) is neither.
+_RUNS_SQL = """
+WITH launched AS (
+    SELECT run_id, cohort, arg_max(launcher, started_at) AS launcher,
+           arg_max(processes, started_at) AS processes, arg_max(source_hash, started_at) AS source_hash,
+           min(started_at) AS started_at
+    FROM runs GROUP BY run_id, cohort),
+counted AS (
+    SELECT run_id, cohort, count(*) FILTER (WHERE status = 'completed') AS done,
+           count(*) FILTER (WHERE list_contains(?, status)) AS failed
+    FROM processes GROUP BY run_id, cohort)
+SELECT l.run_id, l.cohort, l.launcher, l.processes, coalesce(c.done, 0), coalesce(c.failed, 0),
+       l.source_hash, l.started_at
+FROM launched l LEFT JOIN counted c USING (run_id, cohort)
+ORDER BY l.started_at, l.run_id
+"""
+
+
+def run_rows(
+    results: Path | str,
+    run_ids: list[str] | None = None,
+    cohorts: list[str] | None = None,
+    warn: Callable[[str], None] | None = None,
+    *,
+    parts: Snapshot | None = None,
+) -> list[tuple]:
+    """Rows of ``RUN_COLUMNS``, one per launched run of ``results`` (or of those ``run_ids``
+    and ``cohorts`` name), in start order. Records written outside the launcher (no ``runs``
+    row) make no row. ``warn`` and ``parts`` as for ``status_rows``.
+    """
+    from stateaware.analysis.store.views import connect
+
+    from stateaware.records.columns import STATUSES
+
+    con = connect(results, run_ids=run_ids, cohorts=cohorts, parts=parts)
+    if warn is not None:
+        for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
+            warn(f"warning: skipped {path}: {problem}")
+    ended_without_result = [s for s in STATUSES if s not in ("completed", "requeued")]
+    return con.execute(_RUNS_SQL, [ended_without_result]).fetchall()
 
 
 def _logs(results: Path, run_id: str, job: str) -> tuple[str, str]:

@@ -43,12 +43,13 @@ from pathlib import Path
 
 from stateaware.commands.arguments import (
     Late,
-    default_results,
+    cohort_argument,
     one_line,
     positive_int,
     resolved,
     results_argument,
     results_dir,
+    run_id_argument,
     version_argument,
 )
 from stateaware.exits import INVALID, OneLineParser, fail, run_main
@@ -75,6 +76,29 @@ def _query_text(args: argparse.Namespace) -> str:
     except OSError as exc:
         fail(f"error: --file {args.file}: {exc.strerror or exc}")
     return args.query
+
+
+def _chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> list[str] | None:
+    """The run ids ``--run-id`` and ``--cohort`` choose together (``None``: every run), each
+    checked as ``_check_chosen_runs`` does; found from the partition folders."""
+    from stateaware.analysis.store.views import runs_present
+
+    _check_chosen_runs(results, run_ids, cohorts)
+    if cohorts is None:
+        return run_ids
+    present = runs_present(results)
+    return [r for r in sorted(present) if present[r] & set(cohorts) and (run_ids is None or r in run_ids)]
+
+
+def _chosen_or_fail(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> list[str] | None:
+    """``_chosen_runs`` where ``--cohort`` is given (an unknown name exits 2), else ``run_ids``
+    as given: the command checks those itself, with its own message."""
+    if cohorts is None:
+        return run_ids
+    try:
+        return _chosen_runs(results, run_ids, cohorts)
+    except ValueError as exc:
+        fail(f"error: {exc}")
 
 
 def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> None:
@@ -199,12 +223,23 @@ def _report(args: argparse.Namespace) -> int:
     from stateaware.records.writer import as_disk_full, disk_full
 
     results = results_dir(args.results)
+    run_ids = args.run_id
+    if args.cohort is not None:  # each named cohort's latest complete run, as the report chooses one
+        from stateaware.analysis.report import select_runs
+        from stateaware.analysis.store.views import connect
+
+        try:
+            _check_chosen_runs(results, args.run_id, args.cohort)
+        except ValueError as exc:
+            fail(f"error: {exc}")
+        chosen = select_runs(connect(results, cohorts=args.cohort))
+        run_ids = [*(args.run_id or ()), *(r.run_id for r in chosen if r.run_id not in (args.run_id or ()))]
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         print(f"error: --out {args.out}: a file, not a directory; pass --out DIR", file=sys.stderr)
         return INVALID
     try:
         path = build_report(
-            results, args.out, run_ids=args.run_id, allow_partial=args.partial, draws=args.draws, strict=args.strict
+            results, args.out, run_ids=run_ids, allow_partial=args.partial, draws=args.draws, strict=args.strict
         )
     except UnstableError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -235,13 +270,14 @@ def _status(args: argparse.Namespace) -> int:
     from stateaware.analysis.store.views import connect, snapshot
 
     results = results_dir(args.results)
+    run_ids = _chosen_or_fail(results, args.run_id, args.cohort)
     parts = snapshot(results)  # one check of every part, for the run ids and the rows
     if args.run_id:
         try:
             select_runs(connect(results, parts=parts), args.run_id)
         except ValueError as exc:
             fail(f"error: {exc}")
-    rows = status_rows(results, args.run_id, warn=lambda line: print(line, file=sys.stderr), parts=parts)
+    rows = status_rows(results, run_ids, warn=lambda line: print(line, file=sys.stderr), parts=parts)
     print(format_result(COLUMNS, rows, args.format))
     return 0 if all(r[3] == "completed" for r in rows) else 1
 
@@ -251,8 +287,8 @@ def _check(args: argparse.Namespace) -> int:
     from stateaware.analysis.stability import describe, flags
     from stateaware.analysis.store.views import connect
 
-    results = args.results or default_results()
-    con = connect(results, run_ids=args.run_id)
+    results = results_dir(args.results)
+    con = connect(results, run_ids=_chosen_or_fail(results, args.run_id, args.cohort))
     if args.run_id:
         known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM runs").fetchall()} | {
             r for (r,) in con.execute("SELECT DISTINCT run_id FROM processes").fetchall()
@@ -294,14 +330,34 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runs(args: argparse.Namespace) -> int:
+    """The runs, one line each (``stateaware.analysis.store.status.run_rows``)."""
+    from stateaware.analysis.store.sql import format_result
+    from stateaware.analysis.store.status import RUN_COLUMNS, run_rows
+
+    results = results_dir(args.results)
+    try:
+        _check_chosen_runs(results, args.run_id, args.cohort)
+    except ValueError as exc:
+        fail(f"error: {exc}")
+    rows = run_rows(results, args.run_id, args.cohort, warn=lambda line: print(line, file=sys.stderr))
+    print(format_result(RUN_COLUMNS, rows, args.format))
+    return 0
+
+
 def _compact(args: argparse.Namespace) -> int:
     """Exit 0 when every chosen run is compacted (or already was), 1 when any was refused or failed."""
     from stateaware.analysis.compact import compact
 
     results = results_dir(args.results)
+    run_ids = _chosen_or_fail(results, args.run_id, args.cohort)
     try:
         _done, failed = compact(
-            results, args.run_id, dry_run=args.dry_run, include_incomplete=args.include_incomplete, jobs=args.jobs
+            results,
+            run_ids,
+            dry_run=args.dry_run,
+            include_incomplete=args.include_incomplete,
+            jobs=args.jobs,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -343,20 +399,8 @@ def create_parser() -> argparse.ArgumentParser:
         ),
     )
     results_argument(sql)
-    sql.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        metavar="ID",
-        help="restrict every view to this run (repeatable; default: every run); a run not in the results exits 2",
-    )
-    sql.add_argument(
-        "--cohort",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help="restrict every view to this cohort's runs (repeatable; default: every cohort); unknown exits 2",
-    )
+    run_id_argument(sql, "restrict every view to this run")
+    cohort_argument(sql, "restrict every view to this cohort's runs")
     sql.add_argument(
         "--format",
         choices=FORMATS,
@@ -407,13 +451,12 @@ def create_parser() -> argparse.ArgumentParser:
     )
     results_argument(report)
     report.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
-    report.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        help="report this run (repeatable; two runs of one cohort: one section each); default: the latest "
-        "complete run per cohort (the report lists the others)",
+    run_id_argument(
+        report,
+        "report this run; two runs of one cohort get one section each",
+        "the latest complete run per cohort, and a list of the others",
     )
+    cohort_argument(report, "report this cohort's latest complete run", "every cohort")
     report.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
     report.add_argument("--draws", type=positive_int, default=None, help="bootstrap draws (default 20,000)")
     report.add_argument(
@@ -433,13 +476,8 @@ def create_parser() -> argparse.ArgumentParser:
         ),
     )
     results_argument(status)
-    status.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        metavar="ID",
-        help="only this run (repeatable; default: every run); a run not in the results exits 2",
-    )
+    run_id_argument(status, "only this run")
+    cohort_argument(status, "only this cohort's runs")
     status.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     status.set_defaults(func=_status)
 
@@ -452,7 +490,8 @@ def create_parser() -> argparse.ArgumentParser:
         ),
     )
     results_argument(check)
-    check.add_argument("--run-id", action="append", default=None, help="only this run (repeatable); default: all runs")
+    run_id_argument(check, "only this run")
+    cohort_argument(check, "only this cohort's runs")
     check.add_argument("--max-cv", type=float, default=None, help=f"override the runs' max_cv (default {MAX_CV})")
     check.add_argument(
         "--max-wall-over-cpu",
@@ -510,13 +549,8 @@ def create_parser() -> argparse.ArgumentParser:
         ),
     )
     results_argument(compact)
-    compact.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        metavar="ID",
-        help="compact this run (repeatable; default: every run)",
-    )
+    run_id_argument(compact, "compact this run")
+    cohort_argument(compact, "compact this cohort's runs")
     compact.add_argument(
         "--dry-run",
         action="store_true",
@@ -535,6 +569,21 @@ def create_parser() -> argparse.ArgumentParser:
         help="compact the completed processes of an unfinished run too (the others' parts stay)",
     )
     compact.set_defaults(func=_compact)
+
+    runs = commands.add_parser(
+        "runs",
+        help="list the runs: cohort, launcher, processes done and failed, code, start",
+        description=(
+            "One line per launched run, in start order: its id, cohort and launcher, how many processes it "
+            "has and how many completed or failed (latest attempt each), the source hash of the code it "
+            "ran and when it started. The run ids are what --run-id takes everywhere."
+        ),
+    )
+    results_argument(runs)
+    run_id_argument(runs, "only this run")
+    cohort_argument(runs, "only this cohort's runs")
+    runs.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    runs.set_defaults(func=_runs)
     return parser
 
 

@@ -79,6 +79,28 @@ def version_argument(parser: argparse.ArgumentParser) -> None:
 positive_int = int_at_least(1)
 
 
+def run_id_argument(parser: argparse.ArgumentParser, what: str, default: str = "every run") -> None:
+    """``--run-id RUN_ID``, repeatable; the help says ``what`` naming a run does and ``default``."""
+    parser.add_argument(
+        "--run-id",
+        action="append",
+        default=None,
+        metavar="RUN_ID",
+        help=f"{what} (repeatable; default: {default}); a run not in the results exits 2",
+    )
+
+
+def cohort_argument(parser: argparse.ArgumentParser, what: str, default: str = "every cohort") -> None:
+    """``--cohort COHORT``, repeatable; the help says ``what`` naming a cohort does and ``default``."""
+    parser.add_argument(
+        "--cohort",
+        action="append",
+        default=None,
+        metavar="COHORT",
+        help=f"{what} (repeatable; default: {default}); a cohort not in the results exits 2",
+    )
+
+
 def results_argument(parser: argparse.ArgumentParser) -> None:
     """``--results DIR``, as every analysis command takes it (read with ``results_dir``)."""
     parser.add_argument(

@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.cost_runtime.frozen_cards import freeze
 
     parser = argparse.ArgumentParser(
-        prog="python -m stateaware.app.encoder_card", description=main.__doc__.split("\n")[0]
+        prog="python -m stateaware.app.encoder_card",
+        description="Profile the cifar cohort's protocol for a hardware profile and freeze its card.",
     )
     parser.add_argument("--hardware", default="cpu", help="hardware profile (a key of the cohort's protocols)")
     parser.add_argument("--cohort", default="cifar", help="the cohort whose protocols to read (default: cifar)")

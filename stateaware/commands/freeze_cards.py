@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     from stateaware.cost_runtime.cells import cells_of
 
     parser = argparse.ArgumentParser(
-        prog="python -m stateaware.cost_runtime.freeze", description=__doc__.split("\n")[0]
+        prog="python -m stateaware.cost_runtime.freeze",
+        description="Profile cells of the cost runtime on this machine and freeze their cards under conf/cards.",
     )
     parser.add_argument("--hardware", required=True, help="hardware profile: cpu | h100")
     group = parser.add_mutually_exclusive_group(required=True)
