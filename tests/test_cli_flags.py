@@ -38,7 +38,7 @@ def test_the_shared_flags_are_on_every_command_they_apply_to():
     assert _with("--results") == every
     # compare names its two runs as arguments; views describes the views, not runs.
     assert _with("--run-id") == _with("--cohort") == ["check", "compact", "report", "runs", "sql", "status"]
-    assert _with("--format") == ["compare", "runs", "sql", "status"]
+    assert _with("--format") == ["check", "compare", "runs", "sql", "status"]
 
 
 #: reStructuredText a docstring might carry into --help: double backquotes and Sphinx roles.
@@ -86,3 +86,17 @@ def test_a_results_folder_that_is_not_there_is_refused_by_every_command(tmp_path
         main([command, "--results", str(missing)])
     assert exited.value.code == 2
     assert capsys.readouterr().err.startswith(f"error: --results {missing}: no such directory; ")
+
+
+def test_the_plan_tool_takes_format_json_and_keeps_json_as_its_old_spelling(capsys):
+    from pathlib import Path
+
+    from stateaware.commands.plan import main
+
+    card = str(Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json")
+    outputs = []
+    for flags in (["--format", "json"], ["--json"], ["--format", "text"], []):
+        assert main([card, "--budget", "32GiB", *flags]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[0].startswith("{")
+    assert outputs[2] == outputs[3] and outputs[2] != outputs[0]

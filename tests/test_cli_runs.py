@@ -98,3 +98,19 @@ def test_status_check_and_compact_take_a_cohort_as_the_runs_of_it(results, capsy
     lines = capsys.readouterr().out.splitlines()
     assert (flagged, lines[0].startswith("stability: ok")) in ((0, True), (1, False))
     assert all(line.startswith("  demo2 (other) ") for line in lines[1:]), lines
+
+
+def test_check_gives_its_flags_as_rows_in_csv_and_json(results, capsys):
+    # Thresholds every measured value exceeds: the flags are the same on every call.
+    everything = ["--max-cv", "-1", "--max-wall-over-cpu", "-1", "--max-other-share", "-1"]
+    assert main(["check", "--results", str(results), *everything]) == 1
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert main(["check", "--results", str(results), *everything, "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == len(lines) > 0
+    assert {f"  {r['cohort']} ({r['run_id']}) process {r['process_index']}" for r in rows} == {
+        line.split(" method ")[0].split(":")[0] for line in lines
+    }
+    assert main(["check", "--results", str(results), *everything, "--format", "csv"]) == 1
+    table = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert [dict(zip(table[0], r, strict=True))["kind"] for r in table[1:]] == [r["kind"] for r in rows]

@@ -305,7 +305,15 @@ def _check(args: argparse.Namespace) -> int:
         con,
         {"max_cv": args.max_cv, "max_wall_over_cpu": args.max_wall_over_cpu, "max_other_share": args.max_other_share},
     )
-    print(describe(found, limit=len(found)))
+    if args.format == "text":
+        print(describe(found, limit=len(found)))
+    else:
+        from dataclasses import astuple, fields
+
+        from stateaware.analysis.stability import Flag
+        from stateaware.analysis.store.sql import format_result
+
+        print(format_result([f.name for f in fields(Flag)], [astuple(f) for f in found], args.format))
     return 1 if found else 0
 
 
@@ -504,6 +512,12 @@ def create_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help=f"override the runs' max_other_share (default {MAX_OTHER_SHARE})",
+    )
+    check.add_argument(
+        "--format",
+        choices=("text", "csv", "json"),
+        default="text",
+        help="text: the counts, then one line per flag (default); csv and json: one row per flag",
     )
     check.set_defaults(func=_check)
 

@@ -5,7 +5,7 @@
     python -m stateaware.plan CARD --budget 44GiB --plot frontier.png
 
 Prints the card's hardware, scale and segment count, the policy per segment and the
-predicted totals; ``--json`` prints only ``{"feasible", "policy", "predicted_peak_bytes",
+predicted totals; ``--json`` (or ``--format json``) prints only ``{"feasible", "policy", "predicted_peak_bytes",
 "predicted_ms", "frontier_size", "truncated", "budget_bytes", "planner",
 "min_peak_bytes", "card_digest"}``; ``--plot`` writes the frontier (predicted peak
 against predicted time) with the budget line, and the text then gives the number of
@@ -128,7 +128,13 @@ def _parser() -> argparse.ArgumentParser:
         help="keep at most this many frontier points per segment (default: untruncated, optimal)",
     )
     version_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: the plan per segment and its totals (default); json: the plan as one JSON object",
+    )
+    parser.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
     parser.add_argument(
         "--plot",
         metavar="FILE.png",
@@ -274,8 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             plot_frontier(curve, args.plot)
         except OSError as error:  # a read-only directory, a full disk
             parser.error(f"argument --plot: cannot write {args.plot!r} ({error.strerror or error})")
-    print(result.to_json() if args.json else _report(card, result, args.budget, curve))
-    if args.plot and not args.json:
+    print(result.to_json() if args.format == "json" else _report(card, result, args.budget, curve))
+    if args.plot and args.format != "json":
         print(f"plot      {args.plot} ({curve.frontier.shape[0]} points)")
     return 0
 
