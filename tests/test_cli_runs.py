@@ -114,3 +114,11 @@ def test_check_gives_its_flags_as_rows_in_csv_and_json(results, capsys):
     assert main(["check", "--results", str(results), *everything, "--format", "csv"]) == 1
     table = list(csv.reader(io.StringIO(capsys.readouterr().out)))
     assert [dict(zip(table[0], r, strict=True))["kind"] for r in table[1:]] == [r["kind"] for r in rows]
+
+
+def test_check_s_unknown_run_id_points_at_the_runs_command(results, capsys):
+    assert main(["check", "--results", str(results), "--run-id", "nope"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --run-id ['nope'] not in {results}; list runs with: python -m stateaware.analysis runs "
+        f"--results {results}\n"
+    )

@@ -1,9 +1,12 @@
-"""``python -m stateaware.analysis COMMAND``: SQL and reports over a results directory.
+"""``python -m stateaware.analysis COMMAND`` (the ``stateaware-analysis`` script): SQL and
+reports over a results directory, one parser with one subparser and one handler per command.
 
 Commands::
 
-    sql [--results DIR] [--run-id ID ...] [--cohort NAME ...] [--format table|csv|json] [--max-rows N]
-        [--timeout SECONDS] [--memory-limit SIZE] [QUERY | --file F | -]
+    runs [--results DIR] [--run-id RUN_ID ...] [--cohort COHORT ...] [--format table|csv|json]
+        one line per run: cohort, launcher, processes done and failed, source hash, start
+    sql [--results DIR] [--run-id RUN_ID ...] [--cohort COHORT ...] [--format table|csv|json]
+        [--max-rows N] [--timeout SECONDS] [--memory-limit SIZE] [QUERY | --file F | -]
         run a read-only query over the views (runs, processes, attempts, records,
         timings, policies, profiles, epochs, peaks, artifacts, ...); QUERY "-" or no
         QUERY reads standard input; --run-id (repeatable) restricts every view to those runs;
@@ -12,26 +15,30 @@ Commands::
     views [--results DIR] [--sql]
         list the views and their columns; --sql prints the CREATE VIEW statements,
         for the plain duckdb CLI: `duckdb -init views.sql`
-    report [--results DIR] [--strict] ...
+    report [--results DIR] [--run-id RUN_ID ...] [--cohort COHORT ...] [--strict] ...
         write the Markdown report and figures (see `report --help`); --strict
         refuses (exit 1) a run with a stability flag
-    status [--results DIR] [--run-id ID ...] [--format table|csv|json]
+    status [--results DIR] [--run-id RUN_ID ...] [--cohort COHORT ...] [--format table|csv|json]
         per process: latest recorded status and attempt, Slurm job id and state
-    check [--results DIR] [--run-id ID] [--max-cv X] ...
+    check [--results DIR] [--run-id RUN_ID ...] [--cohort COHORT ...] [--format text|csv|json]
+        [--max-cv X] ...
         the stability flags of timing runs: unstable methods (step-time CV, wall/CPU)
         and loaded processes; exit 0 when clean, 1 when any flag
-    compare RUN_A RUN_B [--results DIR] [--metric M] [--equivalence D]
+    compare RUN_A RUN_B [--results DIR] [--metric M] [--equivalence D] [--format table|json]
         per method, the ratio of run B to run A with a bootstrap interval and a verdict
         (faster, slower, same, inconclusive, unreliable), on the runs' declared clock (compare --help)
-    compact [--results DIR] [--run-id ID ...] [--dry-run] [--include-incomplete]
+    compact [--results DIR] [--run-id RUN_ID ...] [--cohort COHORT ...] [--dry-run] [--include-incomplete]
         rewrite each finished run's parts into one file per table per run, atomically and
-        exactly (compact --help; docs/results.md, "Compaction"); exit 1 when a run is refused
+        exactly (compact --help; docs/compact-a-store.md); exit 1 when a run is refused
 
-``DIR`` defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default
-``out``; it must be a directory holding at least one record table folder. A part file
-that is damaged or of another schema is left out of every view with one warning line
-naming it (``report`` refuses instead: verification fails naming it). Invalid input ends
-in one error line and exit status 2. This command never imports torch or jax.
+Every command takes ``--results DIR``; ``--run-id``, ``--cohort`` and ``--format`` are
+spelled and named alike wherever they apply (``stateaware.commands.arguments``). ``DIR``
+defaults to ``$STATEAWARE_RESULTS`` or ``results`` — the launcher's default ``out``; it
+must be a directory holding at least one record table folder. A part file that is damaged
+or of another schema is left out of every view with one warning line naming it
+(``report`` refuses instead: verification fails naming it). Invalid input ends in one
+error line and exit status 2. This command never imports torch or jax: the parser is
+built from light modules, and each handler imports what its command needs.
 """
 
 from __future__ import annotations
@@ -296,8 +303,7 @@ def _check(args: argparse.Namespace) -> int:
         unknown = sorted(set(args.run_id) - known)
         if unknown:
             print(
-                f"error: --run-id {unknown} not in {results}; list runs with: python -m stateaware.analysis sql "
-                '"SELECT run_id, cohort FROM runs"',
+                f"error: --run-id {unknown} not in {results}; list runs with: {PROG} runs --results {results}",
                 file=sys.stderr,
             )
             return 2
