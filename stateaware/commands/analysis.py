@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import astuple, fields
 from pathlib import Path
 
 from stateaware.commands.arguments import (
@@ -225,16 +226,14 @@ def _views(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """The report: its path on stdout; exit 1 for --strict's refusal or a write that failed."""
-    from stateaware.analysis.report import UnstableError, build_report
+    from stateaware.analysis.report import UnstableError, build_report, select_runs
     from stateaware.analysis.store.verify import VerificationError
+    from stateaware.analysis.store.views import connect
     from stateaware.records.writer import as_disk_full, disk_full
 
     results = results_dir(args.results)
     run_ids = args.run_id
     if args.cohort is not None:  # each named cohort's latest complete run, as the report chooses one
-        from stateaware.analysis.report import select_runs
-        from stateaware.analysis.store.views import connect
-
         try:
             _check_chosen_runs(results, args.run_id, args.cohort)
         except ValueError as exc:
@@ -291,7 +290,8 @@ def _status(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     """Exit 0 when no run has a stability flag, 1 when any has."""
-    from stateaware.analysis.stability import describe, flags
+    from stateaware.analysis.stability import Flag, describe, flags
+    from stateaware.analysis.store.sql import format_result
     from stateaware.analysis.store.views import connect
 
     results = results_dir(args.results)
@@ -314,11 +314,6 @@ def _check(args: argparse.Namespace) -> int:
     if args.format == "text":
         print(describe(found, limit=len(found)))
     else:
-        from dataclasses import astuple, fields
-
-        from stateaware.analysis.stability import Flag
-        from stateaware.analysis.store.sql import format_result
-
         print(format_result([f.name for f in fields(Flag)], [astuple(f) for f in found], args.format))
     return 1 if found else 0
 

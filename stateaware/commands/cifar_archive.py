@@ -5,6 +5,8 @@ The archive itself is ``stateaware.app.data.write_archive``; this is its command
 
 from __future__ import annotations
 
+import argparse
+
 from stateaware.app.data import write_archive
 
 __all__ = ["main"]
@@ -12,7 +14,6 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m stateaware.app.data PATH [--train N] [--test N]``: write a generated archive."""
-    import argparse
 
     parser = argparse.ArgumentParser(
         prog="python -m stateaware.app.data",

@@ -6,7 +6,14 @@ cohort and hardware files (``stateaware.config``) and freezes what it measures.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+
 from stateaware.app.encoder_card import profile_protocol
+from stateaware.app.protocol import protocol_from, protocol_of
+from stateaware.app.train import deterministic
+from stateaware.config import ConfigError, conf_file, hardware_file
+from stateaware.cost_runtime.frozen_cards import freeze
 
 __all__ = ["main"]
 
@@ -16,13 +23,6 @@ def main(argv: list[str] | None = None) -> int:
     for that hardware profile and freeze the card (``stateaware.cost_runtime.frozen_cards.freeze``);
     prints the digest to put under ``params.protocols.<hardware>.card``. The cohort and hardware
     files are read from ``--conf`` (default: the packaged ``conf/``) by ``stateaware.config``."""
-    import argparse
-    import dataclasses
-
-    from stateaware.app.protocol import protocol_from, protocol_of
-    from stateaware.app.train import deterministic
-    from stateaware.config import ConfigError, conf_file, hardware_file
-    from stateaware.cost_runtime.frozen_cards import freeze
 
     parser = argparse.ArgumentParser(
         prog="python -m stateaware.app.encoder_card",

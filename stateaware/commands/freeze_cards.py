@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from stateaware.config import ConfigError, conf_file, hardware_file
+from stateaware.cost_runtime.cells import cells_of
 from stateaware.cost_runtime.freeze import freeze_cells
 
 __all__ = ["main"]
@@ -15,8 +17,6 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Freeze the cells ``--cell`` names, or every cell of ``--cohort``'s grid, on ``--hardware``."""
-    from stateaware.config import ConfigError, conf_file, hardware_file
-    from stateaware.cost_runtime.cells import cells_of
 
     parser = argparse.ArgumentParser(
         prog="python -m stateaware.cost_runtime.freeze",
