@@ -229,7 +229,7 @@ def _check_flags(argv: list[str]) -> None:
     parser.formatter_class = argparse.RawTextHelpFormatter  # the version's two lines stay two lines
     for action in parser._actions:  # --version: ours first, then Hydra's, which is all Hydra says
         if "--version" in action.option_strings:
-            action.version = version_text(hydra=True)  # type: ignore[attr-defined]
+            action.version = f"{version_text()}\nHydra {hydra.__version__}"  # type: ignore[attr-defined]
     # Overrides are Hydra's positional arguments; --version prints and exits.
     known, unknown = parser.parse_known_args(argv)
     if unknown:

@@ -57,17 +57,11 @@ def one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def version_text(*, hydra: bool = False) -> str:
-    """``stateaware VERSION``, then ``Hydra VERSION`` on a line of its own where ``hydra``
-    (the launcher's command line, which Hydra composes)."""
+def version_text() -> str:
+    """``stateaware VERSION``: what ``--version`` prints first on every command line."""
     from stateaware import __version__
 
-    lines = [f"stateaware {__version__}"]
-    if hydra:
-        from hydra import __version__ as hydra_version
-
-        lines.append(f"Hydra {hydra_version}")
-    return "\n".join(lines)
+    return f"stateaware {__version__}"
 
 
 def version_argument(parser: argparse.ArgumentParser) -> None:
