@@ -16,7 +16,6 @@ Imports neither torch nor jax.
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 from pathlib import Path
@@ -36,7 +35,6 @@ __all__ = [
     "render",
     "figures",
     "figure3c",
-    "main",
 ]
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
@@ -214,24 +212,7 @@ def figures(con: Any, out: Path) -> list[Path]:
     return [figure3c(con, Path(out) / "figure3c-cifar.png")] if has_peaks else []
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m stateaware.analysis.application", description=__doc__.split("\n")[0]
-    )
-    from stateaware.analysis.arguments import results_argument
+if __name__ == "__main__":  # the tool lives with the other command lines
+    from stateaware.commands.sections import application
 
-    results_argument(parser)
-    parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
-    args = parser.parse_args(argv)
-    from stateaware.analysis.arguments import default_results
-    from stateaware.analysis.store.views import connect
-
-    con = connect(args.results or default_results())
-    print(render(con))
-    if args.figure:
-        print(figure3c(con, args.figure))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(application())

@@ -20,7 +20,7 @@ from stateaware.records.compact import *  # noqa: F403 - the engine's names, re-
 from stateaware.records.compact import CompactError, RunCompaction, compact_run
 from stateaware.records.schema import TABLES
 
-__all__ = [*_engine.__all__, "compact", "main"]
+__all__ = [*_engine.__all__, "compact"]
 
 
 def compact(
@@ -103,58 +103,3 @@ def _compact_quietly(
         )
     except CompactError as exc:
         return exc
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m stateaware.analysis compact``: exit 0 when every chosen run is compacted (or
-    already was), 1 when any was refused or failed (one line each), 2 for invalid input."""
-    import argparse
-
-    from stateaware.analysis.arguments import results_argument, results_dir
-
-    from stateaware.exits import INVALID, OneLineParser
-
-    parser = OneLineParser(
-        prog="python -m stateaware.analysis compact",
-        description=(
-            "Rewrite each finished run's parts into one file per table per run "
-            "(table/cohort=C/run_id=R/compacted-<hash>.parquet), atomically and exactly; a run a live "
-            "launch holds, or an incomplete one, is refused. Exit status: 0 done, 1 a run refused or "
-            "failed, 2 invalid input."
-        ),
-    )
-    results_argument(parser)
-    parser.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        metavar="ID",
-        help="compact this run (repeatable; default: every run)",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="say what would be compacted and the files and bytes it saves; change nothing",
-    )
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="compact N runs at once, each in a process of its own (default: 1)",
-    )
-    parser.add_argument(
-        "--include-incomplete",
-        action="store_true",
-        help="compact the completed processes of an unfinished run too (the others' parts stay)",
-    )
-    args: argparse.Namespace = parser.parse_args(list(sys.argv[2:] if argv is None else argv))
-    results = results_dir(args.results)
-    try:
-        _done, failed = compact(
-            results, args.run_id, dry_run=args.dry_run, include_incomplete=args.include_incomplete, jobs=args.jobs
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return INVALID
-    return 1 if failed else 0

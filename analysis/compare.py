@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -68,7 +67,6 @@ __all__ = [
     "parse_equivalence",
     "compare_runs",
     "format_comparisons",
-    "main",
 ]
 
 #: Per-step metrics a comparison may use (columns of ``timings``).
@@ -510,50 +508,3 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
         for side, text in _run_flags([r for r in rows if r.verdict == "unreliable"])
     ]
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``compare RUN_A RUN_B [--results DIR] [--metric M] [--equivalence D] [--draws N] [--format table|json]``."""
-    from stateaware.analysis.arguments import results_argument, results_dir
-
-    from stateaware.exits import OneLineParser
-
-    parser = OneLineParser(
-        prog="python -m stateaware.analysis compare",
-        description="per method, the ratio of run B to run A with a bootstrap interval and a verdict",
-    )
-    parser.add_argument("run_a", metavar="RUN_A", help="the baseline run id")
-    parser.add_argument("run_b", metavar="RUN_B", help="the run compared with it")
-    results_argument(parser)
-    parser.add_argument(
-        "--metric",
-        default=None,
-        choices=METRICS,
-        help="timing column (default: the column of the runs' declared clock, step_ms or cpu_ms)",
-    )
-    parser.add_argument(
-        "--equivalence",
-        type=parse_equivalence,
-        default=EQUIVALENCE,
-        metavar="D",
-        help=f"margin of 'same': 2%% or 0.02 (default: {EQUIVALENCE * 100:g}%%)",
-    )
-    parser.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise level (default: {ALPHA})")
-    parser.add_argument("--draws", type=int, default=DRAWS, help=f"bootstrap draws (default: {DRAWS:,})")
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
-    args = parser.parse_args(argv)
-    try:
-        rows = compare_runs(
-            results_dir(args.results),
-            args.run_a,
-            args.run_b,
-            metric=args.metric,
-            alpha=args.alpha,
-            draws=args.draws,
-            equivalence=args.equivalence,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(format_comparisons(rows, args.run_a, args.run_b, args.format))
-    return 0

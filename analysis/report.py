@@ -48,7 +48,6 @@ __all__ = [
     "other_runs",
     "sections_of",
     "build_report",
-    "main",
 ]
 
 #: The section of a kind that declares none.
@@ -424,60 +423,3 @@ def _write_report(
     report = out / "report.md"
     write_bytes_atomic(("\n".join(lines) + "\n").encode(), report)
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``report [--results DIR] [--out DIR] [--run-id ID ...] [--partial] [--draws N] [--strict]``."""
-    import sys
-
-    from stateaware.analysis.arguments import one_line, positive_int, results_argument, results_dir
-    from stateaware.analysis.store.verify import VerificationError
-
-    from stateaware.exits import INVALID, OneLineParser
-    from stateaware.records.writer import as_disk_full, disk_full
-
-    parser = OneLineParser(prog="python -m stateaware.analysis report", description=__doc__.split("\n")[0])
-    results_argument(parser)
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write (default: DIR/report)")
-    parser.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        help="report this run (repeatable; two runs of one cohort: one section each); default: the latest "
-        "complete run per cohort (the report lists the others)",
-    )
-    parser.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
-    parser.add_argument("--draws", type=positive_int, default=None, help="bootstrap draws (default 20,000)")
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse (exit 1) when a selected run has an unstable method or a loaded process",
-    )
-    args = parser.parse_args(argv)
-    results = results_dir(args.results)
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        print(f"error: --out {args.out}: a file, not a directory; pass --out DIR", file=sys.stderr)
-        return INVALID
-    try:
-        path = build_report(
-            results, args.out, run_ids=args.run_id, allow_partial=args.partial, draws=args.draws, strict=args.strict
-        )
-    except UnstableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except (VerificationError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return INVALID
-    except OSError as exc:
-        if disk_full(exc):  # every file is written whole or not at all
-            where = args.out if args.out is not None else results / "report"  # when the error names no file
-            print(f"error: {as_disk_full(exc, under=where)}", file=sys.stderr)
-        else:  # --out not creatable or not writable: name the path
-            print(
-                f"error: {exc.filename or args.out}: {exc.strerror or one_line(exc)}; pass --out DIR with a "
-                f"writable DIR",
-                file=sys.stderr,
-            )
-        return 1
-    print(path)
-    return 0

@@ -26,8 +26,6 @@ exits 0 when no run has a flag and 1 (listing every flag) otherwise.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,7 +49,6 @@ __all__ = [
     "FLAG_COLUMNS",
     "write_flags",
     "render",
-    "main",
 ]
 
 #: The kinds of :class:`Flag`, in the order tables list them.
@@ -308,47 +305,3 @@ def render(con: Any, out: Path | str | None = None) -> str:
 def _max(values: Sequence[float | None]) -> str:
     present = [v for v in values if v is not None]
     return f"{max(present):.3f}" if present else "—"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``check [--results DIR] [--run-id ID ...] [--max-cv X] [--max-wall-over-cpu X] [--max-other-share X]``."""
-    from stateaware.analysis.arguments import default_results, results_argument
-    from stateaware.analysis.store.views import connect
-
-    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis check", description=__doc__.split("\n")[0])
-    results_argument(parser)
-    parser.add_argument("--run-id", action="append", default=None, help="only this run (repeatable); default: all runs")
-    parser.add_argument("--max-cv", type=float, default=None, help=f"override the runs' max_cv (default {MAX_CV})")
-    parser.add_argument(
-        "--max-wall-over-cpu",
-        type=float,
-        default=None,
-        help=f"override the runs' max_wall_over_cpu (default {MAX_WALL_OVER_CPU})",
-    )
-    parser.add_argument(
-        "--max-other-share",
-        type=float,
-        default=None,
-        help=f"override the runs' max_other_share (default {MAX_OTHER_SHARE})",
-    )
-    args = parser.parse_args(argv)
-    results = args.results or default_results()
-    con = connect(results, run_ids=args.run_id)
-    if args.run_id:
-        known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM runs").fetchall()} | {
-            r for (r,) in con.execute("SELECT DISTINCT run_id FROM processes").fetchall()
-        }
-        unknown = sorted(set(args.run_id) - known)
-        if unknown:
-            print(
-                f"error: --run-id {unknown} not in {results}; list runs with: python -m stateaware.analysis sql "
-                '"SELECT run_id, cohort FROM runs"',
-                file=sys.stderr,
-            )
-            return 2
-    found = flags(
-        con,
-        {"max_cv": args.max_cv, "max_wall_over_cpu": args.max_wall_over_cpu, "max_other_share": args.max_other_share},
-    )
-    print(describe(found, limit=len(found)))
-    return 1 if found else 0

@@ -16,7 +16,6 @@ This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from dataclasses import dataclass
@@ -46,7 +45,6 @@ __all__ = [
     "render",
     "figures",
     "summary",
-    "main",
 ]
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
@@ -565,29 +563,7 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     return render(con, [cohort], computed) + note
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stateaware.analysis.timing", description=__doc__.split("\n")[0])
-    from stateaware.analysis.arguments import results_argument
+if __name__ == "__main__":  # the tool lives with the other command lines
+    from stateaware.commands.sections import timing
 
-    results_argument(parser)
-    parser.add_argument(
-        "--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons"
-    )
-    parser.add_argument(
-        "--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')"
-    )
-    args = parser.parse_args(argv)
-    from stateaware.analysis.arguments import default_results
-
-    results = args.results or default_results()
-    if args.cohort:
-        print(summary(results, args.cohort, args.draws))
-    else:
-        from stateaware.analysis.store.views import connect
-
-        print(render(connect(results)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(timing())

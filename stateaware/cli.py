@@ -20,6 +20,7 @@ stateaware.records.runlock), 130 after Ctrl-C (re-running the same command resum
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Iterator
@@ -175,7 +176,7 @@ def _compose_error(exc: BaseException) -> str:
         )
     cause = exc.__cause__
     if isinstance(cause, OmegaConfBaseException):
-        return f"error: {_omegaconf_line(cause)} ({first}); {_HELP_TIP}"
+        return _unknown_key(cause) or f"error: {_omegaconf_line(cause)} ({first}); {_HELP_TIP}"
     if isinstance(exc, OmegaConfBaseException):
         return f"error: {_omegaconf_line(exc)}; {_HELP_TIP}"
     given = " ".join(a for a in sys.argv[1:] if not a.startswith("-"))
@@ -185,15 +186,69 @@ def _compose_error(exc: BaseException) -> str:
     )
 
 
+def _unknown_key(exc: OmegaConfBaseException) -> str | None:
+    """One line for an override of a key the composed config lacks, naming the keys it has
+    there; ``None`` for any other error.
+
+    Under ``cohort.params`` the valid keys are the kind's parameters (its ``PARAMS``), named as
+    the run spec's check names them; a parameter the kind declares but the cohort's file
+    leaves out is added with ``+``, which the line says.
+    """
+    from omegaconf import DictConfig
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    parent, full_key = getattr(exc, "parent_node", None), getattr(exc, "full_key", None)
+    if not isinstance(exc, (ConfigAttributeError, ConfigKeyError)) or not isinstance(parent, DictConfig):
+        return None
+    if not full_key:
+        return None
+    where, _, key = str(full_key).rpartition(".")
+    if where == "cohort.params":
+        line = _unknown_param(parent, key)
+        if line is not None:
+            return line
+    valid = ", ".join(str(k) for k in parent.keys()) or "(none)"
+    return f"error: unknown key {full_key}; valid keys of {where or 'the config'} are: {valid}"
+
+
+def _unknown_param(params: DictConfig, key: str) -> str | None:
+    """The line for ``cohort.params.KEY``, from the cohort's kind; ``None`` when the kind
+    cannot be loaded (its own error comes later, from the run spec's check)."""
+    from stateaware.cohorts import load_kind
+
+    cohort = params._get_parent()  # the cohort node; OmegaConf has no public parent accessor
+    kind, name = (cohort.get("kind"), cohort.get("name")) if isinstance(cohort, DictConfig) else (None, None)
+    try:
+        declared = getattr(load_kind(str(kind)), "PARAMS", None) if kind else None
+    except (ValueError, ImportError):
+        return None
+    if declared is None:
+        return None
+    if key in declared:
+        return (
+            f"error: cohort {name!r}: params.{key} is a parameter of kind {kind!r} that the cohort's file "
+            f"leaves out; add it with +cohort.params.{key}=VALUE"
+        )
+    return (
+        f"error: cohort {name!r}: unknown parameter params.{key}; valid parameters are: "
+        f"{', '.join(declared) or '(none)'}"
+    )
+
+
 def _check_flags(argv: list[str]) -> None:
     """Hydra's own flags, parsed first by Hydra's parser, so an unknown ``--flag`` is one line too."""
     from hydra._internal.utils import get_args_parser
 
+    from stateaware.commands.arguments import version_text
     from stateaware.exits import fail
 
     parser = get_args_parser()
     parser.error = lambda message: fail(f"error: {message}; {_HELP_TIP}")  # type: ignore[method-assign]
-    # Overrides are Hydra's positional arguments; --version prints and exits as Hydra would.
+    parser.formatter_class = argparse.RawTextHelpFormatter  # the version's two lines stay two lines
+    for action in parser._actions:  # --version: ours first, then Hydra's, which is all Hydra says
+        if "--version" in action.option_strings:
+            action.version = f"{version_text()}\nHydra {hydra.__version__}"  # type: ignore[attr-defined]
+    # Overrides are Hydra's positional arguments; --version prints and exits.
     known, unknown = parser.parse_known_args(argv)
     if unknown:
         fail(f"error: unrecognized arguments: {' '.join(unknown)}; {_HELP_TIP}")

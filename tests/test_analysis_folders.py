@@ -84,16 +84,13 @@ def test_folders_that_are_not_tables_get_one_warning_line_each_and_are_ignored(r
 
 
 def test_report_and_check_read_past_every_folder_that_is_not_a_table(results, pristine, capsys):
-    from stateaware.analysis.report import main as report_main
-    from stateaware.analysis.stability import main as check_main
-
     for name in NOT_TABLES:
         _not_a_table(results, name)
-    clean = check_main(["--results", str(pristine)])
+    clean = main(["check", "--results", str(pristine)])
     capsys.readouterr()
-    assert report_main(["--results", str(results)]) == 0
+    assert main(["report", "--results", str(results)]) == 0
     assert (results / "report" / "report.md").read_text().startswith("# stateaware report")
-    assert check_main(["--results", str(results)]) == clean
+    assert main(["check", "--results", str(results)]) == clean
 
 
 def _unreadable(monkeypatch, folder: Path) -> None:
@@ -154,9 +151,7 @@ def test_a_broken_entry_is_named_in_one_line_without_a_traceback(results, capsys
     for command, (code, err) in _commands(results, capsys).items():
         assert code == 0, command
         assert len(err) == 1 and err[0].startswith(f"warning: skipped {path.as_posix()}: {said}"), err
-    from stateaware.analysis.report import main as report_main
-
-    assert report_main(["--results", str(results), "--out", str(results.parent / "report")]) == (2 if fails else 0)
+    assert main(["report", "--results", str(results), "--out", str(results.parent / "report")]) == (2 if fails else 0)
     err = capsys.readouterr().err
     if fails:  # verification names it as it names a damaged part: by its path under the results
         inside = path.relative_to(results)

@@ -311,8 +311,8 @@ def test_the_card_command_profiles_the_cohorts_protocol_and_records_the_cohorts_
     import dataclasses
     import json
 
-    from stateaware.app.encoder_card import main
     from stateaware.app.protocol import protocol_from
+    from stateaware.commands.encoder_card import main
 
     conf = tmp_path / "conf"
     (conf / "hardware").mkdir(parents=True)

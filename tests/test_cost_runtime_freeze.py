@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stateaware.cost_runtime.freeze import main
+from stateaware.commands.freeze_cards import main
 
 LAB = """name: lab
 device: cpu

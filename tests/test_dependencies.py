@@ -220,8 +220,12 @@ def _parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
+#: The command lines over a results folder: they need what the analysis needs, and no more.
+ANALYSIS_COMMANDS = ("stateaware.commands.analysis", "stateaware.commands.sections", "stateaware.commands.arguments")
+
+
 def _layer(module: str) -> str:
-    if module.startswith("stateaware.analysis"):
+    if module.startswith("stateaware.analysis") or module in ANALYSIS_COMMANDS:
         return "analysis"
     if any(module == o or module.startswith(o + ".") for o in ORCHESTRATION_LAYER):
         return "orchestration"

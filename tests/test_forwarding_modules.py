@@ -31,6 +31,7 @@ FORWARDED = {
         ("KILL_ENV", "STAGING", "STEPS", "CompactError", "RunCompaction", "compact_run", "rows_sha256"),
     ),
     "stateaware.analysis.stability": ("stateaware.thresholds", ("MAX_CV", "MAX_OTHER_SHARE", "MAX_WALL_OVER_CPU")),
+    "stateaware.plan": ("stateaware.commands.plan", ("main", "plot_frontier")),
     "stateaware.launch.launcher": (
         "stateaware.records.run_scan",
         ("DAMAGED", "damaged_parts", "latest_statuses", "run_state"),
@@ -55,7 +56,16 @@ def test_the_import_paths_the_examples_and_docs_use_still_import():
 
 
 @pytest.mark.parametrize(
-    "module", ["stateaware.app.data", "stateaware.app.encoder_card", "stateaware.cost_runtime.freeze"]
+    "module",
+    [
+        "stateaware.app.data",
+        "stateaware.app.encoder_card",
+        "stateaware.cost_runtime.freeze",
+        "stateaware.plan",
+        # the bench scripts (bench/gpu_check.sh, bench/gpu_cifar.sh) run these two
+        "stateaware.analysis.timing",
+        "stateaware.analysis.application",
+    ],
 )
 def test_the_python_m_forms_conf_cites_still_run(module):
     done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=300)

@@ -131,21 +131,21 @@ def test_a_full_disk_while_snapshotting_starts_nothing_and_leaves_no_partial_sna
 
 
 def test_a_full_disk_while_writing_the_report_leaves_no_half_report(compose, tmp_path, capsys):
-    from stateaware.analysis.report import main as report_main
+    from stateaware.analysis.__main__ import main
 
     results, report = tmp_path / "results", tmp_path / "report"
     assert run(compose("cohort=demo", f"out={results}", "launcher=inline", "processes=2"), progress=False) == 0
     capsys.readouterr()
     full = pytest.MonkeyPatch()
     _fill_disk_at(full, lambda p: p.name == "report.md")
-    assert report_main(["--results", str(results), "--out", str(report)]) == 1
+    assert main(["report", "--results", str(results), "--out", str(report)]) == 1
     err = capsys.readouterr().err.strip()
     assert (
         len(err.splitlines()) == 1 and LINE.fullmatch(err) and LINE.fullmatch(err)["path"] == str(report / "report.md")
     )
     assert not (report / "report.md").exists() and not list(report.glob(".*tmp*"))
     full.undo()
-    assert report_main(["--results", str(results), "--out", str(report)]) == 0
+    assert main(["report", "--results", str(results), "--out", str(report)]) == 0
     assert (report / "report.md").read_text().startswith("# stateaware report")
 
 

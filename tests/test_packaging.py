@@ -36,6 +36,19 @@ def test_wheel_carries_every_frozen_card_and_sql_file(wheel: Path) -> None:
         assert f"stateaware/analysis/sql/{sql.name}" in names
 
 
+def test_wheel_installs_the_console_scripts_pyproject_names(wheel: Path) -> None:
+    import configparser
+    import tomllib
+
+    names = zipfile.ZipFile(wheel).namelist()
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    parser = configparser.ConfigParser()
+    parser.read_string(zipfile.ZipFile(wheel).read(entry_points).decode())
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert dict(parser["console_scripts"]) == scripts
+    assert {"stateaware", "stateaware-analysis", "stateaware-plan"} <= set(scripts)
+
+
 def test_a_frozen_card_cohort_runs_from_the_installed_wheel_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     target, work = tmp_path / "site", tmp_path / "work"
     work.mkdir()

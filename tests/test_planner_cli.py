@@ -132,7 +132,7 @@ def test_a_relative_budget_sits_between_the_least_peak_and_all_eager(capsys):
 
 
 def test_the_frontier_size_printed_is_the_one_plotted(tmp_path, capsys, monkeypatch):
-    import stateaware.plan as cli
+    import stateaware.commands.plan as cli
 
     plotted = []
     monkeypatch.setattr(cli, "plot_frontier", lambda result, path: plotted.append(result.frontier.shape[0]))

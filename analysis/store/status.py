@@ -13,7 +13,6 @@ so a failed task's traceback is one ``cat`` away. A process with no status row y
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stateaware.analysis.store.views import Snapshot
 
-__all__ = ["status_rows", "main"]
+__all__ = ["COLUMNS", "RUN_COLUMNS", "run_rows", "status_rows"]
 
 COLUMNS = [
     "cohort",
@@ -76,6 +75,55 @@ def status_rows(
     return rows
 
 
+#: One row per run (``run_rows``): who launched it, how many of its processes completed or
+#: failed, and the code it ran.
+RUN_COLUMNS = ["run_id", "cohort", "launcher", "processes", "done", "failed", "source_hash", "started_at"]
+
+# A run's ``runs`` rows (one per launch: a resume adds one) give its launcher, size and code as
+# of its latest launch, and its start as of its first; ``processes`` (the latest attempt of
+# each) gives the counts. ``failed``: a latest status that ended the process without a result;
+# the rest of ``processes`` (not started, running, or requeued by Slurm) is neither.
+_RUNS_SQL = """
+WITH launched AS (
+    SELECT run_id, cohort, arg_max(launcher, started_at) AS launcher,
+           arg_max(processes, started_at) AS processes, arg_max(source_hash, started_at) AS source_hash,
+           min(started_at) AS started_at
+    FROM runs GROUP BY run_id, cohort),
+counted AS (
+    SELECT run_id, cohort, count(*) FILTER (WHERE status = 'completed') AS done,
+           count(*) FILTER (WHERE list_contains(?, status)) AS failed
+    FROM processes GROUP BY run_id, cohort)
+SELECT l.run_id, l.cohort, l.launcher, l.processes, coalesce(c.done, 0), coalesce(c.failed, 0),
+       l.source_hash, l.started_at
+FROM launched l LEFT JOIN counted c USING (run_id, cohort)
+ORDER BY l.started_at, l.run_id
+"""
+
+
+def run_rows(
+    results: Path | str,
+    run_ids: list[str] | None = None,
+    cohorts: list[str] | None = None,
+    warn: Callable[[str], None] | None = None,
+    *,
+    parts: Snapshot | None = None,
+) -> list[tuple]:
+    """Rows of ``RUN_COLUMNS``, one per launched run of ``results`` (or of those ``run_ids``
+    and ``cohorts`` name), in start order. Records written outside the launcher (no ``runs``
+    row) make no row. ``warn`` and ``parts`` as for ``status_rows``.
+    """
+    from stateaware.analysis.store.views import connect
+
+    from stateaware.records.columns import STATUSES
+
+    con = connect(results, run_ids=run_ids, cohorts=cohorts, parts=parts)
+    if warn is not None:
+        for path, problem in con.execute("SELECT path, problem FROM damaged_parts ORDER BY path").fetchall():
+            warn(f"warning: skipped {path}: {problem}")
+    ended_without_result = [s for s in STATUSES if s not in ("completed", "requeued")]
+    return con.execute(_RUNS_SQL, [ended_without_result]).fetchall()
+
+
 def _logs(results: Path, run_id: str, job: str) -> tuple[str, str]:
     """The stdout and stderr files submitit names for Slurm job ``job`` of the run (written once it starts).
 
@@ -83,44 +131,3 @@ def _logs(results: Path, run_id: str, job: str) -> tuple[str, str]:
     which the analysis does not install; tests/test_slurm_*.py compare the two."""
     folder = results / ".submitit" / run_id
     return str(folder / f"{job}_0_log.out"), str(folder / f"{job}_0_log.err")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``status [--results DIR] [--run-id ID ...] [--format F]``: exit 0 when every process completed, else 1.
-
-    Invalid input (a bad argument, no results directory, a ``--run-id`` naming no run) exits 2.
-    """
-    from stateaware.analysis.arguments import results_argument, results_dir
-    from stateaware.analysis.report import select_runs
-    from stateaware.analysis.store.sql import FORMATS, format_result
-    from stateaware.analysis.store.views import connect, snapshot
-
-    from stateaware.exits import OneLineParser, fail
-
-    parser = OneLineParser(prog="python -m stateaware.analysis status", description=__doc__.split("\n")[0])
-    results_argument(parser)
-    parser.add_argument(
-        "--run-id",
-        action="append",
-        default=None,
-        metavar="ID",
-        help="only this run (repeatable; default: every run); a run not in the results exits 2",
-    )
-    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    args = parser.parse_args(argv)
-    results = results_dir(args.results)
-    parts = snapshot(results)  # one check of every part, for the run ids and the rows
-    if args.run_id:
-        try:
-            select_runs(connect(results, parts=parts), args.run_id)
-        except ValueError as exc:
-            fail(f"error: {exc}")
-    rows = status_rows(results, args.run_id, warn=lambda line: print(line, file=sys.stderr), parts=parts)
-    print(format_result(COLUMNS, rows, args.format))
-    return 0 if all(r[3] == "completed" for r in rows) else 1
-
-
-if __name__ == "__main__":
-    from stateaware.exits import run_main
-
-    run_main(main)

@@ -206,26 +206,7 @@ def write_archive(path: str | os.PathLike[str], *, train: int, test: int, classe
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m stateaware.app.data PATH [--train N] [--test N]``: write a generated archive."""
-    import argparse
+if __name__ == "__main__":  # the tool lives with the other command lines
+    from stateaware.commands.cifar_archive import main
 
-    parser = argparse.ArgumentParser(
-        prog="python -m stateaware.app.data",
-        description="Write a small CIFAR-100-format archive (random images whose mean "
-        "brightness depends on the class) for CPU runs and tests; it does "
-        "not match the official checksum.",
-    )
-    parser.add_argument("path")
-    parser.add_argument(
-        "--train", type=int, default=2048, help="training images (the CPU protocol fits 1,024 and validates on 256)"
-    )
-    parser.add_argument("--test", type=int, default=512, help="test images (the CPU protocol scores 512)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    print(write_archive(args.path, train=args.train, test=args.test, seed=args.seed))
-    return 0
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

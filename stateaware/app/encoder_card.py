@@ -1,4 +1,4 @@
-"""A profile card of the query encoder's segments, and the command that freezes it.
+"""A profile card of the query encoder's segments (``stateaware.commands.encoder_card`` freezes it).
 
 Per segment (the six encoder segments, then the contrast segment) the card lists
 ``eager`` and ``whole``, and for the contrast segment ``region`` (the enqueue rows); an
@@ -29,7 +29,7 @@ from stateaware.app.moco import Moco, contrast, n_segments, persistent_bytes, qu
 from stateaware.app.model import l2_normalize
 from stateaware.cost_runtime.measure import synchronize
 
-__all__ = ["profile_card", "profile_protocol", "main"]
+__all__ = ["profile_card", "profile_protocol"]
 
 
 def _saved_bytes(fn, exclude: set[int]) -> int:
@@ -181,58 +181,7 @@ def profile_protocol(
     return profile_card(m, optimizer, x_q, x_k, repeats=repeats, provenance=provenance)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m stateaware.app.encoder_card --hardware cpu``: profile the cifar cohort's protocol
-    for that hardware profile and freeze the card (``stateaware.cost_runtime.frozen_cards.freeze``);
-    prints the digest to put under ``params.protocols.<hardware>.card``. The cohort and hardware
-    files are read from ``--conf`` (default: the packaged ``conf/``) by ``stateaware.config``."""
-    import argparse
-    import dataclasses
+if __name__ == "__main__":  # the tool lives with the other command lines
+    from stateaware.commands.encoder_card import main
 
-    from stateaware.app.protocol import protocol_from, protocol_of
-    from stateaware.app.train import deterministic
-    from stateaware.config import ConfigError, conf_file, hardware_file
-    from stateaware.cost_runtime.frozen_cards import freeze
-
-    parser = argparse.ArgumentParser(
-        prog="python -m stateaware.app.encoder_card", description=main.__doc__.split("\n")[0]
-    )
-    parser.add_argument("--hardware", default="cpu", help="hardware profile (a key of the cohort's protocols)")
-    parser.add_argument("--cohort", default="cifar", help="the cohort whose protocols to read (default: cifar)")
-    parser.add_argument(
-        "--conf",
-        default=None,
-        metavar="DIR",
-        help="config folder holding cohort/ and hardware/ (default: the packaged conf/)",
-    )
-    parser.add_argument("--device", default=None, help="device (default: the hardware profile's)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--directory", default=None, help="where to freeze (default: conf/cards)")
-    args = parser.parse_args(argv)
-    try:
-        # Only the params: the cohort's ``processes`` interpolates the composed config's hardware.
-        params = conf_file("cohort", args.cohort, "params", conf_dir=args.conf)
-        hardware = hardware_file(args.hardware, args.cohort, conf_dir=args.conf)
-        proto_cfg = protocol_of(params, {"name": args.hardware})
-    except (ConfigError, ValueError) as exc:
-        parser.error(str(exc))
-    proto = protocol_from(proto_cfg)
-    with deterministic(proto_cfg.get("threads")):  # the settings the cohort's processes time under
-        card = profile_protocol(
-            proto,
-            seed=0,
-            device=args.device or hardware.get("device", "cpu"),
-            repeats=args.repeats,
-            provenance={
-                "hardware": args.hardware,
-                "scale": float(hardware.get("scale", 1.0)),
-                "protocol": dataclasses.asdict(proto),
-            },
-        )
-    path, digest = freeze(card.to_dict(), f"cifar-{args.hardware}", args.directory)
-    print(f"cifar-{args.hardware}: {digest}  ({path})")
-    return 0
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

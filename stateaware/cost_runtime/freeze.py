@@ -10,18 +10,18 @@ device, writes ``conf/cards/<cell>-<digest12>.json`` and prints the digest to pu
 ``hardware.params.cost_runtime.frozen_cards.<cell>``. Freezing is deliberate: a card is
 measured once, reviewed, committed, and then named by digest.
 
-:func:`freeze_cells` takes the hardware profile and cells as data; only :func:`main`
-reads config files (``conf/hardware/<name>.yaml`` and ``conf/cohort/<name>.yaml`` of
-``--conf``, default the packaged ``conf/``) through ``stateaware.config``.
+``freeze_cells`` takes the hardware profile and cells as data; only the command line
+(``stateaware.commands.freeze_cards``) reads config files (``conf/hardware/<name>.yaml``
+and ``conf/cohort/<name>.yaml`` of ``--conf``, default the packaged ``conf/``) through
+``stateaware.config``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
-__all__ = ["main", "freeze_cells"]
+__all__ = ["freeze_cells"]
 
 
 def freeze_cells(
@@ -62,38 +62,7 @@ def freeze_cells(
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    from stateaware.config import ConfigError, conf_file, hardware_file
-    from stateaware.cost_runtime.cells import cells_of
+if __name__ == "__main__":  # the tool lives with the other command lines
+    from stateaware.commands.freeze_cards import main
 
-    parser = argparse.ArgumentParser(
-        prog="python -m stateaware.cost_runtime.freeze", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--hardware", required=True, help="hardware profile: cpu | h100")
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--cell", action="append", help="a cell of hardware.params.cost_runtime.cells (repeatable)")
-    group.add_argument("--cohort", help="freeze every cell of this cohort's grid (e.g. three_workload)")
-    parser.add_argument(
-        "--conf",
-        default=None,
-        metavar="DIR",
-        help="config folder holding hardware/ and cohort/ (default: the packaged conf/)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="workload seed of the profiling pass (default 0)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per option; the least is kept (default 5)")
-    parser.add_argument("--dir", default=None, help="cards directory (default: conf/cards)")
-    args = parser.parse_args(argv)
-    try:
-        # A cohort with its own byte scale on this profile (hardware.scales) records that
-        # scale, as a run of it does (stateaware.config.cohort_scale).
-        hardware = hardware_file(args.hardware, args.cohort, conf_dir=args.conf)
-        params = {"cells": args.cell} if args.cell else conf_file("cohort", args.cohort, "params", conf_dir=args.conf)
-        cells = cells_of(params, hardware)
-    except (ConfigError, ValueError) as exc:
-        parser.error(str(exc))
-    freeze_cells(hardware, cells, seed=args.seed, repeats=args.repeats, directory=args.dir)
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())
