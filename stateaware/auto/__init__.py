@@ -91,11 +91,14 @@ def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPl
 
     ``budget``: bytes (an int), a size string (``"8GiB"``), or a relative position
     (``"50%"``: halfway between the least peak any policy of the card achieves and
-    all-eager's, whatever the planner; see ``stateaware.planner.budget``). An infeasible plan is returned, not raised.
+    all-eager's, whatever the planner; see ``stateaware.planner.budget``), read by its one
+    reader (``parse_budget_text``: ``"50"`` is refused asking "did you mean 50%?"). An
+    infeasible plan is returned, not raised.
     """
     from stateaware.planner import plan as _plan
-    from stateaware.planner.budget import budget_on_card
+    from stateaware.planner.budget import budget_on_card, parse_budget_text
 
+    parse_budget_text(budget, field="budget")  # its errors and its warning above 100%, named as passed
     chosen = _plan(card, budget_on_card(budget, card), planner)
     return AutoPlan(**{f.name: getattr(chosen, f.name) for f in fields(Plan)}, card=card)
 
@@ -135,15 +138,19 @@ def wrap(
     ``measured_peak_bytes`` is at most ``plan.budget_bytes`` (a relative budget is placed
     between measured anchors). ``stateaware.auto.fit.BudgetNotKept`` (a ``ValueError``)
     when no plan fits (the message gives the least predicted or measured peak);
-    ``ValueError`` for a model already wrapped by DDP or FSDP (apply stateaware first).
-    ``repeats``: timed runs per option when profiling (the least is kept). ``compile``: True
-    or a dict of ``torch.compile`` keywords (``{"backend": "aot_eager"}``): each segment is
-    compiled regionally, in place and once, profiled and planned compiled, and our replay
-    runs the compiled segment (``stateaware.auto.compiled``); ``remove`` undoes it.
+    ``ValueError`` for a model already wrapped by DDP or FSDP (apply stateaware first), and
+    before any profiling for a budget ``stateaware.planner.budget.parse_budget_text`` refuses
+    (``"50"`` is refused asking "did you mean 50%?"). ``repeats``: timed runs per option
+    when profiling (the least is kept). ``compile``: True or a dict of ``torch.compile``
+    keywords (``{"backend": "aot_eager"}``): each segment is compiled regionally, in place
+    and once, profiled and planned compiled, and our replay runs the compiled segment
+    (``stateaware.auto.compiled``); ``remove`` undoes it.
     """
     from stateaware.auto.wrapper import refuse_distributed
+    from stateaware.planner.budget import parse_budget_text
 
     refuse_distributed(model, "wrap")
+    parse_budget_text(budget, field="budget", warn=False)  # a misread budget costs no profiling
     card = profile(model, example_inputs, segments=segments, state=state, repeats=repeats, compile=compile)
     chosen = fit_applied(model, example_inputs, card, budget, planner)
     return apply(model, chosen), chosen

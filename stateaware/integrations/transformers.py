@@ -271,6 +271,10 @@ def enable(
         )
     if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):
         raise ValueError(f"state={state!r}; valid values are 'auto' or a list of the model's tensors or submodules")
+    if budget is not None:  # a misread budget costs no profiling and changes nothing
+        from stateaware.planner.budget import parse_budget_text
+
+        parse_budget_text(budget, field="budget", warn=False)
     disable(model)  # a second enable starts afresh
     for module in model.modules():  # profiling must see every layer run eagerly (HF's own flags too)
         if hasattr(module, "gradient_checkpointing"):
