@@ -28,13 +28,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from stateaware.auto.fit import DEFAULT_PLANNER
+from stateaware.auto.errors import ModelStepError
+from stateaware.auto.fit import DEFAULT_PLANNER, BudgetNotKept
 from stateaware.planner.planners import Plan
 
 if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
     from stateaware.auto.segment import SegmentSpec
 
-__all__ = ["profile", "plan", "apply", "wrap", "remove", "fit_applied", "AutoPlan", "step_peak_bytes"]
+__all__ = [
+    "profile",
+    "plan",
+    "apply",
+    "wrap",
+    "remove",
+    "fit_applied",
+    "AutoPlan",
+    "step_peak_bytes",
+    "ModelStepError",
+    "BudgetNotKept",
+]
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ import torch
 
 from stateaware.auto.compiled import compile_options, compiled_forward, segments_compiled
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
+from stateaware.auto.errors import model_step_error
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
 from stateaware.auto.wrapper import apply_policy, original_forward, remove
@@ -141,16 +142,26 @@ def step_peak_bytes(
     return start + peak
 
 
-def measure_step(model: torch.nn.Module, inputs: tuple[Any, ...]) -> int:
+def measure_step(model: torch.nn.Module, inputs: tuple[Any, ...], *, first: bool = False) -> int:
     """``step_peak_bytes`` of ``backward_of(model(*inputs))``, each window from the inputs as
     given, leaving the model (bytes, gradients, attributes), the RNG states, the inputs and
-    their ``.grad`` as they were: what profiling and the budget loop measure."""
+    their ``.grad`` as they were: what profiling and the budget loop measure.
+
+    ``first``: this is the first run of the model in plain eager (profiling's all-eager
+    step), so an exception its forward or backward raises is the model's own and is
+    raised as ``ModelStepError`` from it (NOTE [ The model's own failure ] in
+    ``stateaware.auto.errors``); stateaware's own exceptions pass through."""
     snapshot = ModelSnapshot(model, rng=True)
     with _inputs_kept(inputs) as given:
 
         def step() -> None:
             _put_back(inputs, given)
-            backward_of(model(*inputs))
+            try:
+                backward_of(model(*inputs))
+            except Exception as error:
+                if not first or type(error).__module__.startswith("stateaware."):
+                    raise
+                raise model_step_error(model, error) from error
 
         try:
             return step_peak_bytes(model, inputs, step)
@@ -421,7 +432,10 @@ def profile(
     (``floor_policy``: every segment recomputed that can be) with its measured step peak
     ``floor_step_peak_bytes``, the budget loop's second anchor. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
-    states are what they were, and so are the example inputs.
+    states are what they were, and so are the example inputs. Its first run of the model
+    is the measured all-eager step, in plain eager: an exception there is the model's own
+    and is raised as ``stateaware.auto.ModelStepError`` from it, with nothing changed
+    (``stateaware.auto.errors``; compiled, the step is measured last and this does not apply).
 
     ``compile``: True or a dict of ``torch.compile`` keywords (``compile_options``) measures
     each segment compiled regionally (``stateaware.auto.compiled``), the all-eager step
@@ -442,6 +456,10 @@ def profile(
     snapshot = ModelSnapshot(model, rng=True)
     with _inputs_kept(inputs) as given:  # the forward may write the example inputs in place
         try:
+            # The all-eager step first: the model's own bugs surface as its own, before any
+            # of our machinery ran (NOTE [ The model's own failure ]). Compiled, it is
+            # measured last, after each segment's warm-up compiled its graphs.
+            eager_peak = measure_step(model, inputs, first=True) if options is None else None
             found = trace(model, inputs, names)
             snapshot.restore()
             _put_back(inputs, given)
@@ -505,8 +523,9 @@ def profile(
                         _share_whole_state(measured["selective"], measured["whole"])
                 segments_doc.append(measured)
             snapshot.restore()
-            with segments_compiled(model, found.names, options):
-                eager_peak = measure_step(model, inputs)
+            if eager_peak is None:
+                with segments_compiled(model, found.names, options):
+                    eager_peak = measure_step(model, inputs)
             doc: dict[str, Any] = {
                 "persistent_bytes": persistent_bytes(model, inputs),
                 "segments": segments_doc,
