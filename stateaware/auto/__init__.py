@@ -79,6 +79,7 @@ def profile(
     state: Any = "auto",
     repeats: int = 3,
     compile: bool | dict[str, Any] = False,
+    progress: bool | None = None,
 ) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``.
 
@@ -87,6 +88,8 @@ def profile(
     every segment compiled regionally and records that on the card, so ``apply`` runs them
     compiled (``stateaware.auto.compiled``). ``ValueError`` for a model already wrapped by
     DDP or FSDP (``stateaware.auto.wrapper.refuse_distributed``): apply stateaware first, then wrap.
+    ``progress``: one line on stderr counting the measurements, with an ETA; None (the
+    default) shows it only when stderr is a terminal, False never (``stateaware.auto.progress``).
     """
     from stateaware.auto.profiler import profile as _profile
     from stateaware.auto.segment import select_segments
@@ -94,7 +97,9 @@ def profile(
 
     refuse_distributed(model, "profile")
     names = select_segments(model, segments)
-    return _profile(model, example_inputs, segments=names, state=state, repeats=repeats, compile=compile)
+    return _profile(
+        model, example_inputs, segments=names, state=state, repeats=repeats, compile=compile, progress=progress
+    )
 
 
 def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPlan:
@@ -139,6 +144,7 @@ def wrap(
     segments: SegmentSpec | str = None,
     repeats: int = 3,
     compile: bool | dict[str, Any] = False,
+    progress: bool | None = None,
 ) -> tuple[Any, AutoPlan]:
     """``profile``, plan within ``budget`` as measured, and ``apply``; returns ``(model, plan)``.
 
@@ -156,37 +162,63 @@ def wrap(
     when profiling (the least is kept). ``compile``: True or a dict of ``torch.compile``
     keywords (``{"backend": "aot_eager"}``): each segment is compiled regionally, in place
     and once, profiled and planned compiled, and our replay runs the compiled segment
-    (``stateaware.auto.compiled``); ``remove`` undoes it.
+    (``stateaware.auto.compiled``); ``remove`` undoes it. ``progress``: one line on stderr
+    counting profiling's measurements and the budget loop's, with an ETA; None (the
+    default) shows it only when stderr is a terminal, False never (``stateaware.auto.progress``).
     """
+    from stateaware.auto.progress import progress_line
     from stateaware.auto.wrapper import refuse_distributed
     from stateaware.planner.budget import parse_budget_text
 
     refuse_distributed(model, "wrap")
     parse_budget_text(budget, field="budget", warn=False)  # a misread budget costs no profiling
-    card = profile(model, example_inputs, segments=segments, state=state, repeats=repeats, compile=compile)
-    chosen = fit_applied(model, example_inputs, card, budget, planner)
+    line, _ = progress_line(progress, 0, "stateaware.auto")
+    try:
+        card = profile(
+            model, example_inputs, segments=segments, state=state, repeats=repeats, compile=compile, progress=line
+        )
+        chosen = fit_applied(model, example_inputs, card, budget, planner, progress=line)
+    finally:
+        line.close()
     return apply(model, chosen), chosen
 
 
 def fit_applied(
-    model: Any, example_inputs: Any, card: Any, budget: int | str, planner: str = DEFAULT_PLANNER
+    model: Any,
+    example_inputs: Any,
+    card: Any,
+    budget: int | str,
+    planner: str = DEFAULT_PLANNER,
+    *,
+    progress: Any = None,
 ) -> AutoPlan:
     """The budget loop of ``wrap`` on a profiled ``card`` of ``model``: each candidate plan is
-    applied, one step of ``model(*example_inputs)`` measured, and the plan removed again."""
-    from stateaware.auto.fit import fit
+    applied, one step of ``model(*example_inputs)`` measured, and the plan removed again.
+    ``progress`` counts those steps (at most ``stateaware.auto.fit.REPLANS`` + 1), as ``wrap``'s."""
+    from stateaware.auto.fit import REPLANS, fit
     from stateaware.auto.profiler import measure_step
+    from stateaware.auto.progress import progress_line
     from stateaware.auto.wrapper import apply_policy, remove
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    line, owned = progress_line(progress, REPLANS + 1, "stateaware.auto: keeping the budget")
+    end = line.done + REPLANS + 1  # the loop may stop early: what it did not need counts as done
 
     def measure(policy: tuple[str, ...]) -> int:
+        line.at(f"budget loop: measuring plan {REPLANS + 2 - (end - line.done)} of at most {REPLANS + 1}")
         apply_policy(model, card, policy)
         try:
             return measure_step(model, inputs)
         finally:
             remove(model)
+            line.step()
 
-    chosen: AutoPlan = fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
+    try:
+        chosen: AutoPlan = fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
+        line.reach(end)
+    finally:
+        if owned:
+            line.close()
     return chosen
 
 

@@ -227,6 +227,7 @@ def enable(
     example_inputs: dict[str, Any] | None = None,
     planner: str = DEFAULT_PLANNER,
     repeats: int = 3,
+    progress: bool | None = None,
 ) -> Enabled:
     """Checkpoint ``model``'s ``GradientCheckpointingLayer`` s with our transactional checkpoint.
 
@@ -238,8 +239,10 @@ def enable(
     ``model.dummy_inputs``, a 3×5 batch, where only a relative budget means anything),
     called with ``use_cache=False``, and only the layers the planner chose are checkpointed.
     ``state``: see the module docstring; ``repeats``: timed runs per option when
-    profiling. The model's parameters, buffers and RNG state are
-    left as they were by profiling. Returns an ``Enabled`` (layers, options, plan).
+    profiling; ``progress``: one line on stderr counting profiling's and the budget loop's
+    measurements, with an ETA (None: only when stderr is a terminal; False: never). The
+    model's parameters, buffers and RNG state are left as they were by profiling. Returns
+    an ``Enabled`` (layers, options, plan).
 
     As with HF's own checkpointing, only training calls (``model.train()``, gradients
     enabled) checkpoint, and a checkpointed layer runs without its key/value cache.
@@ -250,6 +253,7 @@ def enable(
     for a budget no plan keeps.
     """
     from stateaware.auto.profiler import check_arguments, profile
+    from stateaware.auto.progress import progress_line
     from stateaware.auto.snapshot import ModelSnapshot
 
     hf_enable = getattr(type(model), "activation_checkpointing_enable", None) or getattr(
@@ -296,14 +300,20 @@ def enable(
         inputs = tuple(given.values())
         segments = [f"m.{n}" for n in names]
         if budget is not None:
-            card = profile(
-                call,
-                inputs,
-                segments=segments,
-                state=state if state == "auto" else _resolve(model, state, "m."),
-                repeats=repeats,
-            )
-            measured = auto.fit_applied(call, inputs, card, budget, planner)  # BudgetNotKept: nothing fits
+            line, _ = progress_line(progress, 0, "stateaware.auto")
+            try:
+                card = profile(
+                    call,
+                    inputs,
+                    segments=segments,
+                    state=state if state == "auto" else _resolve(model, state, "m."),
+                    repeats=repeats,
+                    progress=line,
+                )
+                # BudgetNotKept: nothing fits
+                measured = auto.fit_applied(call, inputs, card, budget, planner, progress=line)
+            finally:
+                line.close()
             chosen = dataclasses.replace(measured, card=_unprefixed(card))
             found_names, found_state = card_segments(card)
             options = list(chosen.policy)
