@@ -4,9 +4,10 @@
 
     import stateaware.auto as auto
 
-    card = auto.profile(model, (x,))                  # segments: an nn.Sequential's children, else "repeated"
-    plan = auto.plan(card, "50%")                      # or bytes, or "8GiB"
-    auto.apply(model, plan)                            # in place; state_dict() keys unchanged
+    # segments: an nn.Sequential's children, else "repeated"
+    card = auto.profile(model, (x,))
+    plan = auto.plan(card, "50%")  # or bytes, or "8GiB"
+    auto.apply(model, plan)  # in place; state_dict() keys unchanged
     # or all three: model, plan = auto.wrap(model, (x,), budget="50%")
     # compiled per segment: auto.wrap(model, (x,), budget="50%", compile=True)
 
@@ -29,7 +30,9 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from stateaware.auto.errors import ModelStepError
-from stateaware.auto.fit import DEFAULT_PLANNER, BudgetNotKept
+from stateaware.auto.fit import DEFAULT_PLANNER, REPLANS, BudgetNotKept
+from stateaware.auto.progress import Progress, progress_line
+from stateaware.planner.budget import budget_on_card, parse_budget_text
 from stateaware.planner.planners import Plan
 
 if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
@@ -79,7 +82,7 @@ def profile(
     state: Any = "auto",
     repeats: int = 3,
     compile: bool | dict[str, Any] = False,
-    progress: bool | None = None,
+    progress: bool | Progress | None = None,
 ) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``.
 
@@ -113,7 +116,6 @@ def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPl
     infeasible plan is returned, not raised.
     """
     from stateaware.planner import plan as _plan
-    from stateaware.planner.budget import budget_on_card, parse_budget_text
 
     parse_budget_text(budget, field="budget")  # its errors and its warning above 100%, named as passed
     chosen = _plan(card, budget_on_card(budget, card), planner)
@@ -166,9 +168,7 @@ def wrap(
     counting profiling's measurements and the budget loop's, with an ETA; None (the
     default) shows it only when stderr is a terminal, False never (``stateaware.auto.progress``).
     """
-    from stateaware.auto.progress import progress_line
     from stateaware.auto.wrapper import refuse_distributed
-    from stateaware.planner.budget import parse_budget_text
 
     refuse_distributed(model, "wrap")
     parse_budget_text(budget, field="budget", warn=False)  # a misread budget costs no profiling
@@ -195,9 +195,8 @@ def fit_applied(
     """The budget loop of ``wrap`` on a profiled ``card`` of ``model``: each candidate plan is
     applied, one step of ``model(*example_inputs)`` measured, and the plan removed again.
     ``progress`` counts those steps (at most ``stateaware.auto.fit.REPLANS`` + 1), as ``wrap``'s."""
-    from stateaware.auto.fit import REPLANS, fit
+    from stateaware.auto.fit import fit
     from stateaware.auto.profiler import measure_step
-    from stateaware.auto.progress import progress_line
     from stateaware.auto.wrapper import apply_policy, remove
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)

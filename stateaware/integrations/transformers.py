@@ -44,7 +44,9 @@ import torch
 
 from stateaware.auto.discover import StateEntry
 from stateaware.auto.fit import DEFAULT_PLANNER
+from stateaware.auto.progress import progress_line
 from stateaware.auto.segment import relative, run_segment
+from stateaware.planner.budget import parse_budget_text
 from stateaware.torch_replay import checkpoint, transaction
 
 __all__ = ["enable", "disable", "Enabled"]
@@ -253,7 +255,6 @@ def enable(
     for a budget no plan keeps.
     """
     from stateaware.auto.profiler import check_arguments, profile
-    from stateaware.auto.progress import progress_line
     from stateaware.auto.snapshot import ModelSnapshot
 
     hf_enable = getattr(type(model), "activation_checkpointing_enable", None) or getattr(
@@ -276,8 +277,6 @@ def enable(
     if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):
         raise ValueError(f"state={state!r}; valid values are 'auto' or a list of the model's tensors or submodules")
     if budget is not None:  # a misread budget costs no profiling and changes nothing
-        from stateaware.planner.budget import parse_budget_text
-
         parse_budget_text(budget, field="budget", warn=False)
     disable(model)  # a second enable starts afresh
     for module in model.modules():  # profiling must see every layer run eagerly (HF's own flags too)
