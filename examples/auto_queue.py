@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     identical = same(state_of(eager), state_of(model)) and torch.equal(eager_rng, torch.get_rng_state())
     print(
         f"peak/eager: measured {planned_peak / eager_peak:.3f}, predicted "
-        f"{plan.predicted_peak_bytes / eager_model_peak:.3f} "
-        f"(measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)"
+        f"{plan.predicted_peak_bytes / eager_model_peak:.3f}\n"
+        f"  (measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)"
     )
     print(f"after {args.steps} steps: parameters, buffers, queue and pointer equal eager's byte for byte: {identical}")
     return {

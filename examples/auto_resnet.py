@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     identical = same(eager, model)
     print(
         f"peak/eager: measured {planned_peak / eager_peak:.3f}, predicted "
-        f"{plan.predicted_peak_bytes / eager_model_peak:.3f} "
-        f"(measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)"
+        f"{plan.predicted_peak_bytes / eager_model_peak:.3f}\n"
+        f"  (measured {planned_peak} B vs eager {eager_peak} B; predicted {plan.predicted_peak_bytes} B)"
     )
     print(f"after {args.steps} steps: parameters and buffers equal eager's byte for byte: {identical}")
     return {

@@ -6,7 +6,7 @@ keep working.
 """
 
 from stateaware.commands.plan import *  # noqa: F403 - the tool's names, forwarded
-from stateaware.commands.plan import __all__, main, plot_frontier, script  # noqa: F401 - named for readers and mypy
+from stateaware.commands.plan import __all__, frontier_figure, main, plot_frontier, script  # noqa: F401 - named for readers and mypy
 
 if __name__ == "__main__":
     script()

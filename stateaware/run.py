@@ -327,12 +327,10 @@ def _budgets(data: dict[str, Any]) -> None:
         if str(path).endswith("budget"):
             try:
                 parse_budget_text(_as_text(value), field=path)
-                ok = True
             except UnitlessBudget as exc:
                 raise ConfigError(f"invalid {exc}") from None
-            except ValueError:
-                ok = False
-            _check(ok, path, value, f"a non-negative size: {FORMS}, or P% between the card's anchors")
+            except ValueError as exc:  # the reader's own words, as the API and the command line give them
+                raise ConfigError(f"invalid {path}={value!r}: {exc}, or P% between the card's anchors") from None
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             _check(value >= 0, path, value, f"a non-negative size: {FORMS}")
         else:

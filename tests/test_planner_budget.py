@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stateaware.planner import format_bytes, parse_budget
+from stateaware.planner.budget import UnitlessBudget
 
 
 @pytest.mark.parametrize(
@@ -13,9 +14,9 @@ from stateaware.planner import format_bytes, parse_budget
         ("44GiB", 44 * 2**30),
         ("512MiB", 512 * 2**20),
         ("1.5GiB", 3 * 2**29),
-        ("123456", 123456),
+        ("1048576", 1048576),  # unitless from 1 MiB up; below it see the next test
         (" 2 KiB ", 2048),
-        ("0", 0),
+        ("0B", 0),
         ("1TiB", 2**40),
         ("10B", 10),
         (7, 7),
@@ -24,6 +25,13 @@ from stateaware.planner import format_bytes, parse_budget
 )
 def test_accepted_forms(text, expected):
     assert parse_budget(text) == expected
+
+
+@pytest.mark.parametrize("text", ["123456", "0", " 50 "])
+def test_a_unitless_number_below_one_mib_asks_for_a_percentage(text):
+    # parse_budget reads with the one reader of budgets (NOTE [ Unitless budgets ])
+    with pytest.raises(UnitlessBudget, match=rf"^budget={text.strip()}: .* did you mean {text.strip()}%\?"):
+        parse_budget(text)
 
 
 @pytest.mark.parametrize("text", ["-1", "-3GiB", "44GB", "44 gigs", "1e9", "", "GiB", "1.5.2MiB", -5, True])

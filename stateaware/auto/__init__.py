@@ -4,9 +4,10 @@
 
     import stateaware.auto as auto
 
-    card = auto.profile(model, (x,))                  # segments: an nn.Sequential's children, else "repeated"
-    plan = auto.plan(card, "50%")                      # or bytes, or "8GiB"
-    auto.apply(model, plan)                            # in place; state_dict() keys unchanged
+    # segments: an nn.Sequential's children, else "repeated"
+    card = auto.profile(model, (x,))
+    plan = auto.plan(card, "50%")  # or bytes, or "8GiB"
+    auto.apply(model, plan)  # in place; state_dict() keys unchanged
     # or all three: model, plan = auto.wrap(model, (x,), budget="50%")
     # compiled per segment: auto.wrap(model, (x,), budget="50%", compile=True)
 
@@ -28,13 +29,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from stateaware.auto.fit import DEFAULT_PLANNER
+from stateaware.auto.errors import ModelStepError
+from stateaware.auto.fit import DEFAULT_PLANNER, REPLANS, BudgetNotKept
+from stateaware.auto.progress import Progress, progress_line
+from stateaware.planner.budget import budget_on_card, parse_budget_text
 from stateaware.planner.planners import Plan
 
 if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
     from stateaware.auto.segment import SegmentSpec
 
-__all__ = ["profile", "plan", "apply", "wrap", "remove", "fit_applied", "AutoPlan", "step_peak_bytes"]
+__all__ = [
+    "profile",
+    "plan",
+    "apply",
+    "wrap",
+    "remove",
+    "fit_applied",
+    "AutoPlan",
+    "step_peak_bytes",
+    "ModelStepError",
+    "BudgetNotKept",
+]
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,7 @@ def profile(
     state: Any = "auto",
     repeats: int = 3,
     compile: bool | dict[str, Any] = False,
+    progress: bool | Progress | None = None,
 ) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard``; see ``stateaware.auto.profile``.
 
@@ -75,6 +91,8 @@ def profile(
     every segment compiled regionally and records that on the card, so ``apply`` runs them
     compiled (``stateaware.auto.compiled``). ``ValueError`` for a model already wrapped by
     DDP or FSDP (``stateaware.auto.wrapper.refuse_distributed``): apply stateaware first, then wrap.
+    ``progress``: one line on stderr counting the measurements, with an ETA; None (the
+    default) shows it only when stderr is a terminal, False never (``stateaware.auto.progress``).
     """
     from stateaware.auto.profiler import profile as _profile
     from stateaware.auto.segment import select_segments
@@ -82,7 +100,9 @@ def profile(
 
     refuse_distributed(model, "profile")
     names = select_segments(model, segments)
-    return _profile(model, example_inputs, segments=names, state=state, repeats=repeats, compile=compile)
+    return _profile(
+        model, example_inputs, segments=names, state=state, repeats=repeats, compile=compile, progress=progress
+    )
 
 
 def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPlan:
@@ -91,11 +111,13 @@ def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPl
 
     ``budget``: bytes (an int), a size string (``"8GiB"``), or a relative position
     (``"50%"``: halfway between the least peak any policy of the card achieves and
-    all-eager's, whatever the planner; see ``stateaware.planner.budget``). An infeasible plan is returned, not raised.
+    all-eager's, whatever the planner; see ``stateaware.planner.budget``), read by its one
+    reader (``parse_budget_text``: ``"50"`` is refused asking "did you mean 50%?"). An
+    infeasible plan is returned, not raised.
     """
     from stateaware.planner import plan as _plan
-    from stateaware.planner.budget import budget_on_card
 
+    parse_budget_text(budget, field="budget")  # its errors and its warning above 100%, named as passed
     chosen = _plan(card, budget_on_card(budget, card), planner)
     return AutoPlan(**{f.name: getattr(chosen, f.name) for f in fields(Plan)}, card=card)
 
@@ -124,6 +146,7 @@ def wrap(
     segments: SegmentSpec | str = None,
     repeats: int = 3,
     compile: bool | dict[str, Any] = False,
+    progress: bool | None = None,
 ) -> tuple[Any, AutoPlan]:
     """``profile``, plan within ``budget`` as measured, and ``apply``; returns ``(model, plan)``.
 
@@ -135,39 +158,66 @@ def wrap(
     ``measured_peak_bytes`` is at most ``plan.budget_bytes`` (a relative budget is placed
     between measured anchors). ``stateaware.auto.fit.BudgetNotKept`` (a ``ValueError``)
     when no plan fits (the message gives the least predicted or measured peak);
-    ``ValueError`` for a model already wrapped by DDP or FSDP (apply stateaware first).
-    ``repeats``: timed runs per option when profiling (the least is kept). ``compile``: True
-    or a dict of ``torch.compile`` keywords (``{"backend": "aot_eager"}``): each segment is
-    compiled regionally, in place and once, profiled and planned compiled, and our replay
-    runs the compiled segment (``stateaware.auto.compiled``); ``remove`` undoes it.
+    ``ValueError`` for a model already wrapped by DDP or FSDP (apply stateaware first), and
+    before any profiling for a budget ``stateaware.planner.budget.parse_budget_text`` refuses
+    (``"50"`` is refused asking "did you mean 50%?"). ``repeats``: timed runs per option
+    when profiling (the least is kept). ``compile``: True or a dict of ``torch.compile``
+    keywords (``{"backend": "aot_eager"}``): each segment is compiled regionally, in place
+    and once, profiled and planned compiled, and our replay runs the compiled segment
+    (``stateaware.auto.compiled``); ``remove`` undoes it. ``progress``: one line on stderr
+    counting profiling's measurements and the budget loop's, with an ETA; None (the
+    default) shows it only when stderr is a terminal, False never (``stateaware.auto.progress``).
     """
     from stateaware.auto.wrapper import refuse_distributed
 
     refuse_distributed(model, "wrap")
-    card = profile(model, example_inputs, segments=segments, state=state, repeats=repeats, compile=compile)
-    chosen = fit_applied(model, example_inputs, card, budget, planner)
+    parse_budget_text(budget, field="budget", warn=False)  # a misread budget costs no profiling
+    line, _ = progress_line(progress, 0, "stateaware.auto")
+    try:
+        card = profile(
+            model, example_inputs, segments=segments, state=state, repeats=repeats, compile=compile, progress=line
+        )
+        chosen = fit_applied(model, example_inputs, card, budget, planner, progress=line)
+    finally:
+        line.close()
     return apply(model, chosen), chosen
 
 
 def fit_applied(
-    model: Any, example_inputs: Any, card: Any, budget: int | str, planner: str = DEFAULT_PLANNER
+    model: Any,
+    example_inputs: Any,
+    card: Any,
+    budget: int | str,
+    planner: str = DEFAULT_PLANNER,
+    *,
+    progress: Any = None,
 ) -> AutoPlan:
     """The budget loop of ``wrap`` on a profiled ``card`` of ``model``: each candidate plan is
-    applied, one step of ``model(*example_inputs)`` measured, and the plan removed again."""
+    applied, one step of ``model(*example_inputs)`` measured, and the plan removed again.
+    ``progress`` counts those steps (at most ``stateaware.auto.fit.REPLANS`` + 1), as ``wrap``'s."""
     from stateaware.auto.fit import fit
     from stateaware.auto.profiler import measure_step
     from stateaware.auto.wrapper import apply_policy, remove
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    line, owned = progress_line(progress, REPLANS + 1, "stateaware.auto: keeping the budget")
+    end = line.done + REPLANS + 1  # the loop may stop early: what it did not need counts as done
 
     def measure(policy: tuple[str, ...]) -> int:
+        line.at(f"budget loop: measuring plan {REPLANS + 2 - (end - line.done)} of at most {REPLANS + 1}")
         apply_policy(model, card, policy)
         try:
             return measure_step(model, inputs)
         finally:
             remove(model)
+            line.step()
 
-    chosen: AutoPlan = fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
+    try:
+        chosen: AutoPlan = fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
+        line.reach(end)
+    finally:
+        if owned:
+            line.close()
     return chosen
 
 

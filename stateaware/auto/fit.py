@@ -45,11 +45,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from fractions import Fraction
 from typing import Any
 
 from stateaware.planner import PLANNERS, evaluate_policy
 from stateaware.planner import plan as card_plan
-from stateaware.planner.budget import parse_budget, relative_position
+from stateaware.planner.budget import MAX_BUDGET, parse_budget_text
 from stateaware.planner.frontier import step_pareto_policies
 from stateaware.planner.planners import Plan
 
@@ -192,6 +193,8 @@ def fit(
     """
     if planner not in PLANNERS:
         raise ValueError(f"unknown planner {planner!r}; valid planners are: {', '.join(PLANNERS)}")
+    read = parse_budget_text(budget, field="budget")  # the one reader: "50" asks "did you mean 50%?"
+    position = read if isinstance(read, Fraction) else None
     persistent = card.persistent_bytes
     why = no_option_message(card, planner)
     if why is not None:
@@ -216,7 +219,6 @@ def fit(
             )
         )
     correction = _refit(persistent, steps) if steps else Correction()
-    position = relative_position(budget)
     tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak
     step_of: dict[tuple[str, ...], int] = {}  # policy -> its index in steps
     predicted: dict[tuple[str, ...], tuple[int, Correction]] = {}  # before measuring it
@@ -228,10 +230,10 @@ def fit(
     for _ in range(REPLANS + 1):
         least = min(predict(p) for p in candidates)
         if position is None:
-            budget_bytes = parse_budget(budget)
+            budget_bytes = int(read)
         else:
             top = int(measured_eager) if measured_eager is not None else least
-            budget_bytes = least + int(position * max(top - least, 0))
+            budget_bytes = min(least + int(position * max(top - least, 0)), MAX_BUDGET)  # int64 planners
         fitting = [p for p in candidates if predict(p) <= budget_bytes]
         if fitting:
             choice = min(fitting, key=lambda p: (times[p], predict(p)))

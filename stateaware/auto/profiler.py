@@ -43,6 +43,8 @@ import torch
 
 from stateaware.auto.compiled import compile_options, compiled_forward, segments_compiled
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
+from stateaware.auto.errors import model_step_error
+from stateaware.auto.progress import Progress, progress_line
 from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.snapshot import ModelSnapshot
 from stateaware.auto.wrapper import apply_policy, original_forward, remove
@@ -141,16 +143,26 @@ def step_peak_bytes(
     return start + peak
 
 
-def measure_step(model: torch.nn.Module, inputs: tuple[Any, ...]) -> int:
+def measure_step(model: torch.nn.Module, inputs: tuple[Any, ...], *, first: bool = False) -> int:
     """``step_peak_bytes`` of ``backward_of(model(*inputs))``, each window from the inputs as
     given, leaving the model (bytes, gradients, attributes), the RNG states, the inputs and
-    their ``.grad`` as they were: what profiling and the budget loop measure."""
+    their ``.grad`` as they were: what profiling and the budget loop measure.
+
+    ``first``: this is the first run of the model in plain eager (profiling's all-eager
+    step), so an exception its forward or backward raises is the model's own and is
+    raised as ``ModelStepError`` from it (NOTE [ The model's own failure ] in
+    ``stateaware.auto.errors``); stateaware's own exceptions pass through."""
     snapshot = ModelSnapshot(model, rng=True)
     with _inputs_kept(inputs) as given:
 
         def step() -> None:
             _put_back(inputs, given)
-            backward_of(model(*inputs))
+            try:
+                backward_of(model(*inputs))
+            except Exception as error:
+                if not first or type(error).__module__.startswith("stateaware."):
+                    raise
+                raise model_step_error(model, error) from error
 
         try:
             return step_peak_bytes(model, inputs, step)
@@ -398,6 +410,7 @@ def profile(
     state: str | Sequence[Any] = "auto",
     repeats: int = 3,
     compile: bool | dict[str, Any] = False,
+    progress: bool | None | Progress = None,
 ) -> Any:
     """Measure ``model``'s segments into a ``ProfileCard`` (see the module docstring).
 
@@ -421,12 +434,19 @@ def profile(
     (``floor_policy``: every segment recomputed that can be) with its measured step peak
     ``floor_step_peak_bytes``, the budget loop's second anchor. Profiling leaves no
     trace: afterwards parameters, buffers, gradients, Python attributes and the global RNG
-    states are what they were, and so are the example inputs.
+    states are what they were, and so are the example inputs. Its first run of the model
+    is the measured all-eager step, in plain eager: an exception there is the model's own
+    and is raised as ``stateaware.auto.ModelStepError`` from it, with nothing changed
+    (``stateaware.auto.errors``; compiled, the step is measured last and this does not apply).
 
     ``compile``: True or a dict of ``torch.compile`` keywords (``compile_options``) measures
     each segment compiled regionally (``stateaware.auto.compiled``), the all-eager step
     included, and records the keywords as ``provenance["auto"]["compile"]``, from which
     ``apply`` compiles; the segments' state is still discovered on the eager code.
+
+    ``progress``: a line on stderr counting the measurements, with an ETA
+    (``stateaware.auto.progress``): None shows it when stderr is a terminal, True always,
+    False never; a ``Progress`` is shared (``wrap`` counts its budget loop on the same line).
     """
     from stateaware.planner import card_from_dict
     from stateaware.torch_replay.offload import host_is_device
@@ -439,10 +459,21 @@ def profile(
         )
     names = resolve_segments(model, segments)
     device = _device(model, inputs)
+    line, owned = progress_line(progress, 1 + (options is None), "stateaware.auto: profiling")
     snapshot = ModelSnapshot(model, rng=True)
     with _inputs_kept(inputs) as given:  # the forward may write the example inputs in place
         try:
+            line.at("the model's own eager step")
+            # The all-eager step first: the model's own bugs surface as its own, before any
+            # of our machinery ran (NOTE [ The model's own failure ]). Compiled, it is
+            # measured last, after each segment's warm-up compiled its graphs.
+            eager_peak = measure_step(model, inputs, first=True) if options is None else None
+            if options is None:
+                line.step()
+            line.at("tracing the forward for state")
             found = trace(model, inputs, names)
+            line.step()
+            line.add(_measurements(found.state, options is not None))
             snapshot.restore()
             _put_back(inputs, given)
             for name, (args, kwargs) in zip(found.names, found.inputs, strict=True):
@@ -454,7 +485,11 @@ def profile(
             selective_refused: dict[str, str] = {}  # segment -> why torch's selective policy refuses it
             _grads_allocated(model)
             warmed = False
-            for name, entries, (args, kwargs) in zip(found.names, found.state, found.inputs, strict=True):
+            for index, (name, entries, (args, kwargs)) in enumerate(
+                zip(found.names, found.state, found.inputs, strict=True)
+            ):
+                counted = line.done + _segment_measurements(entries, options is not None)
+                where = f"segment {index + 1}/{len(found.names)} {name!r}"
                 module = model.get_submodule(name)
                 forward = original_forward(module) if options is None else compiled_forward(module, options)
                 pairs = [(relative(name, e.name), e) for e in entries]
@@ -476,8 +511,10 @@ def profile(
                     warmed = True
                 for option in _options(entries, options is not None):
                     runner = rerun.runner(run_segment, module, forward, option, pairs)
+                    line.at(f"{where}: {option}")
                     try:
                         measured[option] = _measure(runner, rerun.reset, repeats=repeats, device=device)
+                        line.step()
                     except UndeclaredStateError as error:
                         if option == "eager":
                             raise
@@ -494,6 +531,7 @@ def profile(
                         rerun.reset()
                         selective_refused[name] = str(error).strip().splitlines()[0]
                 if entries and len(measured) > 1:
+                    line.at(f"{where}: a replay blind to state")
                     try:
                         base = _measure(rerun.runner(_oblivious, forward), rerun.reset, repeats=repeats, device=device)
                     except Exception:  # a replay blind to state may fail outright; then no share is known
@@ -504,9 +542,13 @@ def profile(
                     if "selective" in measured and "whole" in measured:
                         _share_whole_state(measured["selective"], measured["whole"])
                 segments_doc.append(measured)
+                line.reach(counted)  # options refused or skipped count as done
             snapshot.restore()
-            with segments_compiled(model, found.names, options):
-                eager_peak = measure_step(model, inputs)
+            if eager_peak is None:
+                line.at("the model's compiled step")
+                with segments_compiled(model, found.names, options):
+                    eager_peak = measure_step(model, inputs)
+                line.step()
             doc: dict[str, Any] = {
                 "persistent_bytes": persistent_bytes(model, inputs),
                 "segments": segments_doc,
@@ -528,10 +570,25 @@ def profile(
                     },
                 },
             }
+            line.at("the step with every segment recomputed")
             doc["provenance"]["auto"].update(_floor_anchor(model, inputs, card_from_dict(doc)))
+            line.step()
         finally:
             snapshot.restore()
+            if owned:
+                line.close()
     return card_from_dict(doc)
+
+
+def _measurements(state: list[list[StateEntry]], compiled: bool) -> int:
+    """The measurements ``profile`` makes after its trace (the progress line's total): each
+    segment's (``_segment_measurements``), the compiled step, the all-recomputed step."""
+    return sum(_segment_measurements(entries, compiled) for entries in state) + compiled + 1
+
+
+def _segment_measurements(entries: list[StateEntry], compiled: bool) -> int:
+    """Each option, and a replay blind to state where the segment has state."""
+    return len(_options(entries, compiled)) + bool(entries)
 
 
 def floor_policy(card: Any) -> tuple[str, ...]:

@@ -55,8 +55,9 @@ from stateaware.planner import (
 )
 from stateaware.planner.budget import UnitlessBudget, budget_on_card, parse_budget_text, relative_position
 from stateaware.planner.profile_card import MAX_CARD_BYTES, MAX_SEGMENTS
+from stateaware.units import UNITS
 
-__all__ = ["main", "plot_frontier", "script"]
+__all__ = ["main", "plot_frontier", "frontier_figure", "script"]
 
 #: Frontier cap for the plot's own planning run when --frontier-cap is not given: every
 #: fitting policy's frontier can grow to millions of points on large irregular cards,
@@ -209,18 +210,32 @@ def _report(card: ProfileCard, result: Plan, budget_text: str, curve: Plan) -> s
 
 
 def plot_frontier(result: Plan, path: str) -> None:
-    """Write ``result.frontier`` (predicted peak vs time) with the budget as a vertical line.
+    """Write ``frontier_figure(result)`` to ``path``. Raises ``ImportError`` naming the
+    install where matplotlib is absent (the core leaves it out)."""
+    plt = _pyplot()
+    fig = frontier_figure(result)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
+
+def frontier_figure(result: Plan):  # -> matplotlib Figure (matplotlib is no core dependency)
+    """``result.frontier`` (predicted peak vs time) with the budget as a vertical line.
+
+    Peaks and the budget share one binary unit, chosen by the largest of them (the unit
+    ``format_bytes`` would print it in), so the budget line sits where its label says.
     For a dynamic-program planner pass a plan made with ``full_frontier=True`` so every
-    fitting policy's trade-off appears, not only the near-optimal ones. Raises
-    ``ImportError`` naming the install where matplotlib is absent (the core leaves it out).
+    fitting policy's trade-off appears, not only the near-optimal ones.
     """
     plt = _pyplot()
-    gib = float(1 << 30)
+    peaks = [result.budget_bytes, *result.frontier[:, 0].tolist()]
+    if result.feasible:
+        peaks.append(result.predicted_peak_bytes)
+    unit = format_bytes(max(peaks)).split()[-1]  # "B", "KiB", ... "TiB"
+    scale = float(UNITS[unit])
     fig, ax = plt.subplots(figsize=(6, 4))
     if result.frontier.shape[0]:
         ax.step(
-            result.frontier[:, 0] / gib,
+            result.frontier[:, 0] / scale,
             result.frontier[:, 1],
             where="post",
             marker="o",
@@ -228,16 +243,16 @@ def plot_frontier(result: Plan, path: str) -> None:
             label="frontier (planner's cost view)",
         )
     if result.feasible:
-        ax.plot([result.predicted_peak_bytes / gib], [result.predicted_ms], "r*", ms=12, label="chosen (true cost)")
-    ax.axvline(result.budget_bytes / gib, color="k", ls="--", label=f"budget {format_bytes(result.budget_bytes)}")
-    ax.set_xlabel("predicted peak (GiB)")
+        ax.plot([result.predicted_peak_bytes / scale], [result.predicted_ms], "r*", ms=12, label="chosen (true cost)")
+    budget = result.budget_bytes / scale
+    ax.axvline(budget, color="k", ls="--", label=f"budget {budget:.3f} {unit}")
+    ax.set_xlabel(f"predicted peak ({unit})")
     ax.set_ylabel("predicted time (ms per step)")
     status = ("" if result.feasible else " — infeasible") + (" — frontier thinned (cap)" if result.truncated else "")
     ax.set_title(f"{result.planner}: card {result.card_digest[:12]}{status}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,7 +44,9 @@ import torch
 
 from stateaware.auto.discover import StateEntry
 from stateaware.auto.fit import DEFAULT_PLANNER
+from stateaware.auto.progress import progress_line
 from stateaware.auto.segment import relative, run_segment
+from stateaware.planner.budget import parse_budget_text
 from stateaware.torch_replay import checkpoint, transaction
 
 __all__ = ["enable", "disable", "Enabled"]
@@ -227,6 +229,7 @@ def enable(
     example_inputs: dict[str, Any] | None = None,
     planner: str = DEFAULT_PLANNER,
     repeats: int = 3,
+    progress: bool | None = None,
 ) -> Enabled:
     """Checkpoint ``model``'s ``GradientCheckpointingLayer`` s with our transactional checkpoint.
 
@@ -238,8 +241,10 @@ def enable(
     ``model.dummy_inputs``, a 3×5 batch, where only a relative budget means anything),
     called with ``use_cache=False``, and only the layers the planner chose are checkpointed.
     ``state``: see the module docstring; ``repeats``: timed runs per option when
-    profiling. The model's parameters, buffers and RNG state are
-    left as they were by profiling. Returns an ``Enabled`` (layers, options, plan).
+    profiling; ``progress``: one line on stderr counting profiling's and the budget loop's
+    measurements, with an ETA (None: only when stderr is a terminal; False: never). The
+    model's parameters, buffers and RNG state are left as they were by profiling. Returns
+    an ``Enabled`` (layers, options, plan).
 
     As with HF's own checkpointing, only training calls (``model.train()``, gradients
     enabled) checkpoint, and a checkpointed layer runs without its key/value cache.
@@ -271,6 +276,8 @@ def enable(
         )
     if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):
         raise ValueError(f"state={state!r}; valid values are 'auto' or a list of the model's tensors or submodules")
+    if budget is not None:  # a misread budget costs no profiling and changes nothing
+        parse_budget_text(budget, field="budget", warn=False)
     disable(model)  # a second enable starts afresh
     for module in model.modules():  # profiling must see every layer run eagerly (HF's own flags too)
         if hasattr(module, "gradient_checkpointing"):
@@ -292,14 +299,20 @@ def enable(
         inputs = tuple(given.values())
         segments = [f"m.{n}" for n in names]
         if budget is not None:
-            card = profile(
-                call,
-                inputs,
-                segments=segments,
-                state=state if state == "auto" else _resolve(model, state, "m."),
-                repeats=repeats,
-            )
-            measured = auto.fit_applied(call, inputs, card, budget, planner)  # BudgetNotKept: nothing fits
+            line, _ = progress_line(progress, 0, "stateaware.auto")
+            try:
+                card = profile(
+                    call,
+                    inputs,
+                    segments=segments,
+                    state=state if state == "auto" else _resolve(model, state, "m."),
+                    repeats=repeats,
+                    progress=line,
+                )
+                # BudgetNotKept: nothing fits
+                measured = auto.fit_applied(call, inputs, card, budget, planner, progress=line)
+            finally:
+                line.close()
             chosen = dataclasses.replace(measured, card=_unprefixed(card))
             found_names, found_state = card_segments(card)
             options = list(chosen.policy)

@@ -14,14 +14,16 @@ NOTE [ Relative budgets ]
     all-eager.
 
 NOTE [ Unitless budgets ]
-    A budget typed as text (``--budget``, a config's ``…budget`` key) without a unit is
-    bytes, and ``50`` bytes is never what anyone meant: it is a percentage missing its
-    ``%``. So :func:`parse_budget_text`, the one reader of budget text, refuses a
-    unitless number below 1 MiB (``UNITLESS_FLOOR``) with one line that names the field
-    and suggests ``P%``; an explicit unit (``512KiB``, ``100B``) is always accepted, and
-    so is a Python ``int`` handed to :func:`parse_budget` or ``stateaware.auto`` (tiny
-    models have sub-MiB budgets). A relative budget above ``100%`` is accepted with one
-    warning line on stderr: it is above all-eager, so every policy fits.
+    A budget typed as text (``--budget``, a config's ``…budget`` key, ``budget="50"`` in
+    Python) without a unit is bytes, and ``50`` bytes is never what anyone meant: it is a
+    percentage missing its ``%``. So :func:`parse_budget_text`, the one reader of budgets
+    (the command line, the configs, ``stateaware.auto``, :func:`parse_budget` and
+    :func:`budget_on_card` all call it), refuses a unitless number below 1 MiB
+    (``UNITLESS_FLOOR``) with one line that names the field and suggests ``P%``; an
+    explicit unit (``512KiB``, ``100B``) is always accepted, and so is a Python ``int``
+    (bytes, whatever its size: tiny models have sub-MiB budgets). A ``float`` is refused
+    (``0.5`` could be half or half a byte). A relative budget above ``100%`` is accepted
+    with one warning line on stderr: it is above all-eager, so every policy fits.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ import sys
 from fractions import Fraction
 from typing import TYPE_CHECKING, cast
 
+from stateaware.units import FORMS, format_bytes, parse_bytes
 from stateaware.units import UNITS as BUDGET_UNITS
-from stateaware.units import format_bytes, parse_bytes
 
 if TYPE_CHECKING:  # at run time the card's module is imported where it is used
     from .profile_card import ProfileCard
@@ -40,6 +42,7 @@ if TYPE_CHECKING:  # at run time the card's module is imported where it is used
 __all__ = [
     "BUDGET_UNITS",
     "UNITLESS_FLOOR",
+    "MAX_BUDGET",
     "UnitlessBudget",
     "parse_budget",
     "parse_budget_text",
@@ -54,6 +57,8 @@ _UNITLESS = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*$")
 
 #: Budget text without a unit below this many bytes is refused (NOTE [ Unitless budgets ]).
 UNITLESS_FLOOR = 2**20
+#: The largest budget in bytes: the planners count in int64.
+MAX_BUDGET = 2**63 - 1
 
 
 class UnitlessBudget(ValueError):
@@ -65,37 +70,65 @@ def _spelled(field: str, text: str) -> str:
     return f"{field} {text}" if field.startswith("-") else f"{field}={text}"
 
 
-def parse_budget_text(text: str, field: str = "budget") -> int | Fraction:
-    """The budget that ``text`` (from a command line or a config) denotes: bytes as an
-    ``int``, or ``P/100`` as a ``Fraction`` for ``P%`` (place it with :func:`budget_on_card`).
+def parse_budget_text(text: str | int, field: str = "budget", *, warn: bool = True) -> int | Fraction:
+    """The budget that ``text`` denotes: bytes as an ``int``, or ``P/100`` as a ``Fraction``
+    for ``P%`` (place it with :func:`budget_on_card`).
 
-    The one reader of budget text (NOTE [ Unitless budgets ]): :class:`UnitlessBudget`
-    naming ``field`` for a unitless number below 1 MiB, ``ValueError`` (from
-    :func:`stateaware.units.parse_bytes`) for a malformed one; a relative budget above 100%
-    prints one warning line to stderr. ``field`` is the flag (``--budget``) or the dotted
-    config key (``cohort.params.budget``).
+    The one reader of budgets (NOTE [ Unitless budgets ]): text from a command line, a
+    config or Python, or a Python ``int`` (bytes as given). :class:`UnitlessBudget` naming
+    ``field`` for a unitless number below 1 MiB, ``ValueError`` (from
+    :func:`stateaware.units.parse_bytes`) for a malformed or negative one, ``ValueError``
+    naming ``field`` for a value neither text nor an ``int`` (a ``float``, a ``bool``) or
+    above ``MAX_BUDGET`` bytes (the planners count in int64); a
+    relative budget above 100% prints one warning line to stderr unless ``warn=False``.
+    ``field`` is the flag (``--budget``), the dotted config key (``cohort.params.budget``)
+    or the keyword (``budget``).
     """
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise ValueError(
+            f"{_spelled(field, repr(text))}: a budget is an int (bytes) or text; write {FORMS}, or a percentage ('50%')"
+        )
+    if isinstance(text, int):
+        return _counted(parse_bytes(text, what="budget"), field, str(text))
     position = relative_position(text)
     if position is not None:
-        if position > 1:
+        if position > 1 and warn:
             print(
                 f"warning: {_spelled(field, text.strip())} is above all-eager (100%), so every policy fits",
                 file=sys.stderr,
             )
         return position
-    unitless = _UNITLESS.match(text) if isinstance(text, str) else None
+    unitless = _UNITLESS.match(text)
     if unitless is not None and Fraction(unitless["number"]) < UNITLESS_FLOOR:
         number = unitless["number"]
         raise UnitlessBudget(
             f"{_spelled(field, number)}: a budget without a unit is bytes, and {number} bytes is below 1 MiB; "
             f"did you mean {number}%? (units: B, KiB, MiB, GiB, ...; or P%)"
         )
-    return parse_budget(text)
+    return _counted(parse_bytes(text, what="budget"), field, text.strip())
+
+
+def _counted(n: int, field: str, text: str) -> int:
+    # The planners count bytes in int64: a larger budget would overflow them, and every
+    # policy fits long before it.
+    if n > MAX_BUDGET:
+        raise ValueError(
+            f"{_spelled(field, text)}: {n} bytes is above the largest budget the planners count, "
+            f"{MAX_BUDGET} bytes (2**63 - 1); every policy fits far below it (write 100%)"
+        )
+    return n
 
 
 def parse_budget(text: str | int) -> int:
-    """The budget in bytes that ``text`` denotes (exact, rounded down, never negative)."""
-    return parse_bytes(text, what="budget")
+    """The budget in bytes that ``text`` denotes (exact, rounded down, never negative), read
+    by :func:`parse_budget_text`: ``UnitlessBudget`` for ``"50"``, ``ValueError`` for a
+    relative ``"50%"`` (it needs a card: :func:`budget_on_card`) or a malformed one."""
+    if relative_position(text) is not None:
+        raise ValueError(
+            f"budget {text!r} is relative: it needs a card. Tip: budget_on_card({text!r}, card), or "
+            "stateaware.auto.plan(card, ...)"
+        )
+    return int(parse_budget_text(text))
 
 
 def relative_position(text: object) -> Fraction | None:
@@ -105,17 +138,19 @@ def relative_position(text: object) -> Fraction | None:
 
 
 def budget_on_card(text: str | int, card: ProfileCard) -> int:
-    """Budget bytes for ``text`` on ``card``: a byte size as ``parse_budget`` reads it, or
-    ``P%`` placed between the card's anchors (NOTE [ Relative budgets ]).
+    """Budget bytes for ``text`` on ``card``: a byte size as :func:`parse_budget_text` reads
+    it, or ``P%`` placed between the card's anchors (NOTE [ Relative budgets ]).
 
-    ``ValueError`` for a malformed budget, or a relative one on a card where some segment
-    has no ``eager`` option.
+    ``ValueError`` for a malformed budget (``UnitlessBudget`` for ``"50"``), or a relative
+    one on a card where some segment has no ``eager`` option. Silent above 100%: the
+    caller that read the budget warned.
     """
-    position = relative_position(text)
-    if position is None:
-        return parse_budget(text)
+    position = parse_budget_text(text, warn=False)
+    if not isinstance(position, Fraction):
+        return position
     least, eager = anchors(card)
-    return least + int(position * (eager - least))  # int() of a non-negative Fraction floors
+    # int() of a non-negative Fraction floors; far above 100% the planners' int64 caps it
+    return min(least + int(position * (eager - least)), MAX_BUDGET)
 
 
 def anchors(card: ProfileCard) -> tuple[int, int]:
