@@ -23,6 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stateaware.analysis.figures import step_times
+from stateaware.analysis.stability import caveat, flags
+from stateaware.analysis.stats import interval_cells
+
 from stateaware.records.schema import TABLES
 
 __all__ = ["TITLE", "title_for", "render", "figures"]
@@ -79,8 +83,6 @@ def _mib(value: int | None) -> str:
 
 
 def _timing_table(con: Any, run_id: str) -> list[str]:
-    from stateaware.analysis.stats import interval_cells
-
     clock, other, rows = _method_rows(con, run_id)
     peaks = any(r[5] is not None for r in rows)
     head = f"| method | processes | measured steps | median {clock} ms | median {other} ms |"
@@ -145,8 +147,6 @@ def _runs(con: Any) -> list[tuple[str, str, int, bool]]:
 def render(con: Any) -> str:
     """Markdown for every run in ``con``: its timing table and comparisons, or its row counts;
     a timed run with stability flags says so beside its numbers (:func:`stateaware.analysis.stability.caveat`)."""
-    from stateaware.analysis.stability import caveat, flags
-
     found = flags(con)
     lines: list[str] = []
     for run_id, cohort, processes, timed in _runs(con):
@@ -162,8 +162,6 @@ def render(con: Any) -> str:
 def figures(con: Any, out: Path) -> list[tuple[Path, str]]:
     """One figure per timed run: the table's median step time per method on the run's declared
     clock (``figures.step_times``); ``(PNG path, caption)`` pairs, each caption naming the clock."""
-    from stateaware.analysis.figures import step_times
-
     drawn = []
     for run_id, cohort, processes, timed in _runs(con):
         clock, _, rows = _method_rows(con, run_id) if timed else ("", "", [])

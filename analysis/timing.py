@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stateaware.analysis.stability import caveat, flags
 from stateaware.analysis.stats import interval_cells
 from stateaware.analysis.timing_rows import (  # re-exported: the tables' rows
     cohort_clocks,
@@ -542,8 +543,6 @@ def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[st
 def _cautions(con: Any) -> dict[str, tuple[str, str]]:
     """``cohort -> (run id, its stability caveat)`` for each flagged run of ``con``: printed
     beside the cohort's tables and comparisons, which the flags put in doubt."""
-    from stateaware.analysis.stability import caveat, flags
-
     found = flags(con)
     out = {}
     for run_id, cohort, processes in con.execute(

@@ -22,10 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLACED", "budgeted", "summaries", "estimate_for", "headline", "captioned", "figures"]
+from stateaware.analysis.figures import CONTROL, JOINT
 
-#: The method the headline is about (``figures.JOINT``; spelled here for the text).
-JOINT_NAME = "joint"
+from stateaware.clocks import TIME_METRICS
+
+__all__ = ["PLACED", "budgeted", "summaries", "estimate_for", "headline", "captioned", "figures"]
 
 #: The budget placement whose budget is a logical limit per cell, for which Figures 1 and 3
 #: mean something (``scaled`` placement selects plans; no figure compares peaks with it).
@@ -81,10 +82,6 @@ def estimate_for(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]], 
     """The prespecified step-time comparison of ``joint`` the figure's headline quotes: its
     numerator ``joint``, its denominator a method drawn in ``rows`` (the eager/whole control
     first, where it ran), restricted to ``cell`` or to none; None when the cohort declared none."""
-    from stateaware.analysis.figures import CONTROL, JOINT
-
-    from stateaware.clocks import TIME_METRICS
-
     drawn = {r["method"] for r in rows}
     fitting = [
         c
@@ -118,11 +115,11 @@ def headline(comparison: dict[str, Any] | None) -> str | None:
     how = "faster" if upper < 1 else "slower" if lower > 1 else None
     if how is None:  # the interval holds 1: the figure claims no direction the table does not
         return (
-            f"{JOINT_NAME}/{other} {estimate:.4f}: no difference resolved ({clock} clock; geometric mean of "
+            f"{JOINT}/{other} {estimate:.4f}: no difference resolved ({clock} clock; geometric mean of "
             f"paired process ratios, {interval} includes 1)"
         )
     return (
-        f"{JOINT_NAME} is {abs(1 - estimate) * 100:.1f} % {how} than {other} ({clock} clock; geometric mean "
+        f"{JOINT} is {abs(1 - estimate) * 100:.1f} % {how} than {other} ({clock} clock; geometric mean "
         f"of paired process ratios {estimate:.4f}, {interval})"
     )
 
