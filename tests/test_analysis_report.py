@@ -166,6 +166,7 @@ def test_a_generic_report_leads_with_how_sure_it_is(compose, tmp_path, monkeypat
     """Flags beside the headline, an exact interval called exact, peaks in MiB, a figure of the
     table's step times, and no absolute path of this machine."""
     from stateaware.analysis import figures as figures_module
+    from stateaware.analysis import generic
 
     comparisons = (
         '[{name: "fast/slow step time", numerator: fast, denominator: slow, metric: step_ms}, '
@@ -189,7 +190,7 @@ def test_a_generic_report_leads_with_how_sure_it_is(compose, tmp_path, monkeypat
     ((run_id,),) = sql(out, "SELECT run_id FROM runs")
     drawn = []
     real = figures_module.step_times
-    monkeypatch.setattr(figures_module, "step_times", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    monkeypatch.setattr(generic, "step_times", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
     text = build_report(out, draws=500).read_text()
     lines = text.splitlines()
     assert "Results: `..` (relative to this report)" in lines and str(tmp_path) not in text
