@@ -41,6 +41,13 @@ margin (``--equivalence``, default 2 %):
 
 A difference the interval resolves stays ``slower``/``faster`` even when it is smaller than
 ``d``: the interval says the change is real, the ratio beside it says how small it is.
+
+Each row's verdict comes with its reason on the same line (``RunComparison.reason``: the
+flags of an ``unreliable`` row, what would settle an ``inconclusive`` one), and the advice
+under an unreliable table knows how the runs were launched: two runs launched apart are
+pointed to an interleaved comparison (``compare_to=``); the two sides of one (their ``runs``
+rows share a ``pair_id``) to what interleaving cannot give — a quieter machine, pinned
+cores, more processes.
 """
 
 from __future__ import annotations
@@ -87,11 +94,20 @@ VERDICTS = ("faster", "slower", "smaller", "larger", "same", "inconclusive", "un
 #: the run's condition, not an outlier, and the interval describes that condition.
 MAX_DISTURBED_SHARE = 0.25
 
-#: How to get timings the verdict can rest on (docs/measurement.md).
+#: How to get timings the verdict can rest on (docs/measurement.md), for two runs launched apart.
 CLEAN_RUN = (
     "for a clean run use a quiet machine, pinned cores (launcher.cpus=N) or an interleaved comparison "
     "(python -m stateaware cohort=NAME compare_to=REV: A's and B's processes alternate, so one load "
     "falls on both)"
+)
+
+#: The same, for the two sides of an interleaved comparison (``compare_to=``): interleaving is
+#: what was just run, so advising it again would send the user round in a circle. What is left
+#: is fewer disturbed processes (a quieter machine, pinned cores) or more pairs to rest on.
+CLEAN_PAIR = (
+    "the pair was already interleaved (its processes alternated, so the load fell on both sides); what "
+    "would help: a quieter machine, pinned cores (launcher.cpus=N) or more processes (processes=N, more "
+    "pairs to rest on)"
 )
 
 
@@ -202,11 +218,27 @@ class RunComparison:
     stability: tuple[SideStability, ...] = ()  # A's and B's flags for this row
     clock: str | None = None  # wall | cpu for a step-time metric, None otherwise
     clock_basis: str = "chosen with --metric"  # why this metric: the runs' declared clock, --metric, ...
+    interleaved: bool = False  # the two runs are the sides of one interleaved comparison (compare_to=)
 
     @property
     def verdict(self) -> str:
         """:func:`verdict_of` this row's interval, metric, margin and flags."""
         return verdict_of(self.lower, self.upper, self.metric, self.equivalence, self.stability)
+
+    @property
+    def reason(self) -> str:
+        """Why the row has its verdict, in words, and for an ``inconclusive`` row what would
+        settle it; e.g. ``interval above 1`` or ``run B: 3 of 6 processes loaded``."""
+        verdict, margin = self.verdict, f"±{self.equivalence * 100:.4g}%"
+        if verdict == "—":
+            return f"a side has fewer than {MIN_PROCESSES} processes: no interval"
+        if verdict == "unreliable":
+            return "; ".join(self.unreliable_because)
+        if verdict == "same":
+            return f"interval contains 1, within {margin}"
+        if verdict == "inconclusive":
+            return f"interval contains 1 but reaches past {margin}: more processes (processes=N) would narrow it"
+        return "interval above 1" if self.lower is not None and self.lower > 1.0 else "interval below 1"
 
     @property
     def unreliable_because(self) -> list[str]:
@@ -313,6 +345,23 @@ def _stability(con: Any, run_a: str, run_b: str) -> dict[tuple[str, str], dict[s
     return found
 
 
+def _interleaved(con: Any, run_a: str, run_b: str) -> bool:
+    """Whether ``run_a`` and ``run_b`` are the two sides of one interleaved comparison: their
+    ``runs`` rows share a ``pair_id`` and name different sides (records from before pairs were
+    kept have no such columns: not interleaved)."""
+    columns = {name for name, *_ in con.execute("DESCRIBE runs").fetchall()}
+    if not {"pair_id", "side"} <= columns:
+        return False
+    found = dict(
+        con.execute(
+            "SELECT run_id, (first(pair_id), first(side)) FROM runs WHERE run_id IN (?, ?) GROUP BY run_id",
+            [run_a, run_b],
+        ).fetchall()
+    )
+    (pair_a, side_a), (pair_b, side_b) = found.get(run_a, (None, None)), found.get(run_b, (None, None))
+    return pair_a is not None and pair_a == pair_b and side_a != side_b
+
+
 def compare_runs(
     results: Path | str,
     run_a: str,
@@ -367,6 +416,7 @@ def compare_runs(
             f"A has {sorted(a_means)}, B has {sorted(b_means)}"
         )
     flagged = _stability(con, run_a, run_b)
+    interleaved = _interleaved(con, run_a, run_b)
     confidence = bonferroni_confidence(alpha, len(shared))
     rows = []
     for cell, method in shared:
@@ -412,15 +462,18 @@ def compare_runs(
                 stability=stability,
                 clock=clock,
                 clock_basis=basis,
+                interleaved=interleaved,
             )
         )
     return rows
 
 
 def _json_row(r: RunComparison) -> dict[str, Any]:
-    """A row as JSON: the fields (but not the raw flag sets), its verdict and, when unreliable, why."""
+    """A row as JSON: the fields (but not the raw flag sets), its verdict, the verdict's reason
+    and, when unreliable, the flags behind it."""
     out = {f.name: getattr(r, f.name) for f in fields(r) if f.name != "stability"}
     out["verdict"] = r.verdict
+    out["reason"] = r.reason
     if out["verdict"] == "unreliable":
         out["unreliable_because"] = r.unreliable_because
     return out
@@ -462,34 +515,34 @@ def _run_flags(unreliable: list[RunComparison]) -> list[tuple[str, str]]:
 def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: str = "table") -> str:
     """The rows as an aligned text table (``table``) or a JSON list (``json``).
 
-    The table's second line names the clock (or metric) compared and why; below the table,
-    one line per run that makes a row ``unreliable``, naming its flags and how to get a
-    clean run. Each JSON row carries ``verdict``, ``equivalence``, ``clock`` and, for an
-    unreliable row, ``unreliable_because``.
+    The table's first line says whether the two runs were interleaved, its second names the
+    clock (or metric) compared and why; every column has a header, the ``cell`` column only
+    when a row has a cell; each row ends with its verdict and the verdict's reason. Below the
+    table, one line per run that makes a row ``unreliable``, naming its flags and what would
+    give a clean run — for an interleaved pair, what is left to try beyond interleaving.
+    Each JSON row carries ``verdict``, ``reason``, ``equivalence``, ``clock``,
+    ``interleaved`` and, for an unreliable row, ``unreliable_because``.
     """
     if fmt == "json":
         return json.dumps([_json_row(r) for r in rows], indent=1)
     metric = rows[0].metric if rows else "step_ms"
-    header = ["cell", "method", f"A {metric}", f"B {metric}", "B/A", "interval", "processes", ""]
+    with_cells = any(r.cell for r in rows)  # a cohort without cells has no cell column at all
+    header = ["cell"] * with_cells + ["method", f"A {metric}", f"B {metric}", "B/A", "interval", "processes"]
+    header += ["verdict", "because"]
     body = []
     for r in rows:
         interval = f"[{r.lower:.4f}, {r.upper:.4f}]" if r.lower is not None else "n < 2: none"
         processes = f"{r.a_processes} paired" if r.paired else f"{r.a_processes} vs {r.b_processes} unpaired"
         body.append(
-            [
-                r.cell or "—",
-                r.method,
-                f"{r.a_mean:.4g}",
-                f"{r.b_mean:.4g}",
-                f"{r.ratio:.4f}",
-                interval,
-                processes,
-                r.verdict,
-            ]
+            [r.cell or "—"] * with_cells
+            + [r.method, f"{r.a_mean:.4g}", f"{r.b_mean:.4g}", f"{r.ratio:.4f}", interval, processes]
+            + [r.verdict, r.reason]
         )
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    interleaved = bool(rows) and rows[0].interleaved
+    pairing = " (an interleaved pair)" if interleaved else ""
     lines = [
-        f"B = {run_b} against A = {run_a}; intervals at {rows[0].confidence:.2%} each "
+        f"B = {run_b} against A = {run_a}{pairing}; intervals at {rows[0].confidence:.2%} each "
         f"(Bonferroni over {len(rows)} rows)"
         if rows
         else f"B = {run_b} against A = {run_a}"
@@ -502,9 +555,10 @@ def format_comparisons(rows: list[RunComparison], run_a: str, run_b: str, fmt: s
     lines += [
         "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in [header, *body]
     ]
+    advice = CLEAN_PAIR if interleaved else CLEAN_RUN
     lines += [
         f"unreliable: run {side} = {run_a if side == 'A' else run_b}: {text} "
-        f"(python -m stateaware.analysis check --run-id {run_a if side == 'A' else run_b}); {CLEAN_RUN}"
+        f"(python -m stateaware.analysis check --run-id {run_a if side == 'A' else run_b}); {advice}"
         for side, text in _run_flags([r for r in rows if r.verdict == "unreliable"])
     ]
     return "\n".join(lines)

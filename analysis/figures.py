@@ -37,6 +37,8 @@ __all__ = [
     "Figure3",
     "figure1",
     "figure3",
+    "StepTimes",
+    "step_times",
 ]
 
 #: The method highlighted in orange, and the correctly costed control drawn in blue
@@ -79,6 +81,7 @@ class Figure1:
     pixels: tuple[int, int]  # (width, height)
     xlabel: str = ""
     headline: str | None = None  # the annotation drawn above the bars, as drawn
+    interval: tuple[float, float] | None = None  # the whisker drawn on the joint bar, in ``time_unit``
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ def figure1(
     title: str | None = None,
     xlabel: str | None = None,
     headline: str | None = None,
+    interval: tuple[float, float] | None = None,
 ) -> Figure1:
     """Draw Figure 1 to ``path`` (PNG): mean step time per method, over-budget bars hatched.
 
@@ -114,7 +118,9 @@ def figure1(
     "Mean step time (<unit>)"; ``<unit>`` in it is replaced by the unit the axis uses (pass
     e.g. "Mean step time, cpu clock (<unit>)" to name the clock). ``headline`` (e.g. "joint
     is 18 % faster than eager/whole", computed by the caller from these rows) is drawn in a
-    box in a row of its own below the bars.
+    box in a row of its own below the bars. ``interval`` ``(lower, upper)`` in ms is drawn as a
+    whisker across the joint bar: the headline ratio's interval times the control's mean, so
+    the reader sees where the joint bar could lie on the headline's own estimator.
     """
     rows = _rows(summary)
     tscale, tunit = _time_unit(r["mean_ms"] for r in rows)
@@ -156,6 +162,15 @@ def figure1(
             tick.set_fontweight("bold")
     ax.set_xlim(0, width_max * 1.55)  # room for the labels right of the longest bar
     ax.set_xlabel((xlabel or "Mean step time (<unit>)").replace("<unit>", tunit))
+    drawn_interval = None
+    if interval is not None and JOINT in [r["method"] for r in rows]:
+        y = ypos[[r["method"] for r in rows].index(JOINT)]
+        low, high = interval[0] / tscale, interval[1] / tscale
+        whisker = ax.errorbar(
+            (low + high) / 2, y, xerr=[[(high - low) / 2]], fmt="none", ecolor="black", capsize=4, elinewidth=1.2
+        )
+        segments = whisker.lines[2][0].get_segments()[0]
+        drawn_interval = (float(segments[0][0]), float(segments[1][0]))
     drawn_headline = None
     if headline:
         # A row of its own below the last bar: no bar or bar label can sit under it.
@@ -178,7 +193,10 @@ def figure1(
     fig.tight_layout()
     path = _save(fig, canvas, path)
 
-    bars = sorted((bar for container in ax.containers for bar in container.patches), key=lambda b: -b.get_y())
+    bars = sorted(  # the bars, not the whisker's container
+        (bar for container in ax.containers if hasattr(container, "patches") for bar in container.patches),
+        key=lambda b: -b.get_y(),
+    )
     return Figure1(
         path=path,
         methods=tuple(t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])),
@@ -192,6 +210,7 @@ def figure1(
         pixels=_pixels(fig),
         xlabel=ax.get_xlabel(),
         headline=drawn_headline.get_text() if drawn_headline is not None else None,
+        interval=drawn_interval,
     )
 
 
@@ -366,6 +385,58 @@ def _overlap(a, b) -> float:
 def _outside(box, frame) -> float:
     area = (box[2] - box[0]) * (box[3] - box[1])
     return area - _overlap(box, frame)
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """What a kind's step-time figure shows, top bar first: names, bar lengths, their labels
+    (each bar's value to four significant figures, so it reads as the table beside it)."""
+
+    path: Path
+    methods: tuple[str, ...]
+    times: tuple[float, ...]  # bar lengths, in ``time_unit``
+    time_unit: str  # "s" | "ms"
+    labels: tuple[str, ...]  # the value written beside each bar
+    xlabel: str = ""
+
+
+def step_times(times_ms: Mapping[str, float], path: Path | str, *, title: str, xlabel: str) -> StepTimes:
+    """Draw one bar per method (``{method: step time in ms}``, drawn in the given order, the
+    first on top) to ``path`` (PNG), each labelled with its value: the figure of a cohort kind
+    without a section of its own, which has step times but no budget or plan to draw.
+
+    ``xlabel``'s ``<unit>`` is replaced by the axis's unit. Raises ``ValueError`` for no
+    methods or a time that is not positive.
+    """
+    if not times_ms or not all(v > 0 for v in times_ms.values()):
+        raise ValueError(f"step_times needs at least one method, each with a positive time; got {dict(times_ms)}")
+    tscale, tunit = _time_unit(times_ms.values())
+    fig, canvas = _figure()
+    ax = fig.add_subplot()
+    methods = list(times_ms)
+    ypos = list(range(len(methods) - 1, -1, -1))
+    widest = max(times_ms.values()) / tscale
+    for y, method in zip(ypos, methods, strict=True):
+        width = times_ms[method] / tscale
+        ax.barh(y, width, height=0.62, color=colour(method))
+        ax.text(width + 0.015 * widest, y, f"{width:.4g} {tunit}", va="center", fontsize=9)
+    ax.set_yticks(ypos)
+    ax.set_yticklabels([METHOD_LABELS.get(m, m) for m in methods])
+    ax.set_xlim(0, widest * 1.3)  # room for the labels right of the longest bar
+    ax.set_xlabel(xlabel.replace("<unit>", tunit))
+    ax.set_title(title, fontsize=11)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    path = _save(fig, canvas, path)
+    bars = sorted((bar for container in ax.containers for bar in container.patches), key=lambda b: -b.get_y())
+    return StepTimes(
+        path=path,
+        methods=tuple(t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])),
+        times=tuple(float(b.get_width()) for b in bars),
+        time_unit=tunit,
+        labels=tuple(t.get_text() for t in sorted(ax.texts, key=lambda t: -t.get_position()[1])),
+        xlabel=ax.get_xlabel(),
+    )
 
 
 def _rows(summary: Sequence[Any]) -> list[dict[str, Any]]:

@@ -337,16 +337,18 @@ def _write_report(
 
     parts = snapshot(results, chosen)
     con = _loaded(results, chosen, parts)
-    if strict:
-        from stateaware.analysis.stability import flags
+    from stateaware.analysis.stability import caveat, flags
 
-        found = flags(con)
-        if found:
-            raise UnstableError(found)
+    found = flags(con)
+    if strict and found:
+        raise UnstableError(found)
+    # Relative to the report, never the machine's absolute path: the report travels (shared,
+    # archived, read on another machine) and the path told its reader nothing they could use.
+    where = Path(os.path.relpath(results.resolve(), out.resolve())).as_posix()
     lines = [
         "# stateaware report",
         "",
-        f"Results: `{results.resolve()}`",
+        f"Results: `{where}` (relative to this report)",
         "",
         "| cohort | run | processes | verification | source hash | hardware (scale) |",
         "|---|---|---|---|---|---|",
@@ -382,6 +384,14 @@ def _write_report(
                 continue
             write_comparisons(results, computed, run=run)
 
+    # How sure the headline numbers are, beside them: the flags' counts, the detail further down.
+    cautions = [
+        f"- **{run.cohort}** (`{run.run_id}`): {text} (every flag: the stability section)"
+        for run in selected
+        if (text := caveat(found, run.run_id, run.processes))
+    ]
+    if cautions:
+        lines += ["", "Stability of the timed runs:", "", *cautions]
     lines += ["", *_run_choice(selected, others, named=bool(run_ids))]
     if notes:
         lines += ["", *notes]

@@ -43,6 +43,7 @@ __all__ = [
     "process_load",
     "flags",
     "describe",
+    "caveat",
     "run_summary",
     "KINDS",
     "FLAGS_FILE",
@@ -214,6 +215,22 @@ def describe(found: Sequence[Flag], *, limit: int = 20) -> str:
     if len(found) > limit:
         lines.append(f"  ... and {len(found) - limit} more: python -m stateaware.analysis check")
     return "\n".join(lines)
+
+
+def caveat(found: Sequence[Flag], run_id: str, processes: int) -> str | None:
+    """What ``run_id``'s flags say about its headline numbers, in one sentence to print beside
+    them, e.g. ``45 of 50 processes flagged loaded: read with care``; None when the run has no flag.
+
+    ``found`` are flags of any runs (:func:`flags`); ``processes`` the run's declared count.
+    A process counts once however many flags it has; the kinds are named in :data:`KINDS` order.
+    """
+    mine = [f for f in found if f.run_id == run_id]
+    if not mine:
+        return None
+    named = [k for k in KINDS if any(f.kind == k for f in mine)]
+    kinds = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+    flagged = len({f.process_index for f in mine})
+    return f"{flagged} of {max(processes, flagged)} processes flagged {kinds}: read with care"
 
 
 def run_summary(results: Path | str, run_id: str) -> str | None:

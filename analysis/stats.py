@@ -40,6 +40,7 @@ __all__ = [
     "bonferroni_confidence",
     "process_means",
     "compare",
+    "interval_cells",
 ]
 
 #: Family-wise error rate before the Bonferroni split (the paper's 0.05).
@@ -384,3 +385,15 @@ def _as_arrow(table: Any):
     raise TypeError(
         f"expected an Arrow table or reader, a DuckDB relation, or a mapping of columns; got {type(table).__name__}"
     )
+
+
+def interval_cells(lower: float, upper: float, confidence: float, digits: int = 4) -> tuple[str, str]:
+    """A ratio's interval and confidence as a report's table cells: ``("[0.7489, 0.9220]", "0.9750")``.
+
+    A point interval (``lower == upper``: every process gave the same ratio) is no bootstrap
+    statement at a level, so it reads ``("exact: 0.8955 in every process", "—")`` rather than
+    carrying a confidence it does not have.
+    """
+    if lower == upper:
+        return f"exact: {lower:.{digits}f} in every process", "—"
+    return f"[{lower:.{digits}f}, {upper:.{digits}f}]", f"{confidence:.4f}"

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stateaware.analysis.stability import caveat, flags
+from stateaware.analysis.stats import interval_cells
 from stateaware.analysis.timing_rows import (  # re-exported: the tables' rows
     cohort_clocks,
     mean_ms,
@@ -268,8 +270,8 @@ def _method_table(cohort: str, rows: list[dict[str, Any]], clock: str) -> list[s
         out += [
             f"#### {cohort} / {cell} — budget {_b(budget, scale)} {unit}",
             "",
-            f"| method | policy | feasible | {times}ours peak {unit} (measured) | predicted {unit} | "
-            f"fits/processes | peak source | paper ms (wall, H100) | paper peak GiB | paper fits |",
+            f"| method | policy | plan feasible | {times}ours peak {unit} (measured) | predicted {unit} | "
+            f"measured fits/processes | peak source | paper ms (wall, H100) | paper peak GiB | paper fits |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in cell_rows:
@@ -286,7 +288,9 @@ def _method_table(cohort: str, rows: list[dict[str, Any]], clock: str) -> list[s
     out += [
         f"Step times are means over processes of each process's mean measured step on the {clock} clock "
         f"(the cohort's declared clock), with the {other} clock beside them; predicted ms are the card's "
-        "wall time (its profiler times with `perf_counter`), beside the measured wall time.",
+        "wall time (its profiler times with `perf_counter`), beside the measured wall time. *Plan feasible*: "
+        "the planner's predicted peak fits the budget (an infeasible plan is not run); *measured fits*: the "
+        "processes whose measured peak stayed within it.",
         "",
     ]
     return out
@@ -465,7 +469,8 @@ def _clock(row: dict[str, Any]) -> str:
 def _other_clock(row: dict[str, Any]) -> str:
     if row.get("other_estimate") is None:
         return "—"
-    return f"{row['other_clock']}: {row['other_estimate']:.4f} [{row['other_lower']:.4f}, {row['other_upper']:.4f}]"
+    interval, _ = interval_cells(row["other_lower"], row["other_upper"], row["confidence"])
+    return f"{row['other_clock']}: {row['other_estimate']:.4f} {interval}"
 
 
 def _comparison_rows(con: Any) -> list[dict[str, Any]]:
@@ -487,6 +492,7 @@ def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[st
     present = list(dict.fromkeys(r["cohort"] for r in methods))
     clocks = cohort_clocks(con)
     lines = ["## Cost runtime and timing cohorts (paper §8–§11; Tables 4, 6, 7, 8, 10)", ""]
+    cautions = _cautions(con)
     for cohort in cohorts or present:
         rows = [r for r in methods if r["cohort"] == cohort]
         if not rows:
@@ -512,9 +518,10 @@ def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[st
                 "|---|---|---|---|---|---|---|---|",
             ]
             lines += [
-                f"| {c['comparison']} | {_clock(c)} | {c['estimate']:.4f} | [{c['lower']:.4f}, {c['upper']:.4f}] | "
-                f"{_paper_cell(c)} | {c['confidence']:.4f} | {c['processes']} | {_other_clock(c)} |"
+                f"| {c['comparison']} | {_clock(c)} | {c['estimate']:.4f} | {interval} | "
+                f"{_paper_cell(c)} | {confidence} | {c['processes']} | {_other_clock(c)} |"
                 for c in mine
+                for interval, confidence in [interval_cells(c["lower"], c["upper"], c["confidence"])]
             ]
             lines += [
                 "",
@@ -525,7 +532,24 @@ def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[st
                 "for the comparisons the paper reports.",
                 "",
             ]
+        if cohort in cautions:  # beside the numbers the flags put in doubt, not only in the stability section
+            run_id, text = cautions[cohort]
+            lines += [f"**Stability** (`{run_id}`): {text}; every flag in the stability section.", ""]
     return "\n".join(lines) + "\n"
+
+
+def _cautions(con: Any) -> dict[str, tuple[str, str]]:
+    """``cohort -> (run id, its stability caveat)`` for each flagged run of ``con``: printed
+    beside the cohort's tables and comparisons, which the flags put in doubt."""
+    found = flags(con)
+    out = {}
+    for run_id, cohort, processes in con.execute(
+        "SELECT run_id, cohort, any_value(processes) FROM runs GROUP BY ALL"
+    ).fetchall():
+        text = caveat(found, run_id, int(processes or 0))
+        if text:
+            out[cohort] = (run_id, text)
+    return out
 
 
 def figures(con: Any, out: Path) -> list[tuple[Path, str]]:

@@ -7,8 +7,11 @@ budget instead) — the per-method summary comes from the same SQL as the timing
 (``analysis/sql/timing_methods.sql``: mean of per-process mean measured step times on the
 cohort's declared clock, :func:`~stateaware.analysis.timing_rows.cohort_clocks`, the same
 clock as its comparisons; largest measured peak; the plan's logical budget); every axis and
-caption names that clock. Figure 1 carries a headline computed from these means (joint
-against the eager/whole control). Methods whose plan was infeasible were
+caption names that clock. Figure 1 carries the headline of the report's own estimator: the
+cohort's prespecified step-time comparison of joint (against the eager/whole control where
+it ran), its geometric mean of paired process ratios and interval as in the comparisons
+table, the interval drawn as a whisker across joint's bar (the ratio's bounds times the
+denominator's mean). Methods whose plan was infeasible were
 never executed and have no point. Records written without a ``runs`` row (no recorded
 config) are drawn too. Figure 1 (bars, over-budget hatched) and Figure 3 (peak vs time,
 budget shaded) are drawn by :mod:`stateaware.analysis.figures`.
@@ -19,7 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLACED", "budgeted", "summaries", "headline", "captioned", "figures"]
+from stateaware.analysis.figures import CONTROL, JOINT
+
+from stateaware.clocks import TIME_METRICS
+
+__all__ = ["PLACED", "budgeted", "summaries", "estimate_for", "headline", "captioned", "figures"]
 
 #: The budget placement whose budget is a logical limit per cell, for which Figures 1 and 3
 #: mean something (``scaled`` placement selects plans; no figure compares peaks with it).
@@ -64,19 +71,56 @@ def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int
     return out
 
 
-def headline(rows: list[dict[str, Any]]) -> str | None:
-    """``joint is N % faster than eager/whole (cpu clock)`` from the figure's own means, or None
-    when either method has no bar (e.g. eager/whole infeasible at the budget)."""
-    from stateaware.analysis.figures import CONTROL, JOINT
+def _subset_cell(subset: str | None) -> str | None:
+    """The cell a comparison's ``subset`` (its ``where`` as JSON) restricts it to; None: every cell."""
+    import json
 
-    means = {r["method"]: r["mean_ms"] for r in rows}
-    if JOINT not in means or CONTROL not in means:
+    return None if not subset else json.loads(subset).get("cell")
+
+
+def estimate_for(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]], cell: str) -> dict[str, Any] | None:
+    """The prespecified step-time comparison of ``joint`` the figure's headline quotes: its
+    numerator ``joint``, its denominator a method drawn in ``rows`` (the eager/whole control
+    first, where it ran), restricted to ``cell`` or to none; None when the cohort declared none."""
+    drawn = {r["method"] for r in rows}
+    fitting = [
+        c
+        for c in comparisons
+        if c["numerator"] == JOINT
+        and c["denominator"] in drawn
+        and c["metric"] in TIME_METRICS
+        and _subset_cell(c.get("subset")) in (None, cell)
+    ]
+    return min(fitting, key=lambda c: (c["denominator"] != CONTROL, c["comparison"]), default=None)
+
+
+def headline(comparison: dict[str, Any] | None) -> str | None:
+    """``joint is 18.5 % faster than eager/whole (...)`` from the report's own estimator — the
+    comparison's geometric mean of paired process ratios, with its interval — or None without one.
+    An interval that holds 1 gives no direction: ``joint/regions 0.6702: no difference resolved (...)``.
+
+    The same number as the comparisons table beside the figure: a ratio of the bars' means
+    would be a second estimator, and could disagree with the table in its first digit.
+    """
+    if comparison is None:
         return None
-    ratio = means[JOINT] / means[CONTROL]
-    how = "faster" if ratio <= 1 else "slower"
+    estimate, lower, upper = comparison["estimate"], comparison["lower"], comparison["upper"]
+    other, clock = comparison["denominator"].replace("_", "/"), comparison.get("clock") or "wall"
+    # No brackets: the headline is also the image's alt text in report.md, where "]" ends it.
+    interval = (
+        "exact (every process the same)"
+        if lower == upper
+        else f"interval {lower:.4f} to {upper:.4f} at {comparison['confidence']:.2%}"
+    )
+    how = "faster" if upper < 1 else "slower" if lower > 1 else None
+    if how is None:  # the interval holds 1: the figure claims no direction the table does not
+        return (
+            f"{JOINT}/{other} {estimate:.4f}: no difference resolved ({clock} clock; geometric mean of "
+            f"paired process ratios, {interval} includes 1)"
+        )
     return (
-        f"{JOINT} is {abs(1 - ratio) * 100:.1f} % {how} than {CONTROL.replace('_', '/')} "
-        f"({rows[0]['clock']} clock, ratio of the means shown)"
+        f"{JOINT} is {abs(1 - estimate) * 100:.1f} % {how} than {other} ({clock} clock; geometric mean "
+        f"of paired process ratios {estimate:.4f}, {interval})"
     )
 
 
@@ -85,6 +129,9 @@ def captioned(con: Any, out: Path) -> list[tuple[Path, str]]:
     pairs, each caption the figure's title (which names the clock of its times)."""
     from stateaware.analysis.figures import figure1, figure3
 
+    relation = con.execute("SELECT * FROM comparisons")
+    names = [d[0] for d in relation.description]
+    comparisons = [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
     drawn = []
     for (cohort, cell), (rows, budget) in summaries(con).items():
         processes = max(r["processes"] for r in rows)
@@ -98,8 +145,21 @@ def captioned(con: Any, out: Path) -> list[tuple[Path, str]]:
             f"mean step time per method ({clock} clock)"
         )
         title3 = f"Figure 3 ({where}):\npeak allocated vs mean step time ({clock} clock)"
-        top = headline(rows)
-        figure1(rows, budget, p1, title=title1, xlabel=f"Mean step time, {clock} clock (<unit>)", headline=top)
+        chosen = estimate_for(rows, [c for c in comparisons if c.get("cohort") == cohort], cell)
+        top = headline(chosen)
+        interval = None
+        if chosen is not None:  # the ratio's interval on the control's bar's scale, drawn across joint's bar
+            control = next(r["mean_ms"] for r in rows if r["method"] == chosen["denominator"])
+            interval = (control * chosen["lower"], control * chosen["upper"])
+        figure1(
+            rows,
+            budget,
+            p1,
+            title=title1,
+            xlabel=f"Mean step time, {clock} clock (<unit>)",
+            headline=top,
+            interval=interval,
+        )
         figure3(rows, budget, p3, title=title3, ylabel=f"Mean step time, {clock} clock (<unit>)")
         drawn += [
             (p1, title1.replace("\n", " ") + (f"; {top}" if top else "")),

@@ -150,16 +150,70 @@ def test_a_timing_kind_without_a_section_gets_the_generic_one_with_its_compariso
     section = text.split("\n## tsa_timed_kind (cohort kind `tsa_timed_kind.kind`)\n", 1)[1]
     lines = section.splitlines()
     assert (
-        "| method | processes | measured steps | median cpu ms | median wall ms | max peak allocated bytes | "
+        "| method | processes | measured steps | median cpu ms | median wall ms | max peak allocated MiB | "
         "peak source |" in lines
     )
     fast = next(line for line in lines if line.startswith("| fast |"))
-    assert fast.startswith("| fast | 2 | 6 |") and fast.endswith("| 1,400 | tracemalloc |")
+    assert fast.startswith("| fast | 2 | 6 |") and fast.endswith("| 0.001 | tracemalloc |")  # 1,400 bytes
     row = next(line for line in lines if line.startswith("| fast/slow step time |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "cpu" and float(cells[2]) < 1 and cells[6] == "yes"  # 100x less work: the interval is below 1
     lower, upper = (float(v) for v in cells[3].strip("[]").split(","))
     assert lower <= float(cells[2]) <= upper < 1
+
+
+def test_a_generic_report_leads_with_how_sure_it_is(compose, tmp_path, monkeypatch, sql):
+    """Flags beside the headline, an exact interval called exact, peaks in MiB, a figure of the
+    table's step times, and no absolute path of this machine."""
+    from stateaware.analysis import figures as figures_module
+    from stateaware.analysis import generic
+
+    comparisons = (
+        '[{name: "fast/slow step time", numerator: fast, denominator: slow, metric: step_ms}, '
+        '{name: "fast/slow peak", numerator: fast, denominator: slow, metric: peak_allocated_bytes}]'
+    )
+    search = _kind_dir(
+        tmp_path,
+        monkeypatch,
+        "tsa_sure_kind",
+        _TIMED_KIND,
+        _yaml("tsa_sure_kind", "tsa_sure_kind.kind", 2, comparisons),
+    )
+    out = tmp_path / "out"
+    # every process's step times vary (CV > 0), and nothing else can be flagged: unstable, 2 of 2
+    strict = ["analysis.stability.max_cv=1e-9", "analysis.stability.max_wall_over_cpu=1e9"]
+    strict.append("analysis.stability.max_other_share=1e9")
+    cfg = compose(
+        search, "cohort=tsa_sure_kind", "launcher=inline", f"out={out}", "cohort.comparisons_clock=cpu", *strict
+    )
+    assert run(cfg, progress=False) == 0
+    ((run_id,),) = sql(out, "SELECT run_id FROM runs")
+    drawn = []
+    real = figures_module.step_times
+    monkeypatch.setattr(generic, "step_times", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    text = build_report(out, draws=500).read_text()
+    lines = text.splitlines()
+    assert "Results: `..` (relative to this report)" in lines and str(tmp_path) not in text
+    caveat = "2 of 2 processes flagged unstable: read with care"
+    assert f"- **tsa_sure_kind** (`{run_id}`): {caveat} (every flag: the stability section)" in lines
+    assert f"**Stability:** {caveat}; every flag in the stability section." in lines
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+        for line in lines
+        if line.startswith("| ")
+    }
+    # every process's peak ratio is 1,400 / 41,000: a point interval, exact, with no confidence level
+    assert rows["fast/slow peak"][2:5] == [f"{1400 / 41000:.4f}", f"exact: {1400 / 41000:.4f} in every process", "—"]
+    assert rows["fast/slow step time"][4] == "0.9750" and rows["fast/slow step time"][3].startswith("[")
+    assert rows["slow"][5:7] == [f"{41000 / 2**20:.3f}", "tracemalloc"]  # MiB, as every peak in the report
+    (figure,) = drawn
+    medians = dict(sql(out, "SELECT method, median(cpu_ms) FROM timings WHERE NOT warmup GROUP BY method"))
+    assert figure.methods == ("fast", "slow") and figure.time_unit == "ms"
+    assert figure.times == pytest.approx([medians["fast"], medians["slow"]], rel=1e-12)
+    assert figure.labels == tuple(f"{medians[m]:.4g} ms" for m in ("fast", "slow"))
+    assert rows["fast"][3] == f"{medians['fast']:.3f}"  # the table's median, the bar's length
+    caption = f"tsa_sure_kind ({run_id}), 2 processes: median step time per method (cpu clock)"
+    assert f"![{caption}](steps-tsa_sure_kind-{run_id}.png)" in lines and figure.path.exists()
 
 
 def test_a_kind_with_no_section_and_no_timings_gets_one_line_of_counts(compose, tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ RecordWriter; the default clock on real ``demo`` runs.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -192,10 +193,21 @@ CONFIG = (
 )
 
 
-def write_run(out: Path, run_id: str, *, processes: int = 6, loaded=(), noisy=(), factor: float = 1.0) -> None:
+def write_run(
+    out: Path,
+    run_id: str,
+    *,
+    processes: int = 6,
+    loaded=(),
+    noisy=(),
+    factor: float = 1.0,
+    pair: tuple[str, str] | None = None,
+    cell: str | None = "large_sparse",
+) -> None:
     """A completed two-method timing run: quiet steps, ``joint`` ``factor`` times
     ``eager_whole``'s; processes in ``loaded`` shared their CPUs (``other_cpu_share`` 0.5),
-    those in ``noisy`` have every other ``joint`` step doubled (an unstable method)."""
+    those in ``noisy`` have every other ``joint`` step doubled (an unstable method);
+    ``pair`` ``(pair_id, side)`` makes it one side of an interleaved comparison."""
     RecordWriter(out, Identity(run_id, "confirm44", 0, "c" * 64, "cpu", 0.001)).write(
         "runs",
         [
@@ -204,6 +216,8 @@ def write_run(out: Path, run_id: str, *, processes: int = 6, loaded=(), noisy=()
                 "processes": processes,
                 "config_yaml": CONFIG,
                 "started_at": datetime(2026, 12, 1, tzinfo=UTC),
+                "pair_id": pair[0] if pair else None,
+                "side": pair[1] if pair else None,
             }
         ],
         part="manifest",
@@ -232,7 +246,7 @@ def write_run(out: Path, run_id: str, *, processes: int = 6, loaded=(), noisy=()
                     "warmup": [False] * 8,
                     "step_ms": [c * 1.05 for c in cpu],
                     "cpu_ms": cpu,
-                    "cell": ["large_sparse"] * 8,
+                    "cell": [cell] * 8,
                 },
                 part=f"method={method}",
             )
@@ -257,6 +271,65 @@ def test_a_loaded_run_makes_every_row_unreliable_and_says_how_to_get_a_clean_one
     assert [(r["verdict"], r["equivalence"], r["unreliable_because"]) for r in listed] == [
         ("unreliable", 0.02, ["run B: 3 of 6 processes loaded"])
     ] * 2
+
+
+def _columns(line: str) -> list[str]:
+    """A table line's cells: the table separates columns by two spaces or more."""
+    return re.split(r"  +", line.strip())
+
+
+def test_every_column_has_a_header_and_each_verdict_its_reason_on_its_line(tmp_path) -> None:
+    write_run(tmp_path, "A")
+    write_run(tmp_path, "B", factor=1.5)
+    lines = format_comparisons(compare_runs(tmp_path, "A", "B", draws=500), "A", "B").splitlines()
+    header, *rows = lines[2:]
+    assert _columns(header) == [
+        "cell", "method", "A cpu_ms", "B cpu_ms", "B/A", "interval", "processes", "verdict", "because"
+    ]  # fmt: skip
+    assert [_columns(row)[:2] + _columns(row)[6:] for row in rows] == [
+        ["large_sparse", "eager_whole", "6 paired", "same", "interval contains 1, within ±2%"],
+        ["large_sparse", "joint", "6 paired", "slower", "interval above 1"],
+    ]
+    write_run(tmp_path, "C", loaded={0, 2, 4}, factor=1.5)
+    unreliable = format_comparisons(compare_runs(tmp_path, "A", "C", draws=500), "A", "C").splitlines()
+    assert [_columns(row)[7:] for row in unreliable[3:5]] == [["unreliable", "run B: 3 of 6 processes loaded"]] * 2
+
+
+def test_a_cohort_without_cells_has_no_cell_column(tmp_path) -> None:
+    write_run(tmp_path, "A", cell=None)
+    write_run(tmp_path, "B", cell=None, factor=1.5)
+    rows = compare_runs(tmp_path, "A", "B", draws=500)
+    header, *body = format_comparisons(rows, "A", "B").splitlines()[2:]
+    assert _columns(header)[:2] == ["method", "A cpu_ms"] and "—" not in header
+    assert [_columns(row)[0] for row in body] == ["eager_whole", "joint"]
+    assert all(len(_columns(row)) == len(_columns(header)) for row in body)
+
+
+def test_an_interleaved_unreliable_pair_is_advised_what_interleaving_cannot_fix(tmp_path) -> None:
+    write_run(tmp_path, "p-a", loaded={0, 2, 4}, pair=("p~1", "a"))
+    write_run(tmp_path, "p-b", loaded={0, 2, 4}, factor=1.5, pair=("p~1", "b"))
+    rows = compare_runs(tmp_path, "p-a", "p-b", draws=500)
+    assert [(r.interleaved, r.verdict) for r in rows] == [(True, "unreliable")] * 2
+    table = format_comparisons(rows, "p-a", "p-b").splitlines()
+    assert table[0].startswith("B = p-b against A = p-a (an interleaved pair); intervals at 97.50% each")
+    notes = [line for line in table if line.startswith("unreliable:")]
+    assert [note.split(" (python")[0] for note in notes] == [
+        "unreliable: run A = p-a: 3 of 6 processes loaded",
+        "unreliable: run B = p-b: 3 of 6 processes loaded",
+    ]
+    for note in notes:
+        assert note.endswith(
+            "; the pair was already interleaved (its processes alternated, so the load fell on both sides); what "
+            "would help: a quieter machine, pinned cores (launcher.cpus=N) or more processes (processes=N, more "
+            "pairs to rest on)"
+        )
+        assert "compare_to=" not in note and "an interleaved comparison" not in note
+    assert {r["interleaved"] for r in json.loads(format_comparisons(rows, "p-a", "p-b", "json"))} == {True}
+    # two runs of one pair id but the same side, or of different pairs, were not interleaved with each other
+    write_run(tmp_path, "q-b", loaded={0, 2, 4}, pair=("q~1", "b"))
+    assert {r.interleaved for r in compare_runs(tmp_path, "p-b", "q-b", draws=500)} == {False}
+    apart = format_comparisons(compare_runs(tmp_path, "p-a", "q-b", draws=500), "p-a", "q-b")
+    assert "interleaved pair" not in apart and "or an interleaved comparison (python -m stateaware" in apart
 
 
 def test_an_unstable_method_is_unreliable_for_that_method_only(tmp_path) -> None:
@@ -327,7 +400,7 @@ def test_compare_uses_the_declared_clock_unless_metric_says_otherwise(demo_runs:
         lines[1] == "clock: cpu (cpu_ms), the cohort's declared clock; "
         "same: an interval containing 1 within ±5% of it (--equivalence)"
     )
-    assert lines[2].split()[:6] == ["cell", "method", "A", "cpu_ms", "B", "cpu_ms"]
+    assert lines[2].split()[:5] == ["method", "A", "cpu_ms", "B", "cpu_ms"]  # the demo has no cells
 
     chosen = run_main(
         ANALYSIS,
