@@ -35,8 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from stateaware.launch.bootstrap import FromSnapshot
 from stateaware.launch.collect import collect
-from stateaware.launch.snapshot import python_path_first, take_snapshot
+from stateaware.launch.snapshot import started_clean, take_snapshot
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import (
     ProcessResult,
@@ -232,15 +233,18 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
             summary.disk_full, summary.not_started = str(exc), [s.process_index for s in pending]
             return summary
     executor = _executor(run, plan.out / ".submitit" / plan.run_id, timing, snapshot, plan.run_id)
-    # Local processes inherit this environment; Slurm jobs get the path from their batch
-    # script instead (see slurm_executor), which a requeue re-runs.
-    code = python_path_first(snapshot) if snapshot is not None else contextlib.nullcontext()
+    # Local processes inherit this environment (nothing of the snapshot on their path: each
+    # checks it, then imports from it; stateaware.launch.bootstrap); Slurm jobs get the same
+    # from their batch script instead (see slurm_executor), which a requeue re-runs.
+    code = started_clean() if snapshot is not None else contextlib.nullcontext()
     bar = _progress(len(pending), plan.cohort, enabled=progress)
     with code:
         try:
             if run.launcher.name == "slurm":
-                from stateaware.launch.slurm import run_array
+                from stateaware.launch.bootstrap import RequeueableFromSnapshot
+                from stateaware.launch.slurm import RequeueableProcess, run_array
 
+                task = RequeueableFromSnapshot(str(snapshot), plan.source_hash) if snapshot else RequeueableProcess()
                 summary.submitted = run_array(
                     executor,
                     pending,
@@ -249,6 +253,7 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
                     out=plan.out,
                     run_id=plan.run_id,
                     wait=run.wait,
+                    task=task,
                 )
             else:
                 _run_throttled(
@@ -260,6 +265,7 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
                     slots=run.launcher.cpu_slots(timing),
                     inline=run.launcher.name == "inline",
                     poll_s=run.launcher.poll_s,
+                    task=FromSnapshot(str(snapshot), plan.source_hash) if snapshot is not None else run_or_raise,
                 )
         finally:
             bar.close()
@@ -307,8 +313,8 @@ def launch_pair(
                 for which, stopped in enumerate(summaries):
                     stopped.not_started = [x.process_index for t, x in order[position:] if t == which]
                 break
-            with python_path_first(snapshots[side]):  # the local process inherits its side's code
-                job = executors[side].submit(run_or_raise, spec)
+            with started_clean():  # the process checks its side's snapshot, then imports from it
+                job = executors[side].submit(FromSnapshot(str(snapshots[side]), spec.source_hash), spec)
             result = collect(job, spec)
             summary.results.append(result)
             summary.disk_full = summary.disk_full or result.disk_full
@@ -328,10 +334,12 @@ def _run_throttled(
     slots: Sequence[tuple[int, ...]] | None = None,
     inline: bool,
     poll_s: float,
+    task: Callable[[ProcessSpec], ProcessResult] = run_or_raise,
 ) -> None:
     """At most ``limit`` processes at once; with ``slots`` (``launcher.cpus`` cut by
     :meth:`~stateaware.run.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
-    running processes hold, so processes running side by side never share a CPU."""
+    running processes hold, so processes running side by side never share a CPU. ``task``: what a
+    fresh process runs (:class:`~stateaware.launch.bootstrap.FromSnapshot` on a snapshot)."""
     queue = deque(pending)
     running: dict[Any, ProcessSpec] = {}
     while queue or running:
@@ -343,7 +351,7 @@ def _run_throttled(
             try:
                 # A fresh process exits non-zero when it fails (run_or_raise); inline, a raising
                 # job would stop in submitit's debugger.
-                job = executor.submit(run_one_process if inline else run_or_raise, spec)
+                job = executor.submit(run_one_process if inline else task, spec)
             except OSError as exc:  # submitit could not write the job's files
                 if not disk_full(exc):
                     raise

@@ -161,9 +161,10 @@ def slurm_executor(
 ) -> Any:
     """A submitit SlurmExecutor for the run's ``launcher`` settings; with ``snapshot``, jobs import the code from it.
 
-    The snapshot goes on ``PYTHONPATH`` in the batch script itself, not through the
-    submitting environment: Slurm re-runs the script when it requeues an array task, but
-    does not reliably carry the submission environment over to it (seen on Slurm 22.05).
+    The worker's environment (nothing of the snapshot on the path; the task checks it, then
+    imports from it: :mod:`stateaware.launch.bootstrap`) is set in the batch script itself, not
+    through the submitting environment: Slurm re-runs the script when it requeues an array
+    task, but does not reliably carry the submission environment over to it (seen on Slurm 22.05).
     """
 
     import submitit
@@ -176,7 +177,7 @@ def slurm_executor(
     executor = submitit.SlurmExecutor(folder=folder)
     params = slurm_parameters(launcher, timing, cohort=cohort, run_id=run_id)
     if snapshot is not None:
-        params["setup"] = batch_script_lines(snapshot)
+        params["setup"] = batch_script_lines()
     executor.update_parameters(**params)
     return executor
 
@@ -310,9 +311,12 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
     return _parse_states(done.stdout)
 
 
-def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec]) -> list[Any]:
-    """Submit ``pending`` as one job array; record and return the submitit jobs."""
-    jobs = executor.map_array(RequeueableProcess(), pending)
+def submit_array(
+    executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec], task: Any = None
+) -> list[Any]:
+    """Submit ``pending`` as one job array of ``task`` (default :class:`RequeueableProcess`; on a
+    snapshot, :class:`~stateaware.launch.bootstrap.RequeueableFromSnapshot`); record and return the jobs."""
+    jobs = executor.map_array(task if task is not None else RequeueableProcess(), pending)
     _record_submissions(out, run_id, {spec.process_index: job.job_id for spec, job in zip(pending, jobs, strict=True)})
     return jobs
 
@@ -350,6 +354,7 @@ def run_array(
     run_id: str,
     wait: bool = True,
     limits: ArrayLimits | None = None,
+    task: Any = None,
 ) -> list[str]:
     """Submit the pending processes that are not already queued, as job arrays of the cluster's size.
 
@@ -383,7 +388,7 @@ def run_array(
     def submit_what_fits() -> None:
         while arrays and len(jobs) + len(arrays[0]) <= max(limits.max_job_count, len(arrays[0])):
             chunk = arrays.pop(0)
-            submitted = submit_array(_after(executor, last[0] if throttled else None), out, run_id, chunk)
+            submitted = submit_array(_after(executor, last[0] if throttled else None), out, run_id, chunk, task)
             jobs.update(zip(submitted, chunk, strict=True))
             last[0] = submitted[0].job_id
 
