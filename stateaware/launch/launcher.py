@@ -105,15 +105,18 @@ class Summary:
         return 1 if self.unsuccessful or self.disk_full or self.not_started else 0
 
 
-def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -> str:
-    """``<cohort>-<10 hex>``: same cohort, process count, hardware and code → same run.
+def _default_run_id(cohort: dict, processes: int, hardware: dict, launcher: str, source: str) -> str:
+    """``<cohort>-<10 hex>``: same cohort, process count, hardware, launcher and code → same run.
 
     So re-running a command resumes it, while editing the code or the cohort starts a new
-    run instead of mixing source hashes in one. Launcher settings and ``out`` do not
-    count: they change how a run is executed, not what it measures.
+    run instead of mixing source hashes in one. The launcher's name counts: a cohort
+    launched on Slurm after the same cohort ran locally is a run of its own (it would
+    otherwise find the local run complete and launch nothing); its other settings and
+    ``out`` do not, since they change how a run is executed, not what it measures. An
+    explicit ``run_id=`` resumes that run whichever launcher made it.
     """
     identity = json.dumps(
-        {"cohort": cohort, "processes": processes, "hardware": hardware, "source_hash": source},
+        {"cohort": cohort, "processes": processes, "hardware": hardware, "launcher": launcher, "source_hash": source},
         sort_keys=True,
         default=str,
     )
@@ -147,7 +150,7 @@ def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
     from stateaware.config import ConfigError
 
     cohort, hardware, processes = run.cohort_config, run.hardware, run.processes
-    run_id = run.run_id or _default_run_id(cohort, processes, hardware, source_hash)
+    run_id = run.run_id or _default_run_id(cohort, processes, hardware, run.launcher.name, source_hash)
     kind = load_kind(run.kind)
     try:
         sections = report_sections(run.kind, kind)
