@@ -251,12 +251,13 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
                 summary.submitted = run_array(
                     executor,
                     pending,
-                    lambda r: _advance(bar, summary, r),
+                    lambda result, in_flight: _advance(bar, summary, result, running=in_flight),
                     poll_s=run.launcher.poll_s,
                     out=plan.out,
                     run_id=plan.run_id,
                     wait=run.wait,
                     task=task,
+                    on_queued=lambda in_flight: _postfix(bar, summary, in_flight),
                 )
             else:
                 _run_throttled(
@@ -318,6 +319,7 @@ def launch_pair(
                 break
             with started_clean():  # the process checks its side's snapshot, then imports from it
                 job = executors[side].submit(FromSnapshot(str(snapshots[side]), spec.source_hash), spec)
+            _postfix(bar, both, 1)  # shown while it runs
             result = collect(job, spec)
             summary.results.append(result)
             summary.disk_full = summary.disk_full or result.disk_full
@@ -362,6 +364,7 @@ def _run_throttled(
                 queue.appendleft(spec)
                 break
             if inline:
+                _postfix(bar, summary, 1)  # shown while it runs, in this process
                 _advance(bar, summary, collect(job, spec), running=0)
             else:
                 running[job] = spec
@@ -389,24 +392,24 @@ def _progress(total: int, cohort: str, *, enabled: bool) -> Any:
     )
 
 
-def _advance(bar: Any, summary: Summary, result: ProcessResult, *, running: int | None = None) -> None:
-    """Count ``result`` and move the bar; with ``running`` (the processes still running after
-    it), the counts shown move first, so the line the bar draws, the last one included,
-    counts every finished process (not ``6/6 done=5 running=1``)."""
+def _advance(bar: Any, summary: Summary, result: ProcessResult, *, running: int) -> None:
+    """Count ``result`` and move the bar; ``running``: the processes still running (or, on
+    Slurm, queued) after it. The counts shown move first, so the line the bar draws, the
+    last one included, counts every finished process (not ``6/6 done=5 running=1``)."""
     summary.results.append(result)
     if result.disk_full and not summary.disk_full:
         summary.disk_full = result.disk_full
-    if running is not None:
-        _postfix(bar, summary, running)
+    _postfix(bar, summary, running, draw=False)  # update() draws it
     bar.update(1)
 
 
-def _postfix(bar: Any, summary: Summary, running: int) -> None:
+def _postfix(bar: Any, summary: Summary, running: int, *, draw: bool = True) -> None:
+    """Show the counts ``done=… failed=… running=…``; ``draw``: redraw the line now when they
+    changed (a process started), since the bar itself redraws only when one ends."""
     counts = summary.counts
-    bar.set_postfix_str(
-        f"done={counts['completed']} failed={len(summary.results) - counts['completed']} running={running}",
-        refresh=False,
-    )
+    text = f"done={counts['completed']} failed={len(summary.results) - counts['completed']} running={running}"
+    if text != getattr(bar, "postfix", None):  # a disabled bar has none
+        bar.set_postfix_str(text, refresh=draw)
 
 
 def describe(summary: Summary, plan: RunPlan) -> str:

@@ -347,7 +347,7 @@ MAX_SACCT_INTERVAL_S = 15.0
 def run_array(
     executor: Any,
     pending: list[ProcessSpec],
-    on_result: Callable[[ProcessResult], None],
+    on_result: Callable[[ProcessResult, int], None],
     *,
     poll_s: float,
     out: Path | str,
@@ -355,6 +355,7 @@ def run_array(
     wait: bool = True,
     limits: ArrayLimits | None = None,
     task: Any = None,
+    on_queued: Callable[[int], None] | None = None,
 ) -> list[str]:
     """Submit the pending processes that are not already queued, as job arrays of the cluster's size.
 
@@ -366,8 +367,10 @@ def run_array(
 
     Processes whose earlier submission is still queued or running are not submitted again;
     with ``wait`` they are waited for with the new ones, each reported to ``on_result`` as it
-    ends. Waiting reads result files every ``poll_s`` and asks the controller at a bounded
-    rate: one ``sacct`` call for every job at once, spaced from ``poll_s`` doubling up to
+    ends, with the number of processes still in flight (queued or running); ``on_queued`` gets
+    that number after each submission (a progress display counts both). Waiting reads result
+    files every ``poll_s`` and asks the controller at a bounded rate: one ``sacct`` call for
+    every job at once, spaced from ``poll_s`` doubling up to
     :data:`MAX_SACCT_INTERVAL_S`, and one ``squeue`` call to confirm the jobs ``sacct`` says
     ended without a result (it briefly calls a requeued task ``CANCELLED``). Returns the
     Slurm job ids of the processes now in flight (new and earlier).
@@ -391,7 +394,11 @@ def run_array(
             submitted = submit_array(_after(executor, last[0] if throttled else None), out, run_id, chunk, task)
             jobs.update(zip(submitted, chunk, strict=True))
             last[0] = submitted[0].job_id
+            if on_queued is not None:
+                on_queued(len(jobs))
 
+    if on_queued is not None and jobs:  # earlier submissions still in flight
+        on_queued(len(jobs))
     submit_what_fits()
     ids = [job.job_id for job in jobs]
     if arrays:
@@ -405,7 +412,7 @@ def run_array(
 
 def _wait(
     jobs: dict[Any, ProcessSpec],
-    on_result: Callable[[ProcessResult], None],
+    on_result: Callable[[ProcessResult, int], None],
     *,
     poll_s: float,
     refill: Callable[[], None],
@@ -432,7 +439,8 @@ def _wait(
             sacct_every = min(2 * sacct_every, max(MAX_SACCT_INTERVAL_S, poll_s))
             next_sacct = time.monotonic() + sacct_every
         for job, state in ended.items():
-            on_result(collect(job, jobs.pop(job), state=state))
+            result = collect(job, jobs.pop(job), state=state)
+            on_result(result, len(jobs))
         if ended:
             refill()
         if jobs and not ended:
