@@ -16,8 +16,9 @@ What is checked, in order:
   the cohort's kind checks (``PARAMS``) or Slurm does;
 - **names are never paths**: ``run_id``, ``cohort.name`` and each part of ``cohort.kind``
   follow :func:`stateaware.names.check_name`; Slurm settings hold no control characters;
-- ranges and choices (processes, launcher, hardware, parallelism, timeouts, stability
-  thresholds, sizes of every ``*budget*`` key, the comparisons' clock, pinned CPUs);
+- every numeric field by one rule (:data:`stateaware.config.NUMBERS`: integral where it
+  counts, finite, in range; the seeds within 64 bits), then choices (launcher, hardware),
+  sizes of every ``*budget*`` key, the comparisons' clock, pinned CPUs;
 - the cohort's kind importable and its ``params`` as its ``PARAMS`` declare them;
 - ``out`` creatable, writable and with ``min_free_mib`` MiB free.
 
@@ -43,10 +44,10 @@ from omegaconf import DictConfig, OmegaConf
 from stateaware.config import (
     HARDWARE_PROFILES,
     LAUNCHERS,
-    MAX_PROCESSES,
     Config,
     ConfigError,
     available_cohorts,
+    check_numbers,
     resolve_hardware,
 )
 from stateaware.names import InvalidName, check_name
@@ -165,18 +166,16 @@ class RunSpec:
                 f"missing key(s) {', '.join(removed)} (removed with ~KEY?): every setting needs a value; "
                 "set it with KEY=VALUE instead"
             )
+        # Every numeric field (its type, finite, in range) as given — hardware=auto reads
+        # hardware.min_gpu_gib to resolve — and as resolved, with the profile's own numbers.
+        check_numbers(cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)))
         cfg = resolve_hardware(cfg)
         data = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
         cohort, hardware, launcher = data["cohort"], data["hardware"], data["launcher"]
 
         _names(data)
+        check_numbers(data)
         processes = data["processes"]
-        _check(
-            isinstance(processes, int) and 1 <= processes <= MAX_PROCESSES,
-            "processes",
-            processes,
-            f"an integer >= 1 and <= {MAX_PROCESSES:,} (MAX_PROCESSES)",
-        )
         _check(
             hardware["name"] in HARDWARE_PROFILES,
             "hardware.name",
@@ -189,9 +188,6 @@ class RunSpec:
             data["wait"],
             "true, unless launcher=slurm (local processes need a waiting launcher)",
         )
-        for key in ("max_cv", "max_wall_over_cpu", "max_other_share"):
-            value = data["analysis"]["stability"][key]
-            _check(value > 0, f"analysis.stability.{key}", value, "a number > 0")
         _clock(cohort, hardware)
         _budgets(data)
         _kind_params(cohort)
@@ -389,11 +385,6 @@ def _kind_params(cohort: dict[str, Any]) -> None:
 def _launcher(launcher: dict[str, Any]) -> LauncherSpec:
     name = launcher["name"]
     _check(name in LAUNCHERS, "launcher.name", name, f"one of {', '.join(LAUNCHERS)}")
-    for key in ("max_parallel", "array_parallelism"):
-        value = launcher[key]
-        _check(value is None or value >= 1, f"launcher.{key}", value, "null or an integer >= 1")
-    _check(launcher["timeout_min"] > 0, "launcher.timeout_min", launcher["timeout_min"], "minutes > 0")
-    _check(launcher["poll_s"] > 0, "launcher.poll_s", launcher["poll_s"], "seconds > 0")
     fields = {f.name for f in dataclasses.fields(LauncherSpec)}
     return LauncherSpec(**{**{k: v for k, v in launcher.items() if k in fields}, "cpus": _cpus(launcher)})
 
@@ -444,12 +435,6 @@ def _out(value: Any, min_free_mib: Any) -> Path:
         "out",
         value,
         f"a directory path of at most {_MAX_PATH} bytes, without NUL (default: $STATEAWARE_RESULTS or results)",
-    )
-    _check(
-        isinstance(min_free_mib, (int, float)) and min_free_mib >= 0,
-        "min_free_mib",
-        min_free_mib,
-        "MiB >= 0 (0 turns the free-space check off)",
     )
     out = Path(value).absolute()
     try:

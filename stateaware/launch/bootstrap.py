@@ -127,7 +127,7 @@ class RequeueableFromSnapshot(Checkpointable):
         self._task = task_class()
         return self._task(spec)
 
-    def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission | None:
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:  # a DelayedSubmission, or None: no requeue
         """submitit's requeue on preemption or the time limit: this callable again, unless the attempt ended."""
         if self._refused or getattr(self._task, "_ended", False):
             return None
