@@ -26,10 +26,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import hydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from stateaware.config import ConfigError, register_configs
+from stateaware.config import ConfigError, fields_of_type, register_configs
 
 if TYPE_CHECKING:
     from stateaware.launch.launcher import RunPlan, Summary
@@ -193,9 +195,6 @@ def _check_hydra_overrides(overrides: list[str]) -> None:
     """Refuse an override of Hydra's own settings outside :data:`HYDRA_ALLOWED` (one line, exit 2).
 
     An override that does not parse is left to Hydra, whose message says why."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     from stateaware.exits import fail
 
     parser = OverridesParser.create()
@@ -225,11 +224,6 @@ def literal_text(argv: list[str]) -> list[str]:
     (``run_id=a,b``), an interpolation and text already quoted are left as they are. In a
     YAML file, quote such a value yourself (``run_id: "1e3"``).
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    from stateaware.config import fields_of_type
-
     text_fields = set(fields_of_type(str))
     parser = OverridesParser.create()
 

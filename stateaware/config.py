@@ -9,7 +9,10 @@ before anything launches, with a message that names the field and the allowed va
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +35,6 @@ __all__ = [
     "register_configs",
     "available_cohorts",
     "fields_of_type",
-    "NUMBERS",
-    "MAX_SEED",
-    "check_numbers",
     "conf_file",
     "hardware_file",
     "cohort_scale",
@@ -146,74 +146,11 @@ class Config:
     min_free_mib: float = 256.0
 
 
-#: The largest seed a process may get: records store seeds as 64-bit signed integers.
-MAX_SEED = 2**63 - 1
-
-
-def _numbers() -> dict[str, Any]:
-    from stateaware.launch.params import Param
-
-    positive = Param(float, above=0, maximum=1e6)  # ratios and scales: finite and > 0
-    return {
-        "processes": Param(int, minimum=1, maximum=MAX_PROCESSES),
-        "cohort.processes": Param(int, minimum=1, maximum=MAX_PROCESSES),
-        "cohort.seed": Param(int, minimum=0, maximum=MAX_SEED),
-        "launcher.max_parallel": Param(int, minimum=1, maximum=MAX_PROCESSES, nullable=True),
-        "launcher.array_parallelism": Param(int, minimum=1, maximum=MAX_PROCESSES, nullable=True),
-        "launcher.cpus_per_task": Param(int, minimum=1, maximum=1_000_000, nullable=True),
-        "launcher.gpus_per_node": Param(int, minimum=0, maximum=1_024, nullable=True),
-        "launcher.timeout_min": Param(float, above=0, maximum=525_600),  # minutes: at most a year
-        "launcher.poll_s": Param(float, above=0, maximum=3_600),
-        "launcher.mem_gb": Param(float, above=0, maximum=2**20, nullable=True),  # at most a PiB
-        "hardware.scale": positive,
-        "hardware.scales.*": positive,
-        "hardware.min_gpu_gib": Param(float, minimum=0, maximum=2**20),
-        "analysis.stability.max_cv": positive,
-        "analysis.stability.max_wall_over_cpu": positive,
-        "analysis.stability.max_other_share": positive,
-        "min_free_mib": Param(float, minimum=0, maximum=2**40),  # MiB: at most an EiB
-    }
-
-
-#: Every numeric field of the schema (``*``: each value of that mapping) → its type and range,
-#: as a cohort kind declares its params (:class:`stateaware.launch.params.Param`): an ``int``
-#: integral, a ``float`` finite, neither a boolean. :func:`check_numbers` checks them all.
-NUMBERS: dict[str, Any] = _numbers()
-
-
-def check_numbers(data: dict[str, Any]) -> None:
-    """Every field of :data:`NUMBERS` in the resolved config ``data`` within its type and range, and
-    the last process's seed (``cohort.seed + processes - 1``) within :data:`MAX_SEED`; else
-    :class:`ConfigError` naming the field, the value and the allowed values, in one line."""
-    for key, param in NUMBERS.items():
-        path = key.removesuffix(".*")
-        node: Any = data
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if key.endswith(".*"):
-            values = {f"{path}.{k}": v for k, v in node.items()} if isinstance(node, dict) else {}
-        else:
-            values = {path: node}
-        for name, value in values.items():
-            if not param.accepts(value):
-                raise ConfigError(f"invalid {name}={value!r}: allowed values are {param.allowed()}")
-    seed, processes = data["cohort"]["seed"], data["processes"]
-    if seed + processes - 1 > MAX_SEED:
-        raise ConfigError(
-            f"invalid cohort.seed={seed!r}: allowed values are an integer in [0, {MAX_SEED - processes + 1}] "
-            f"with processes={processes} (process i gets seed + i, at most {MAX_SEED})"
-        )
-
-
 def fields_of_type(kind: type, schema: type = Config, prefix: str = "") -> list[str]:
     """The dotted keys of ``schema`` whose type is ``kind`` (or ``kind | None``), nested configs walked.
 
     ``fields_of_type(str)``: the text fields (``run_id``, ``compare_to``, ``out``, ...), whose
     values the command line keeps as the text typed (``stateaware.cli``)."""
-    import dataclasses
-    import types
-    import typing
-
     found = []
     for name, hint in typing.get_type_hints(schema).items():
         options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)

@@ -16,7 +16,7 @@ What is checked, in order:
   the cohort's kind checks (``PARAMS``) or Slurm does;
 - **names are never paths**: ``run_id``, ``cohort.name`` and each part of ``cohort.kind``
   follow :func:`stateaware.names.check_name`; Slurm settings hold no control characters;
-- every numeric field by one rule (:data:`stateaware.config.NUMBERS`: integral where it
+- every numeric field by one rule (:data:`NUMBERS`: integral where it
   counts, finite, in range; the seeds within 64 bits), then choices (launcher, hardware),
   sizes of every ``*budget*`` key, the comparisons' clock, pinned CPUs;
 - the cohort's kind importable and its ``params`` as its ``PARAMS`` declare them;
@@ -44,20 +44,78 @@ from omegaconf import DictConfig, OmegaConf
 from stateaware.config import (
     HARDWARE_PROFILES,
     LAUNCHERS,
+    MAX_PROCESSES,
     Config,
     ConfigError,
     available_cohorts,
-    check_numbers,
     resolve_hardware,
 )
+from stateaware.launch.params import Param, check_params
 from stateaware.names import InvalidName, check_name
 
-__all__ = ["RunSpec", "LauncherSpec"]
+__all__ = ["RunSpec", "LauncherSpec", "NUMBERS", "MAX_SEED", "check_numbers"]
 
 #: Schema fields whose values are free-form mappings: their keys are not the schema's.
 _FREE_FORM = ("cohort.params", "hardware.params", "hardware.scales", "launcher.additional_parameters")
 #: The longest ``out`` accepted, in bytes (Linux's PATH_MAX).
 _MAX_PATH = 4096
+
+
+#: The largest seed a process may get: records store seeds as 64-bit signed integers.
+MAX_SEED = 2**63 - 1
+
+
+def _numbers() -> dict[str, Param]:
+    positive = Param(float, above=0, maximum=1e6)  # ratios and scales: finite and > 0
+    return {
+        "processes": Param(int, minimum=1, maximum=MAX_PROCESSES),
+        "cohort.processes": Param(int, minimum=1, maximum=MAX_PROCESSES),
+        "cohort.seed": Param(int, minimum=0, maximum=MAX_SEED),
+        "launcher.max_parallel": Param(int, minimum=1, maximum=MAX_PROCESSES, nullable=True),
+        "launcher.array_parallelism": Param(int, minimum=1, maximum=MAX_PROCESSES, nullable=True),
+        "launcher.cpus_per_task": Param(int, minimum=1, maximum=1_000_000, nullable=True),
+        "launcher.gpus_per_node": Param(int, minimum=0, maximum=1_024, nullable=True),
+        "launcher.timeout_min": Param(float, above=0, maximum=525_600),  # minutes: at most a year
+        "launcher.poll_s": Param(float, above=0, maximum=3_600),
+        "launcher.mem_gb": Param(float, above=0, maximum=2**20, nullable=True),  # at most a PiB
+        "hardware.scale": positive,
+        "hardware.scales.*": positive,
+        "hardware.min_gpu_gib": Param(float, minimum=0, maximum=2**20),
+        "analysis.stability.max_cv": positive,
+        "analysis.stability.max_wall_over_cpu": positive,
+        "analysis.stability.max_other_share": positive,
+        "min_free_mib": Param(float, minimum=0, maximum=2**40),  # MiB: at most an EiB
+    }
+
+
+#: Every numeric field of the schema (``*``: each value of that mapping) → its type and range,
+#: as a cohort kind declares its params (:class:`~stateaware.launch.params.Param`): an ``int``
+#: integral, a ``float`` finite, neither a boolean. :func:`check_numbers` checks them all.
+NUMBERS: dict[str, Param] = _numbers()
+
+
+def check_numbers(data: dict[str, Any]) -> None:
+    """Every field of :data:`NUMBERS` in the resolved config ``data`` within its type and range, and
+    the last process's seed (``cohort.seed + processes - 1``) within :data:`MAX_SEED`; else
+    :class:`ConfigError` naming the field, the value and the allowed values, in one line."""
+    for key, param in NUMBERS.items():
+        path = key.removesuffix(".*")
+        node: Any = data
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if key.endswith(".*"):
+            values = {f"{path}.{k}": v for k, v in node.items()} if isinstance(node, dict) else {}
+        else:
+            values = {path: node}
+        for name, value in values.items():
+            if not param.accepts(value):
+                raise ConfigError(f"invalid {name}={value!r}: allowed values are {param.allowed()}")
+    seed, processes = data["cohort"]["seed"], data["processes"]
+    if seed + processes - 1 > MAX_SEED:
+        raise ConfigError(
+            f"invalid cohort.seed={seed!r}: allowed values are an integer in [0, {MAX_SEED - processes + 1}] "
+            f"with processes={processes} (process i gets seed + i, at most {MAX_SEED})"
+        )
 
 
 @dataclass(frozen=True)
@@ -374,8 +432,6 @@ def _kind_params(cohort: dict[str, Any]) -> None:
         raise ConfigError(f"cohort.kind={cohort['kind']!r} (cohort {cohort['name']!r}): {exc}") from None
     declared = getattr(kind, "PARAMS", None)
     if declared is not None:
-        from stateaware.launch.params import check_params
-
         try:
             check_params(cohort["params"], declared, cohort["name"])
         except ValueError as exc:

@@ -156,14 +156,14 @@ _EDGES = ["nan", "inf", "-inf", "-1", "0", "1", str(2**63), str(-(2**63) - 1), "
 
 
 def _numeric_fields() -> list[str]:
-    from stateaware.config import NUMBERS
+    from stateaware.run import NUMBERS
 
     return [key.replace("*", "demo") for key in NUMBERS]  # a mapping's entries: one of them, named
 
 
 @pytest.fixture(scope="module")
 def composed() -> dict:
-    """The resolved config of ``cohort=demo hardware=cpu``, as :func:`~stateaware.config.check_numbers` reads it."""
+    """The resolved config of ``cohort=demo hardware=cpu``, as :func:`~stateaware.run.check_numbers` reads it."""
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
@@ -192,12 +192,13 @@ _NUMBER = st.one_of(
 
 
 def test_a_numeric_field_accepts_only_a_finite_number_integral_where_it_counts(composed):
-    """Every field of the one rule (config.NUMBERS), any value: accepted only if a finite number
+    """Every field of the one rule (run.NUMBERS), any value: accepted only if a finite number
     (an integer for the schema's int fields, never a boolean), the last seed within 64 bits;
     refused in one line naming the field."""
     import math
 
-    from stateaware.config import MAX_SEED, ConfigError, check_numbers, fields_of_type
+    from stateaware.config import ConfigError, fields_of_type
+    from stateaware.run import MAX_SEED, check_numbers
 
     integers = set(fields_of_type(int))
 

@@ -34,6 +34,9 @@ from typing import Any
 from submitit.core.utils import DelayedSubmission
 from submitit.helpers import Checkpointable
 
+from stateaware.launch.snapshot import snapshot_problems
+from stateaware.launch.worker import ProcessFailed, record_drift
+
 __all__ = ["FromSnapshot", "RequeueableFromSnapshot", "enter_snapshot", "ENTRY", "REQUEUEABLE_ENTRY"]
 
 #: What a fresh process runs (``module:attribute`` in the snapshot): one attempt, raising when unsuccessful.
@@ -53,8 +56,6 @@ def enter_snapshot(folder: Path | str, source_hash: str) -> str | None:
     imported (the installed ones that did the check) is forgotten, so the next import reads
     the snapshot's. Call it before anything imports from the snapshot.
     """
-    from stateaware.launch.snapshot import snapshot_problems
-
     try:
         problems = snapshot_problems(Path(folder), source_hash)
     except OSError as exc:
@@ -73,8 +74,6 @@ def _entry(folder: str, source_hash: str, entry: str, spec: Any) -> tuple[Any, A
     records ``source_drift`` for ``spec`` and raises ``ProcessFailed`` (as ``run_or_raise`` does)."""
     problem = enter_snapshot(folder, source_hash)
     if problem is not None:
-        from stateaware.launch.worker import ProcessFailed, record_drift
-
         raise ProcessFailed(
             record_drift(
                 spec, f"source drift: {problem}; re-run the cohort command (the launcher rebuilds the snapshot)"

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from stateaware.launch.bootstrap import FromSnapshot
+from stateaware.launch.bootstrap import FromSnapshot, RequeueableFromSnapshot
 from stateaware.launch.collect import collect
 from stateaware.launch.snapshot import started_clean, take_snapshot
 from stateaware.launch.spec import ProcessSpec
@@ -244,10 +244,9 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
     with code:
         try:
             if run.launcher.name == "slurm":
-                from stateaware.launch.bootstrap import RequeueableFromSnapshot
-                from stateaware.launch.slurm import RequeueableProcess, run_array
+                from stateaware.launch.slurm import run_array
 
-                task = RequeueableFromSnapshot(str(snapshot), plan.source_hash) if snapshot else RequeueableProcess()
+                task = RequeueableFromSnapshot(str(snapshot), plan.source_hash) if snapshot else None
                 summary.submitted = run_array(
                     executor,
                     pending,

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stateaware.config import ConfigError
+from stateaware.launch.bootstrap import ENTRY
 from stateaware.source import SOURCE_SUFFIXES, hash_files
 
 __all__ = ["OtherCode", "PACKAGE_DIRS", "other_code", "pair_id", "run_ids"]
@@ -206,8 +207,6 @@ def _top_level_names(path: Path) -> set[str]:
 def _check_entry(ref: str, root: Path) -> None:
     """Side B's processes start at its own worker's entry point (``stateaware.launch.bootstrap.ENTRY``,
     imported from its snapshot once checked): a tree without it is refused before anything launches."""
-    from stateaware.launch.bootstrap import ENTRY
-
     module, _, name = ENTRY.partition(":")
     relative = Path(*module.split(".")).with_suffix(".py")
     path = root / relative
