@@ -24,13 +24,15 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import hydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from stateaware.config import ConfigError, register_configs
+from stateaware.config import ConfigError, fields_of_type, register_configs
 from stateaware.exits import fail
 from stateaware.names import PathOutsideError
 from stateaware.records.write_paths import writable
@@ -266,9 +268,6 @@ def _check_hydra_overrides(overrides: list[str]) -> None:
     """Refuse an override of Hydra's own settings outside :data:`HYDRA_ALLOWED` (one line, exit 2).
 
     An override that does not parse is left to Hydra, whose message says why."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     from stateaware.exits import fail
 
     parser = OverridesParser.create()
@@ -286,7 +285,45 @@ def _check_hydra_overrides(overrides: list[str]) -> None:
                 )
 
 
+def literal_text(argv: list[str]) -> list[str]:
+    """``argv`` with every override of a text field kept as the text typed.
+
+    A run id, a git revision, a path or a name is text, but Hydra's grammar reads
+    ``run_id=1e3`` as the float 1000.0 (stored as ``"1000.0"``), ``run_id=true`` as ``True``,
+    ``compare_to=0123abc``'s digits-only cousins as numbers, and refuses ``compare_to=HEAD~3``,
+    ``main^`` or ``HEAD@{1}`` outright (``~``, ``^``, ``@{`` are its syntax). So an override of
+    a field the schema types as text (:func:`stateaware.config.fields_of_type`) whose value
+    Hydra would not read as that very text is passed on quoted; ``null``, a sweep
+    (``run_id=a,b``), an interpolation and text already quoted are left as they are. In a
+    YAML file, quote such a value yourself (``run_id: "1e3"``).
+    """
+    text_fields = set(fields_of_type(str))
+    parser = OverridesParser.create()
+
+    def reads_as(override: str) -> Any:
+        try:
+            parsed = parser.parse_override(override)
+        except HydraException:
+            return _UNREADABLE
+        return None if parsed.is_sweep_override() else parsed.value()
+
+    kept = []
+    for arg in argv:
+        key, equals, value = arg.partition("=")
+        read = reads_as(arg) if equals and key.lstrip("+") in text_fields and value else None
+        if read is None or isinstance(read, str):
+            kept.append(arg)
+            continue
+        quoted = [f"{key}={q}{value}{q}" for q in ("'", '"') if q not in value and not value.endswith("\\")]
+        kept.append(next((q for q in quoted if reads_as(q) == value), arg))
+    return kept
+
+
+_UNREADABLE = object()  # an override Hydra's grammar refuses
+
+
 def _main() -> int:
+    sys.argv[1:] = literal_text(sys.argv[1:])
     _check_flags(sys.argv[1:])
     _Started.value, _Started.full_error = False, os.environ.get(_FULL_ERROR)
     os.environ[_FULL_ERROR] = "1"

@@ -9,7 +9,10 @@ before anything launches, with a message that names the field and the allowed va
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ __all__ = [
     "HARDWARE_PROFILES",
     "register_configs",
     "available_cohorts",
+    "fields_of_type",
     "conf_file",
     "hardware_file",
     "cohort_scale",
@@ -140,6 +144,21 @@ class Config:
     # ends the launch cleanly (one line, exit 1, nothing half-written); this catches the
     # common case before any process starts.
     min_free_mib: float = 256.0
+
+
+def fields_of_type(kind: type, schema: type = Config, prefix: str = "") -> list[str]:
+    """The dotted keys of ``schema`` whose type is ``kind`` (or ``kind | None``), nested configs walked.
+
+    ``fields_of_type(str)``: the text fields (``run_id``, ``compare_to``, ``out``, ...), whose
+    values the command line keeps as the text typed (``stateaware.cli``)."""
+    found = []
+    for name, hint in typing.get_type_hints(schema).items():
+        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            found += fields_of_type(kind, hint, f"{prefix}{name}.")
+        elif kind in options and all(option in (kind, type(None)) for option in options):
+            found.append(f"{prefix}{name}")
+    return found
 
 
 def register_configs() -> None:

@@ -16,8 +16,9 @@ What is checked, in order:
   the cohort's kind checks (``PARAMS``) or Slurm does;
 - **names are never paths**: ``run_id``, ``cohort.name`` and each part of ``cohort.kind``
   follow :func:`stateaware.names.check_name`; Slurm settings hold no control characters;
-- ranges and choices (processes, launcher, hardware, parallelism, timeouts, stability
-  thresholds, sizes of every ``*budget*`` key, the comparisons' clock, pinned CPUs);
+- every numeric field by one rule (:data:`NUMBERS`: integral where it
+  counts, finite, in range; the seeds within 64 bits), then choices (launcher, hardware),
+  sizes of every ``*budget*`` key, the comparisons' clock, pinned CPUs;
 - the cohort's kind importable and its ``params`` as its ``PARAMS`` declare them;
 - ``out`` creatable, writable and with ``min_free_mib`` MiB free.
 
@@ -49,14 +50,72 @@ from stateaware.config import (
     available_cohorts,
     resolve_hardware,
 )
+from stateaware.launch.params import Param, check_params
 from stateaware.names import InvalidName, check_name
 
-__all__ = ["RunSpec", "LauncherSpec"]
+__all__ = ["RunSpec", "LauncherSpec", "NUMBERS", "MAX_SEED", "check_numbers"]
 
 #: Schema fields whose values are free-form mappings: their keys are not the schema's.
 _FREE_FORM = ("cohort.params", "hardware.params", "hardware.scales", "launcher.additional_parameters")
 #: The longest ``out`` accepted, in bytes (Linux's PATH_MAX).
 _MAX_PATH = 4096
+
+
+#: The largest seed a process may get: records store seeds as 64-bit signed integers.
+MAX_SEED = 2**63 - 1
+
+
+def _numbers() -> dict[str, Param]:
+    positive = Param(float, above=0, maximum=1e6)  # ratios and scales: finite and > 0
+    return {
+        "processes": Param(int, minimum=1, maximum=MAX_PROCESSES),
+        "cohort.processes": Param(int, minimum=1, maximum=MAX_PROCESSES),
+        "cohort.seed": Param(int, minimum=0, maximum=MAX_SEED),
+        "launcher.max_parallel": Param(int, minimum=1, maximum=MAX_PROCESSES, nullable=True),
+        "launcher.array_parallelism": Param(int, minimum=1, maximum=MAX_PROCESSES, nullable=True),
+        "launcher.cpus_per_task": Param(int, minimum=1, maximum=1_000_000, nullable=True),
+        "launcher.gpus_per_node": Param(int, minimum=0, maximum=1_024, nullable=True),
+        "launcher.timeout_min": Param(float, above=0, maximum=525_600),  # minutes: at most a year
+        "launcher.poll_s": Param(float, above=0, maximum=3_600),
+        "launcher.mem_gb": Param(float, above=0, maximum=2**20, nullable=True),  # at most a PiB
+        "hardware.scale": positive,
+        "hardware.scales.*": positive,
+        "hardware.min_gpu_gib": Param(float, minimum=0, maximum=2**20),
+        "analysis.stability.max_cv": positive,
+        "analysis.stability.max_wall_over_cpu": positive,
+        "analysis.stability.max_other_share": positive,
+        "min_free_mib": Param(float, minimum=0, maximum=2**40),  # MiB: at most an EiB
+    }
+
+
+#: Every numeric field of the schema (``*``: each value of that mapping) → its type and range,
+#: as a cohort kind declares its params (:class:`~stateaware.launch.params.Param`): an ``int``
+#: integral, a ``float`` finite, neither a boolean. :func:`check_numbers` checks them all.
+NUMBERS: dict[str, Param] = _numbers()
+
+
+def check_numbers(data: dict[str, Any]) -> None:
+    """Every field of :data:`NUMBERS` in the resolved config ``data`` within its type and range, and
+    the last process's seed (``cohort.seed + processes - 1``) within :data:`MAX_SEED`; else
+    :class:`ConfigError` naming the field, the value and the allowed values, in one line."""
+    for key, param in NUMBERS.items():
+        path = key.removesuffix(".*")
+        node: Any = data
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if key.endswith(".*"):
+            values = {f"{path}.{k}": v for k, v in node.items()} if isinstance(node, dict) else {}
+        else:
+            values = {path: node}
+        for name, value in values.items():
+            if not param.accepts(value):
+                raise ConfigError(f"invalid {name}={value!r}: allowed values are {param.allowed()}")
+    seed, processes = data["cohort"]["seed"], data["processes"]
+    if seed + processes - 1 > MAX_SEED:
+        raise ConfigError(
+            f"invalid cohort.seed={seed!r}: allowed values are an integer in [0, {MAX_SEED - processes + 1}] "
+            f"with processes={processes} (process i gets seed + i, at most {MAX_SEED})"
+        )
 
 
 @dataclass(frozen=True)
@@ -165,18 +224,16 @@ class RunSpec:
                 f"missing key(s) {', '.join(removed)} (removed with ~KEY?): every setting needs a value; "
                 "set it with KEY=VALUE instead"
             )
+        # Every numeric field (its type, finite, in range) as given — hardware=auto reads
+        # hardware.min_gpu_gib to resolve — and as resolved, with the profile's own numbers.
+        check_numbers(cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)))
         cfg = resolve_hardware(cfg)
         data = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
         cohort, hardware, launcher = data["cohort"], data["hardware"], data["launcher"]
 
         _names(data)
+        check_numbers(data)
         processes = data["processes"]
-        _check(
-            isinstance(processes, int) and 1 <= processes <= MAX_PROCESSES,
-            "processes",
-            processes,
-            f"an integer >= 1 and <= {MAX_PROCESSES:,} (MAX_PROCESSES)",
-        )
         _check(
             hardware["name"] in HARDWARE_PROFILES,
             "hardware.name",
@@ -189,9 +246,6 @@ class RunSpec:
             data["wait"],
             "true, unless launcher=slurm (local processes need a waiting launcher)",
         )
-        for key in ("max_cv", "max_wall_over_cpu", "max_other_share"):
-            value = data["analysis"]["stability"][key]
-            _check(value > 0, f"analysis.stability.{key}", value, "a number > 0")
         _clock(cohort, hardware)
         _budgets(data)
         _kind_params(cohort)
@@ -376,8 +430,6 @@ def _kind_params(cohort: dict[str, Any]) -> None:
         raise ConfigError(f"cohort.kind={cohort['kind']!r} (cohort {cohort['name']!r}): {exc}") from None
     declared = getattr(kind, "PARAMS", None)
     if declared is not None:
-        from stateaware.launch.params import check_params
-
         try:
             check_params(cohort["params"], declared, cohort["name"])
         except ValueError as exc:
@@ -387,11 +439,6 @@ def _kind_params(cohort: dict[str, Any]) -> None:
 def _launcher(launcher: dict[str, Any]) -> LauncherSpec:
     name = launcher["name"]
     _check(name in LAUNCHERS, "launcher.name", name, f"one of {', '.join(LAUNCHERS)}")
-    for key in ("max_parallel", "array_parallelism"):
-        value = launcher[key]
-        _check(value is None or value >= 1, f"launcher.{key}", value, "null or an integer >= 1")
-    _check(launcher["timeout_min"] > 0, "launcher.timeout_min", launcher["timeout_min"], "minutes > 0")
-    _check(launcher["poll_s"] > 0, "launcher.poll_s", launcher["poll_s"], "seconds > 0")
     fields = {f.name for f in dataclasses.fields(LauncherSpec)}
     return LauncherSpec(**{**{k: v for k, v in launcher.items() if k in fields}, "cpus": _cpus(launcher)})
 
@@ -442,12 +489,6 @@ def _out(value: Any, min_free_mib: Any) -> Path:
         "out",
         value,
         f"a directory path of at most {_MAX_PATH} bytes, without NUL (default: $STATEAWARE_RESULTS or results)",
-    )
-    _check(
-        isinstance(min_free_mib, (int, float)) and min_free_mib >= 0,
-        "min_free_mib",
-        min_free_mib,
-        "MiB >= 0 (0 turns the free-space check off)",
     )
     out = Path(value).absolute()
     try:

@@ -71,8 +71,8 @@ CASES = [
     _launch("flag without its value", "cohort=demo", "--cfg", names=("--cfg",), dry=False),
     # --- python -m stateaware: our own checks, before anything launches
     _launch("no cohort", names=("cohort=NAME", "demo")),
-    _launch("zero processes", "cohort=demo", "processes=0", names=("processes=0", ">= 1")),
-    _launch("negative processes", "cohort=demo", "processes=-4", names=("processes=-4", ">= 1")),
+    _launch("zero processes", "cohort=demo", "processes=0", names=("processes=0", "[1, 100,000]")),
+    _launch("negative processes", "cohort=demo", "processes=-4", names=("processes=-4", "[1, 100,000]")),
     _launch("absurd processes", "cohort=demo", "processes=1000000000", names=("processes=1000000000", "100,000")),
     _launch("max_parallel zero", "cohort=demo", "launcher.max_parallel=0", names=("launcher.max_parallel=0",)),
     _launch("timeout negative", "cohort=demo", "launcher.timeout_min=-1", names=("launcher.timeout_min=-1",)),

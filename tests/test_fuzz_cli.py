@@ -30,6 +30,7 @@ from tests.cli_inprocess import ANALYSIS, PLAN, STATEAWARE, listing, run_main
 #: whose every case composes a Hydra config twice (~0.5 s on a quiet core).
 WALL_BUDGET_S = {
     "python -m stateaware": 50.0,
+    "python -m stateaware numeric fields": 12.0,
     "python -m stateaware.plan": 15.0,
     "python -m stateaware.analysis sql": 25.0,
 }
@@ -145,6 +146,107 @@ def test_generated_overrides_end_in_0_1_or_2_and_write_only_inside_out(scratch, 
     case()
     budget.report(capsys)
     assert budget.cases >= 10  # even on a busy machine, the budget covers a few
+
+
+# -- python -m stateaware: numeric edge values in every numeric field ------------------------
+
+#: The values a numeric field is tried with: not numbers, not finite, out of 64 bits, signs,
+#: zero, a float where an integer belongs, a boolean, nothing.
+_EDGES = ["nan", "inf", "-inf", "-1", "0", "1", str(2**63), str(-(2**63) - 1), "1e3", "0.5", "true", "''", "null"]
+
+
+def _numeric_fields() -> list[str]:
+    from stateaware.run import NUMBERS
+
+    return [key.replace("*", "demo") for key in NUMBERS]  # a mapping's entries: one of them, named
+
+
+@pytest.fixture(scope="module")
+def composed() -> dict:
+    """The resolved config of ``cohort=demo hardware=cpu``, as :func:`~stateaware.run.check_numbers` reads it."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from stateaware.config import register_configs
+
+    register_configs()
+    with initialize_config_module("stateaware.conf", version_base="1.3"):
+        return OmegaConf.to_container(compose("config", overrides=["cohort=demo", "hardware=cpu"]), resolve=True)
+
+
+def _with(data: dict, key: str, value) -> dict:
+    """``data`` with ``key`` (dotted) set to ``value``: the mappings on its path copied, the rest shared."""
+    head, _, rest = key.partition(".")
+    if not rest:
+        return {**data, head: value}
+    return {**data, head: _with(data.get(head) or {}, rest, value)}
+
+
+_NUMBER = st.one_of(
+    st.sampled_from(
+        [float("nan"), float("inf"), float("-inf"), True, False, None, "1", 2**63, -(2**63) - 1, 2**63 - 1]
+    ),
+    st.floats(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+)
+
+
+def test_a_numeric_field_accepts_only_a_finite_number_integral_where_it_counts(composed):
+    """Every field of the one rule (run.NUMBERS), any value: accepted only if a finite number
+    (an integer for the schema's int fields, never a boolean), the last seed within 64 bits;
+    refused in one line naming the field."""
+    import math
+
+    from stateaware.config import ConfigError, fields_of_type
+    from stateaware.run import MAX_SEED, check_numbers
+
+    integers = set(fields_of_type(int))
+
+    @settings(max_examples=400, derandomize=True, database=None, deadline=None)
+    @given(st.sampled_from(_numeric_fields()), _NUMBER)
+    def case(key, value):
+        data = _with(composed, key, value)
+        try:
+            check_numbers(data)
+        except ConfigError as exc:
+            (line,) = str(exc).splitlines()
+            assert line.startswith(f"invalid {key}=") and "allowed values are" in line, line
+            return
+        if value is None:
+            assert key.startswith("launcher."), key  # only the launcher's optional fields may be null
+            return
+        assert isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value), (key, value)
+        assert key not in integers or isinstance(value, int), (key, value)
+        assert data["cohort"]["seed"] + data["processes"] - 1 <= MAX_SEED
+
+    case()
+
+
+def test_numeric_edge_values_on_the_command_line_end_in_one_line_naming_the_field(scratch, capsys):
+    budget = _Budget("python -m stateaware numeric fields")
+    out = scratch / "out"
+    fields = _numeric_fields()
+
+    @settings(_FUZZ, max_examples=40)
+    @given(st.sampled_from(fields), st.sampled_from(_EDGES))
+    def case(key, value):
+        if budget.spent():
+            return
+        before = listing(scratch, skip=(out,))
+        spelled = f"+{key}" if key.startswith("hardware.scales.") else key  # not in the profile's mapping yet
+        argv = ["cohort=demo", "hardware=cpu", f"{spelled}={value}", f"out={out}", "dry_run=true"]
+        outcome = _in(scratch / "cwd", STATEAWARE, argv)
+        _check(outcome, budget, before, listing(scratch, skip=(out,)), argv)
+        assert outcome.status in (0, 2), (argv, outcome.stderr)
+        if outcome.status == 2:
+            (line,) = outcome.error_lines
+            assert key in line, (argv, line)
+        else:  # accepted: a finite number (null only where a launcher setting may be unset)
+            assert value in ("0", "1", "1e3", "0.5") or (value == "null" and key.startswith("launcher.")), argv
+
+    case()
+    budget.report(capsys)
+    assert budget.cases >= 3  # even on a busy machine (the field rule itself is covered above, in full)
 
 
 # -- python -m stateaware.plan: generated cards ---------------------------------------------

@@ -108,3 +108,19 @@ def test_a_tree_with_another_process_spec_or_no_such_cohort_is_refused(tmp_path,
     assert "its process spec (stateaware/launch/spec.py" in done.stderr and "other fields" in done.stderr
     done = _launch(tmp_path / "results", "x", tmp_path / "nowhere", env)
     assert done.returncode == 2 and "not a path to a source tree nor a git revision" in done.stderr
+
+
+def test_a_tree_whose_worker_lacks_the_entry_point_is_refused_before_launch(tmp_path, env):
+    from stateaware.launch.bootstrap import ENTRY
+
+    other = _tree(tmp_path / "other", slower=False)
+    worker = other / "stateaware" / "launch" / "worker.py"
+    name = ENTRY.partition(":")[2]
+    worker.write_text(worker.read_text().replace(f"def {name}(", f"def {name}_renamed("))
+    done = _launch(tmp_path / "results", "x", other, env)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(
+        f"error: compare_to={str(other)!r}: its worker (stateaware/launch/worker.py) defines no {name}()"
+    )
+    assert not (tmp_path / "results" / "processes").exists()  # nothing launched

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stateaware.launch.snapshot import python_path_first, take_snapshot
+from stateaware.launch.snapshot import started_clean, take_snapshot
 from stateaware.source import source_files, source_hash
 
 
@@ -30,6 +30,9 @@ def test_a_process_started_under_the_snapshot_imports_it_and_hashes_alike(tmp_pa
     code = source_hash()
     folder = take_snapshot(tmp_path, code)
     probe = (
+        "import sys\n"
+        "from stateaware.launch.bootstrap import enter_snapshot\n"
+        "assert enter_snapshot(sys.argv[1], sys.argv[2]) is None\n"
         "import json, stateaware, stateaware.cohorts, stateaware.analysis, stateaware.conf\n"
         "from stateaware.source import source_hash\n"
         "print(json.dumps({'files': [m.__file__ for m in (stateaware, stateaware.cohorts, stateaware.analysis,"
@@ -37,8 +40,10 @@ def test_a_process_started_under_the_snapshot_imports_it_and_hashes_alike(tmp_pa
     )
     # Started from inside the checkout, whose stateaware/ folder would shadow a PYTHONPATH entry.
     checkout = Path(__file__).resolve().parent.parent
-    with python_path_first(folder):
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=checkout, check=True)
+    with started_clean():
+        done = subprocess.run(
+            [sys.executable, "-c", probe, str(folder), code], capture_output=True, text=True, cwd=checkout, check=True
+        )
     seen = json.loads(done.stdout)
     assert all(f.startswith(str(folder)) for f in seen["files"]), seen["files"]
     assert seen["hash"] == code
@@ -47,10 +52,10 @@ def test_a_process_started_under_the_snapshot_imports_it_and_hashes_alike(tmp_pa
 def test_the_environment_is_restored(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/a")
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
-    with python_path_first(tmp_path):
+    with started_clean():
         import os
 
-        assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "/a"]
+        assert os.environ["PYTHONPATH"] == "/a"
         assert os.environ["PYTHONSAFEPATH"] == "1" and os.environ["PYTHONPYCACHEPREFIX"] == ""
     assert os.environ["PYTHONPATH"] == "/a" and "PYTHONSAFEPATH" not in os.environ
     assert "PYTHONPYCACHEPREFIX" not in os.environ

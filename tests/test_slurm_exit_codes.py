@@ -114,7 +114,7 @@ def test_a_job_gone_from_a_cluster_without_accounting_is_recorded_lost(tmp_path,
     run_array(
         submitit.SlurmExecutor(folder=out / ".submitit" / "r1"),
         [spec],
-        results.append,
+        lambda result, in_flight: results.append(result),
         poll_s=0.5,
         out=out,
         run_id="r1",

@@ -88,7 +88,7 @@ def test_the_sbatch_scripts_of_a_split_cohort_match_the_golden_file(compose, tmp
     ids = run_array(
         executor,
         _specs(out, 25),
-        lambda result: None,
+        lambda result, in_flight: None,
         poll_s=1,
         out=out,
         run_id="demo-0123456789",
@@ -170,7 +170,7 @@ def test_no_more_tasks_than_max_job_count_are_queued_at_once(tmp_path, monkeypat
     ids = run_array(
         executor,
         _specs(out, 50),
-        lambda result: None,
+        lambda result, in_flight: None,
         poll_s=1,
         out=out,
         run_id="demo-0123456789",

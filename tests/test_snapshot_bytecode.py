@@ -15,17 +15,24 @@ import pytest
 
 from stateaware.launch.snapshot import (
     batch_script_lines,
-    import_environment,
     running_snapshot_problem,
+    snapshot_hash,
     snapshot_problems,
     take_snapshot,
+    worker_environment,
 )
 from stateaware.source import source_hash
 
-# What a worker imports first (submitit unpickles its job), then the edited module's mark and
-# the worker's own check of the snapshot it runs from.
+# What a worker does first (the installed package checks the snapshot, then puts it on the
+# path), then what it imports, the edited module's mark and its code's own check of the snapshot.
 _PROBE = (
-    "import json, sys, stateaware.launch.worker, stateaware.units as units\n"
+    "import json, sys\n"
+    "from stateaware.launch.bootstrap import enter_snapshot\n"
+    "refused = enter_snapshot(sys.argv[2], sys.argv[1])\n"
+    "if refused:\n"
+    "    print(json.dumps({'refused': refused}))\n"
+    "    sys.exit()\n"
+    "import stateaware.launch.worker, stateaware.units as units\n"
     "from stateaware.launch.snapshot import running_snapshot_problem\n"
     "print(json.dumps({'planted': getattr(units, 'PLANTED', False), 'file': units.__file__,"
     " 'prefix': sys.pycache_prefix, 'problem': running_snapshot_problem(sys.argv[1])}))"
@@ -34,11 +41,11 @@ _PROBE = (
 
 def _worker_import(folder: Path, code: str, cwd: Path) -> dict:
     """Import as a worker started on the snapshot ``folder`` does: a fresh interpreter with
-    :func:`import_environment`'s variables, bytecode writing left on (as in a user's shell)."""
+    :func:`worker_environment`'s variables, bytecode writing left on (as in a user's shell)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(import_environment(folder, env))
+    env.update(worker_environment(env))
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, code], capture_output=True, text=True, cwd=cwd, env=env, check=True
+        [sys.executable, "-c", _PROBE, code, str(folder)], capture_output=True, text=True, cwd=cwd, env=env, check=True
     )
     return json.loads(done.stdout)
 
@@ -66,13 +73,14 @@ def test_a_planted_pyc_is_refused_by_the_launcher_and_never_runs_in_a_worker(tmp
     (folder / "stateaware" / "__pycache__").unlink()  # the empty file that keeps a bytecode folder out
     _malicious_pyc(units, folder / "stateaware" / "__pycache__" / _pyc_name("units"))
 
-    # The plant is real: started on the snapshot as it is now, Python runs the edited code,
-    # and only a check of the snapshot itself (not the source hash) sees why.
+    # The plant would run if imported (the source hash is unchanged); a worker's check of the
+    # snapshot itself refuses it before importing anything from it.
+    assert snapshot_hash(folder) == code
     seen = _worker_import(folder, code, tmp_path)
-    assert seen["planted"] is True and seen["file"] == str(units)
-    assert seen["problem"] == (
-        f"the code snapshot {folder} is not the one the launcher made: stateaware/__pycache__ is a bytecode folder"
-    )
+    assert seen == {
+        "refused": f"the code snapshot {folder} is not the one the launcher made: "
+        "stateaware/__pycache__ is a bytecode folder"
+    }
 
     said: list[str] = []
     assert take_snapshot(tmp_path, code, say=said.append) == folder  # what every launch does before starting workers
@@ -148,12 +156,11 @@ def test_a_process_not_started_on_a_snapshot_has_no_snapshot_to_check():
 
 
 def test_the_batch_script_lines_give_a_job_the_same_environment(tmp_path):
-    folder = tmp_path / "it's a snapshot"  # a quote in the path: the lines must quote it
     script = "\n".join(
-        ["export PYTHONPYCACHEPREFIX=/elsewhere PYTHONPATH=/kept", *batch_script_lines(folder)]
+        ["export PYTHONPYCACHEPREFIX=/elsewhere PYTHONPATH=/kept", *batch_script_lines()]
         + ['printf "%s\\n" "$PYTHONPATH" "$PYTHONSAFEPATH" "${PYTHONPYCACHEPREFIX-unset}"']
     )
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, env={})
-    assert done.stdout.splitlines() == [f"{folder}:/kept", "1", ""]
-    env = import_environment(folder, {"PYTHONPATH": "/kept"})
+    assert done.stdout.splitlines() == ["/kept", "1", ""]  # nothing of the snapshot on the path
+    env = worker_environment({"PYTHONPATH": "/kept"})
     assert done.stdout.splitlines() == [env["PYTHONPATH"], env["PYTHONSAFEPATH"], env["PYTHONPYCACHEPREFIX"]]

@@ -35,8 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from stateaware.launch.bootstrap import FromSnapshot, RequeueableFromSnapshot
 from stateaware.launch.collect import collect
-from stateaware.launch.snapshot import python_path_first, take_snapshot
+from stateaware.launch.snapshot import started_clean, take_snapshot
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import (
     ProcessResult,
@@ -104,15 +105,18 @@ class Summary:
         return 1 if self.unsuccessful or self.disk_full or self.not_started else 0
 
 
-def _default_run_id(cohort: dict, processes: int, hardware: dict, source: str) -> str:
-    """``<cohort>-<10 hex>``: same cohort, process count, hardware and code → same run.
+def _default_run_id(cohort: dict, processes: int, hardware: dict, launcher: str, source: str) -> str:
+    """``<cohort>-<10 hex>``: same cohort, process count, hardware, launcher and code → same run.
 
     So re-running a command resumes it, while editing the code or the cohort starts a new
-    run instead of mixing source hashes in one. Launcher settings and ``out`` do not
-    count: they change how a run is executed, not what it measures.
+    run instead of mixing source hashes in one. The launcher's name counts: a cohort
+    launched on Slurm after the same cohort ran locally is a run of its own (it would
+    otherwise find the local run complete and launch nothing); its other settings and
+    ``out`` do not, since they change how a run is executed, not what it measures. An
+    explicit ``run_id=`` resumes that run whichever launcher made it.
     """
     identity = json.dumps(
-        {"cohort": cohort, "processes": processes, "hardware": hardware, "source_hash": source},
+        {"cohort": cohort, "processes": processes, "hardware": hardware, "launcher": launcher, "source_hash": source},
         sort_keys=True,
         default=str,
     )
@@ -146,7 +150,7 @@ def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
     from stateaware.config import ConfigError
 
     cohort, hardware, processes = run.cohort_config, run.hardware, run.processes
-    run_id = run.run_id or _default_run_id(cohort, processes, hardware, source_hash)
+    run_id = run.run_id or _default_run_id(cohort, processes, hardware, run.launcher.name, source_hash)
     kind = load_kind(run.kind)
     try:
         sections = report_sections(run.kind, kind)
@@ -232,23 +236,27 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
             summary.disk_full, summary.not_started = str(exc), [s.process_index for s in pending]
             return summary
     executor = _executor(run, plan.out / ".submitit" / plan.run_id, timing, snapshot, plan.run_id)
-    # Local processes inherit this environment; Slurm jobs get the path from their batch
-    # script instead (see slurm_executor), which a requeue re-runs.
-    code = python_path_first(snapshot) if snapshot is not None else contextlib.nullcontext()
+    # Local processes inherit this environment (nothing of the snapshot on their path: each
+    # checks it, then imports from it; stateaware.launch.bootstrap); Slurm jobs get the same
+    # from their batch script instead (see slurm_executor), which a requeue re-runs.
+    code = started_clean() if snapshot is not None else contextlib.nullcontext()
     bar = _progress(len(pending), plan.cohort, enabled=progress)
     with code:
         try:
             if run.launcher.name == "slurm":
                 from stateaware.launch.slurm import run_array
 
+                task = RequeueableFromSnapshot(str(snapshot), plan.source_hash) if snapshot else None
                 summary.submitted = run_array(
                     executor,
                     pending,
-                    lambda r: _advance(bar, summary, r),
+                    lambda result, in_flight: _advance(bar, summary, result, running=in_flight),
                     poll_s=run.launcher.poll_s,
                     out=plan.out,
                     run_id=plan.run_id,
                     wait=run.wait,
+                    task=task,
+                    on_queued=lambda in_flight: _postfix(bar, summary, in_flight),
                 )
             else:
                 _run_throttled(
@@ -260,6 +268,7 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
                     slots=run.launcher.cpu_slots(timing),
                     inline=run.launcher.name == "inline",
                     poll_s=run.launcher.poll_s,
+                    task=FromSnapshot(str(snapshot), plan.source_hash) if snapshot is not None else run_or_raise,
                 )
         finally:
             bar.close()
@@ -307,8 +316,9 @@ def launch_pair(
                 for which, stopped in enumerate(summaries):
                     stopped.not_started = [x.process_index for t, x in order[position:] if t == which]
                 break
-            with python_path_first(snapshots[side]):  # the local process inherits its side's code
-                job = executors[side].submit(run_or_raise, spec)
+            with started_clean():  # the process checks its side's snapshot, then imports from it
+                job = executors[side].submit(FromSnapshot(str(snapshots[side]), spec.source_hash), spec)
+            _postfix(bar, both, 1)  # shown while it runs
             result = collect(job, spec)
             summary.results.append(result)
             summary.disk_full = summary.disk_full or result.disk_full
@@ -328,10 +338,12 @@ def _run_throttled(
     slots: Sequence[tuple[int, ...]] | None = None,
     inline: bool,
     poll_s: float,
+    task: Callable[[ProcessSpec], ProcessResult] = run_or_raise,
 ) -> None:
     """At most ``limit`` processes at once; with ``slots`` (``launcher.cpus`` cut by
     :meth:`~stateaware.run.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
-    running processes hold, so processes running side by side never share a CPU."""
+    running processes hold, so processes running side by side never share a CPU. ``task``: what a
+    fresh process runs (:class:`~stateaware.launch.bootstrap.FromSnapshot` on a snapshot)."""
     queue = deque(pending)
     running: dict[Any, ProcessSpec] = {}
     while queue or running:
@@ -343,7 +355,7 @@ def _run_throttled(
             try:
                 # A fresh process exits non-zero when it fails (run_or_raise); inline, a raising
                 # job would stop in submitit's debugger.
-                job = executor.submit(run_one_process if inline else run_or_raise, spec)
+                job = executor.submit(run_one_process if inline else task, spec)
             except OSError as exc:  # submitit could not write the job's files
                 if not disk_full(exc):
                     raise
@@ -351,6 +363,7 @@ def _run_throttled(
                 queue.appendleft(spec)
                 break
             if inline:
+                _postfix(bar, summary, 1)  # shown while it runs, in this process
                 _advance(bar, summary, collect(job, spec), running=0)
             else:
                 running[job] = spec
@@ -378,24 +391,24 @@ def _progress(total: int, cohort: str, *, enabled: bool) -> Any:
     )
 
 
-def _advance(bar: Any, summary: Summary, result: ProcessResult, *, running: int | None = None) -> None:
-    """Count ``result`` and move the bar; with ``running`` (the processes still running after
-    it), the counts shown move first, so the line the bar draws, the last one included,
-    counts every finished process (not ``6/6 done=5 running=1``)."""
+def _advance(bar: Any, summary: Summary, result: ProcessResult, *, running: int) -> None:
+    """Count ``result`` and move the bar; ``running``: the processes still running (or, on
+    Slurm, queued) after it. The counts shown move first, so the line the bar draws, the
+    last one included, counts every finished process (not ``6/6 done=5 running=1``)."""
     summary.results.append(result)
     if result.disk_full and not summary.disk_full:
         summary.disk_full = result.disk_full
-    if running is not None:
-        _postfix(bar, summary, running)
+    _postfix(bar, summary, running, draw=False)  # update() draws it
     bar.update(1)
 
 
-def _postfix(bar: Any, summary: Summary, running: int) -> None:
+def _postfix(bar: Any, summary: Summary, running: int, *, draw: bool = True) -> None:
+    """Show the counts ``done=… failed=… running=…``; ``draw``: redraw the line now when they
+    changed (a process started), since the bar itself redraws only when one ends."""
     counts = summary.counts
-    bar.set_postfix_str(
-        f"done={counts['completed']} failed={len(summary.results) - counts['completed']} running={running}",
-        refresh=False,
-    )
+    text = f"done={counts['completed']} failed={len(summary.results) - counts['completed']} running={running}"
+    if text != getattr(bar, "postfix", None):  # a disabled bar has none
+        bar.set_postfix_str(text, refresh=draw)
 
 
 def describe(summary: Summary, plan: RunPlan) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stateaware.config import ConfigError
+from stateaware.launch.bootstrap import ENTRY
 from stateaware.records.write_paths import make_folder, writable
 from stateaware.source import SOURCE_SUFFIXES, hash_files
 
@@ -88,6 +89,7 @@ def other_code(ref: str, out: Path, cohort: str) -> OtherCode:
             "of this checkout or a source tree laid out as it (stateaware/, cohorts/, analysis/, conf/)"
         )
     _check_config(ref, root, cohort)
+    _check_entry(ref, root)
     files = tuple(_tree_files(root))
     return OtherCode(root, files, hash_files(files), ref, commit)
 
@@ -187,3 +189,35 @@ def _check_config(ref: str, root: Path, cohort: str) -> None:
         )
     if not (root / "conf" / "cohort" / f"{cohort}.yaml").is_file():
         raise ConfigError(f"compare_to={ref!r}: it has no cohort {cohort!r} (conf/cohort/{cohort}.yaml)")
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments, imports)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+    return names
+
+
+def _check_entry(ref: str, root: Path) -> None:
+    """Side B's processes start at its own worker's entry point (``stateaware.launch.bootstrap.ENTRY``,
+    imported from its snapshot once checked): a tree without it is refused before anything launches."""
+    module, _, name = ENTRY.partition(":")
+    relative = Path(*module.split(".")).with_suffix(".py")
+    path = root / relative
+    try:
+        found = path.is_file() and name in _top_level_names(path)
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(
+            f"compare_to={ref!r}: its worker ({relative.as_posix()}) defines no {name}(), the entry point this "
+            f"launcher starts each process with, so side B's processes could not start; compare against a "
+            f"revision whose {relative.as_posix()} defines {name}"
+        )

@@ -35,7 +35,8 @@ class Param:
 
     ``type`` is ``int``, ``float``, ``str``, ``bool``, ``list`` or ``dict``. For a list,
     ``item`` is its elements' type and ``minimum``/``maximum``/``choices`` apply to each
-    element; a list must not be empty. ``minimum``/``maximum`` are inclusive.
+    element; a list must not be empty. ``minimum``/``maximum`` are inclusive; ``above`` is an
+    exclusive lower bound (a time or a ratio that must be positive). A ``float`` is finite.
     ``required``: the key must be present (the kind has no default for it). ``unique``: a
     list may not name one value twice (a method run twice would be measured twice under
     one part name).
@@ -48,6 +49,7 @@ class Param:
     type: type
     minimum: float | None = None
     maximum: float | None = None
+    above: float | None = None
     choices: tuple[Any, ...] | None = None
     item: type | None = None
     required: bool = False
@@ -58,12 +60,17 @@ class Param:
         """The allowed values in words, for an error message."""
         scalar = self.item if self.type is list else self.type
         words = f"one of {', '.join(map(str, self.choices))}" if self.choices else _TYPE_WORDS.get(scalar, str(scalar))
-        if self.minimum is not None and self.maximum is not None:
-            words += f" in [{self.minimum:g}, {self.maximum:g}]"
-        elif self.minimum is not None:
-            words += f" >= {self.minimum:g}"
-        elif self.maximum is not None:
-            words += f" <= {self.maximum:g}"
+        low, above, high = (_bound(b) for b in (self.minimum, self.above, self.maximum))
+        if low and high:
+            words += f" in [{low}, {high}]"
+        elif above and high:
+            words += f" in ({above}, {high}]"
+        elif low:
+            words += f" >= {low}"
+        elif above:
+            words += f" > {above}"
+        elif high:
+            words += f" <= {high}"
         if self.type is list:
             words = f"a non-empty list{' without repeats' if self.unique else ''}, each {words}"
         return words + (" (or null)" if self.nullable else "")
@@ -100,7 +107,19 @@ class Param:
             return False
         if self.minimum is not None and value < self.minimum:
             return False
+        if self.above is not None and value <= self.above:
+            return False
         return self.maximum is None or value <= self.maximum
+
+
+def _bound(value: float | None) -> str:
+    """A bound as a message shows it: an integer exactly (``4096``, ``100,000``), a float shortest
+    (``1e+07``); "" for none."""
+    if value is None:
+        return ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    return f"{value:g}"
 
 
 def check_params(params: Mapping[str, Any], declared: Mapping[str, Param], cohort: str) -> None:

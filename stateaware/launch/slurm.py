@@ -162,9 +162,10 @@ def slurm_executor(
 ) -> Any:
     """A submitit SlurmExecutor for the run's ``launcher`` settings; with ``snapshot``, jobs import the code from it.
 
-    The snapshot goes on ``PYTHONPATH`` in the batch script itself, not through the
-    submitting environment: Slurm re-runs the script when it requeues an array task, but
-    does not reliably carry the submission environment over to it (seen on Slurm 22.05).
+    The worker's environment (nothing of the snapshot on the path; the task checks it, then
+    imports from it: :mod:`stateaware.launch.bootstrap`) is set in the batch script itself, not
+    through the submitting environment: Slurm re-runs the script when it requeues an array
+    task, but does not reliably carry the submission environment over to it (seen on Slurm 22.05).
     """
 
     import submitit
@@ -177,7 +178,7 @@ def slurm_executor(
     executor = submitit.SlurmExecutor(folder=folder)
     params = slurm_parameters(launcher, timing, cohort=cohort, run_id=run_id)
     if snapshot is not None:
-        params["setup"] = batch_script_lines(snapshot)
+        params["setup"] = batch_script_lines()
     executor.update_parameters(**params)
     return executor
 
@@ -321,9 +322,12 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
     return _parse_states(done.stdout)
 
 
-def submit_array(executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec]) -> list[Any]:
-    """Submit ``pending`` as one job array; record and return the submitit jobs."""
-    jobs = executor.map_array(RequeueableProcess(), pending)
+def submit_array(
+    executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec], task: Any = None
+) -> list[Any]:
+    """Submit ``pending`` as one job array of ``task`` (default :class:`RequeueableProcess`; on a
+    snapshot, :class:`~stateaware.launch.bootstrap.RequeueableFromSnapshot`); record and return the jobs."""
+    jobs = executor.map_array(task if task is not None else RequeueableProcess(), pending)
     _record_submissions(out, run_id, {spec.process_index: job.job_id for spec, job in zip(pending, jobs, strict=True)})
     return jobs
 
@@ -354,13 +358,15 @@ MAX_SACCT_INTERVAL_S = 15.0
 def run_array(
     executor: Any,
     pending: list[ProcessSpec],
-    on_result: Callable[[ProcessResult], None],
+    on_result: Callable[[ProcessResult, int], None],
     *,
     poll_s: float,
     out: Path | str,
     run_id: str,
     wait: bool = True,
     limits: ArrayLimits | None = None,
+    task: Any = None,
+    on_queued: Callable[[int], None] | None = None,
 ) -> list[str]:
     """Submit the pending processes that are not already queued, as job arrays of the cluster's size.
 
@@ -372,8 +378,10 @@ def run_array(
 
     Processes whose earlier submission is still queued or running are not submitted again;
     with ``wait`` they are waited for with the new ones, each reported to ``on_result`` as it
-    ends. Waiting reads result files every ``poll_s`` and asks the controller at a bounded
-    rate: one ``sacct`` call for every job at once, spaced from ``poll_s`` doubling up to
+    ends, with the number of processes still in flight (queued or running); ``on_queued`` gets
+    that number after each submission (a progress display counts both). Waiting reads result
+    files every ``poll_s`` and asks the controller at a bounded rate: one ``sacct`` call for
+    every job at once, spaced from ``poll_s`` doubling up to
     :data:`MAX_SACCT_INTERVAL_S`, and one ``squeue`` call to confirm the jobs ``sacct`` says
     ended without a result (it briefly calls a requeued task ``CANCELLED``). Returns the
     Slurm job ids of the processes now in flight (new and earlier).
@@ -394,10 +402,14 @@ def run_array(
     def submit_what_fits() -> None:
         while arrays and len(jobs) + len(arrays[0]) <= max(limits.max_job_count, len(arrays[0])):
             chunk = arrays.pop(0)
-            submitted = submit_array(_after(executor, last[0] if throttled else None), out, run_id, chunk)
+            submitted = submit_array(_after(executor, last[0] if throttled else None), out, run_id, chunk, task)
             jobs.update(zip(submitted, chunk, strict=True))
             last[0] = submitted[0].job_id
+            if on_queued is not None:
+                on_queued(len(jobs))
 
+    if on_queued is not None and jobs:  # earlier submissions still in flight
+        on_queued(len(jobs))
     submit_what_fits()
     ids = [job.job_id for job in jobs]
     if arrays:
@@ -411,7 +423,7 @@ def run_array(
 
 def _wait(
     jobs: dict[Any, ProcessSpec],
-    on_result: Callable[[ProcessResult], None],
+    on_result: Callable[[ProcessResult, int], None],
     *,
     poll_s: float,
     refill: Callable[[], None],
@@ -438,7 +450,8 @@ def _wait(
             sacct_every = min(2 * sacct_every, max(MAX_SACCT_INTERVAL_S, poll_s))
             next_sacct = time.monotonic() + sacct_every
         for job, state in ended.items():
-            on_result(collect(job, jobs.pop(job), state=state))
+            result = collect(job, jobs.pop(job), state=state)
+            on_result(result, len(jobs))
         if ended:
             refill()
         if jobs and not ended:

@@ -5,11 +5,11 @@ after its submission, while someone edits the files. The launcher therefore copi
 exactly the files the source hash covers (:func:`stateaware.source.source_files`, under
 their package-relative names — the layout of an installed wheel — and a user's own kind
 module beside them: its file, or its top-level package folder) into
-``OUT/.snapshots/<hash>/`` and starts processes with that folder first on
-``PYTHONPATH`` (and ``PYTHONSAFEPATH=1``, so a working directory inside a checkout does
-not shadow it); each process then imports ``stateaware`` and the user's kind from the
-snapshot — never from the live directory the command ran in — and its source-hash check
-compares the snapshot with the hash taken at submission.
+``OUT/.snapshots/<hash>/`` and starts each process with nothing of it importable: the
+installed package's :mod:`stateaware.launch.bootstrap` checks the snapshot against the hash
+taken at submission, then puts it first on ``sys.path``, and the process imports
+``stateaware`` and the user's kind from the snapshot — never from the live directory the
+command ran in, and never a file of the snapshot before it was checked.
 
 Why not submitit's ``RsyncSnapshot``: it snapshots a git checkout's committed files and
 relies on the working directory, which neither covers uncommitted edits nor redirects
@@ -24,7 +24,7 @@ So a snapshot holds no bytecode at all, and none can be written into it: every f
 it that holds a ``.py`` file has an empty *file* named ``__pycache__`` where Python's
 bytecode folder would go, so Python finds no pyc there (and cannot write one: the write
 fails quietly), and compiles the snapshot's modules from the hashed sources at every start.
-:func:`import_environment` also empties ``PYTHONPYCACHEPREFIX``, which would otherwise
+:func:`worker_environment` also empties ``PYTHONPYCACHEPREFIX``, which would otherwise
 move the bytecode lookup to a folder outside the snapshot. Measured cost, a worker
 importing submitit, ``stateaware.launch.worker`` and ``stateaware.cohorts.demo`` (Python
 3.11, CPU time, fastest of 15 starts): 0.33 s with the snapshot's bytecode, 0.35 s without
@@ -42,10 +42,9 @@ hash to its name and the empty ``__pycache__`` files, nothing else — a file ed
 traceback pointed into it, one added or removed, bytecode, a symbolic link — or it is
 rebuilt, saying so in one line. Otherwise every process would find its code drifted and
 every resume would end in ``source_drift`` (or, for bytecode, run code nobody hashed).
-Checking the 1.3 MiB of source takes about 40 ms. Code that starts from a snapshot
-can check it again the same way (:func:`running_snapshot_problem`). Limit: a file changed
-in the snapshot *after* the launcher's check runs if a process imports it before its own
-check — as an edited source would.
+Checking the 1.3 MiB of source takes about 40 ms. Every worker checks it again before
+importing anything of it (:mod:`stateaware.launch.bootstrap`), and its code checks it once
+more after its imports (:func:`running_snapshot_problem`).
 
 A snapshot is built under a temporary name (``.<hash>.tmp-<host>-<pid>``, the rule of
 :func:`stateaware.records.writer.temporary_path`) and renamed into place; the temporary
@@ -81,8 +80,8 @@ __all__ = [
     "snapshot_hash",
     "snapshot_problems",
     "running_snapshot_problem",
-    "python_path_first",
-    "import_environment",
+    "started_clean",
+    "worker_environment",
     "batch_script_lines",
 ]
 
@@ -379,31 +378,34 @@ def _differences(folder: Path, files: list[tuple[str, Path]]) -> list[str]:
     return out + [problem for problem in _layout_problems(entries) if problem not in out]
 
 
-def import_environment(folder: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The variables that make a new interpreter import ``stateaware`` from ``folder``, never its bytecode.
+def worker_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables of a worker started on a snapshot: nothing of the snapshot importable at start-up.
 
-    ``folder`` goes first on ``PYTHONPATH``, and ``PYTHONSAFEPATH=1`` stops Python from
-    putting the working directory before it: a process started from inside a checkout
-    would otherwise import the live ``stateaware/`` folder there, not the snapshot.
-    ``PYTHONPYCACHEPREFIX`` is emptied (Python then reads bytecode beside the sources,
-    where a snapshot has none; see the module docstring). ``environ``: the environment the
-    ``PYTHONPATH`` already there is taken from (default ``os.environ``).
+    The snapshot is on no path: the worker's :class:`~stateaware.launch.bootstrap.FromSnapshot`
+    checks it, then puts it first on ``sys.path`` (NOTE [ Nothing of a snapshot runs before it
+    is verified ] in :mod:`stateaware.launch.bootstrap`). ``PYTHONSAFEPATH=1`` keeps the working
+    directory off the path (a checkout there would shadow the installed verifier and, later,
+    the snapshot), and ``PYTHONPYCACHEPREFIX`` is emptied (Python then reads bytecode beside the
+    sources, where a snapshot has none; see the module docstring). A ``PYTHONPATH`` entry that
+    is a snapshot folder (``.snapshots/<hash>``, a launcher started inside a worker's
+    environment) is dropped; the user's other entries stay. ``environ``: the environment the
+    ``PYTHONPATH`` is read from (default ``os.environ``).
     """
-    before = (environ if environ is not None else os.environ).get("PYTHONPATH")
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), before])), **_FLAGS}
+    before = (environ if environ is not None else os.environ).get("PYTHONPATH", "")
+    kept = [entry for entry in before.split(os.pathsep) if entry and Path(entry).parent.name != ".snapshots"]
+    return {"PYTHONPATH": os.pathsep.join(kept), **_FLAGS}
 
 
-def batch_script_lines(folder: Path) -> list[str]:
-    """:func:`import_environment` as ``export`` lines of a batch script (the ``PYTHONPATH`` the
-    job finds kept after ``folder``), for a Slurm job that a requeue starts again."""
-    lines = [f"export PYTHONPATH={shlex.quote(str(folder))}${{PYTHONPATH:+:$PYTHONPATH}}"]
-    return lines + [f"export {key}={shlex.quote(value)}" for key, value in _FLAGS.items()]
+def batch_script_lines() -> list[str]:
+    """:func:`worker_environment`'s flags as ``export`` lines of a batch script, for a Slurm job that a
+    requeue starts again (the ``PYTHONPATH`` the job finds is left as it is)."""
+    return [f"export {key}={shlex.quote(value)}" for key, value in _FLAGS.items()]
 
 
 @contextlib.contextmanager
-def python_path_first(folder: Path) -> Iterator[None]:
-    """Processes started inside the block import ``stateaware`` from ``folder`` (see :func:`import_environment`)."""
-    updates = import_environment(folder)
+def started_clean() -> Iterator[None]:
+    """Processes started inside the block get :func:`worker_environment`; restored after it."""
+    updates = worker_environment()
     before = {key: os.environ.get(key) for key in updates}
     os.environ.update(updates)
     try:

@@ -74,6 +74,7 @@ __all__ = [
     "attempts_so_far",
     "highest_recorded_attempt",
     "record_status",
+    "record_drift",
     "log_paths",
 ]
 
@@ -269,6 +270,18 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
     if before is not None and after is not None:
         row.update(context.context_columns(before, after))
     return _finish(spec, writer, row)
+
+
+def record_drift(spec: ProcessSpec, message: str) -> ProcessResult:
+    """Record this attempt of ``spec`` as ``source_drift`` with ``message``, running nothing of the kind.
+
+    What a worker does when the code it was given is not the code hashed at submission; also
+    called by :mod:`stateaware.launch.bootstrap` for a snapshot refused before it was imported.
+    """
+    started = datetime.now(UTC)
+    attempt = attempts_so_far(spec) + 1
+    writer = RecordWriter(spec.out, identity_of(spec), {"attempt": str(attempt)})
+    return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
 
 
 def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult:
