@@ -39,16 +39,18 @@ class OneLineParser(argparse.ArgumentParser):
         fail(f"{self.prog}: error: {message}; see {self.prog} --help")
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An ``argparse`` type: an integer >= ``minimum``; anything else is refused by name."""
+def int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An ``argparse`` type: an integer >= ``minimum`` (and <= ``maximum`` where given); anything
+    else, a huge number included, is refused by name before it reaches code with a fixed width."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        if value < minimum or (maximum is not None and value > maximum):
+            allowed = f"in [{minimum:,}, {maximum:,}]" if maximum is not None else f">= {minimum}"
+            raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {text!r}")
         return value
 
     return parse

@@ -100,3 +100,45 @@ def test_the_plan_tool_takes_format_json_and_keeps_json_as_its_old_spelling(caps
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and outputs[0].startswith("{")
     assert outputs[2] == outputs[3] and outputs[2] != outputs[0]
+
+
+EDGE_NUMBERS = ("nan", "inf", "-inf", "1e308", "-1", "0", "99999999999999999999999", "true", "")
+
+
+def _numeric_options() -> list[tuple[str, argparse.Action]]:
+    """Every option of every analysis command whose value is a number: its type reads ``"1"``
+    or ``"0.05"`` as a number (paths, names, sizes and choices are not)."""
+    found = []
+    for name, sub in sorted(_commands().items()):
+        for action in sub._actions:
+            if not action.option_strings or action.type is None or action.choices:
+                continue
+            for probe in ("1", "0.05"):
+                try:
+                    value = action.type(probe)
+                except (argparse.ArgumentTypeError, ValueError):
+                    continue
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    found.append((name, action))
+                break
+    return found
+
+
+def test_every_numeric_option_is_found():
+    named = sorted((name, action.option_strings[0]) for name, action in _numeric_options())
+    assert ("sql", "--timeout") in named and ("sql", "--max-rows") in named
+    assert ("compare", "--alpha") in named and ("compact", "--jobs") in named and ("check", "--max-cv") in named
+
+
+@pytest.mark.parametrize("text", EDGE_NUMBERS)
+def test_every_numeric_option_refuses_what_is_out_of_range_naming_the_allowed_values(text):
+    """A value a numeric option cannot hold ends in argparse's one line naming the allowed
+    values; a value it accepts is a finite number in that range (never nan, inf, 1e308)."""
+    for name, action in _numeric_options():
+        try:
+            value = action.type(text)
+        except (argparse.ArgumentTypeError, ValueError) as refused:
+            assert str(refused).strip() and "\n" not in str(refused), (name, action.option_strings, text)
+            continue
+        assert isinstance(value, (int, float)) and abs(value) <= 10**7, (name, action.option_strings, text, value)
+        assert value == value and text not in ("nan", "inf", "-inf", "1e308", "99999999999999999999999", "true", "")

@@ -51,17 +51,19 @@ from pathlib import Path
 
 from stateaware.analysis.store.query_input import query_text
 from stateaware.commands.arguments import (
+    DRAWS,
     Late,
     cohort_argument,
+    number,
     one_line,
-    positive_int,
     resolved,
     results_argument,
     results_dir,
     run_id_argument,
     version_argument,
 )
-from stateaware.exits import INVALID, OneLineParser, fail, run_main
+from stateaware.exits import INVALID, OneLineParser, fail, int_at_least, run_main
+from stateaware.launch.params import Param
 from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
 
 __all__ = ["create_parser", "main", "script"]
@@ -162,14 +164,28 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The numeric options' ranges, checked as the run spec checks its numeric fields.
+_RATIO = Param(float, above=0, maximum=1e6)  # stability thresholds, as analysis.stability.* in a run
+_ALPHA = Param(float, above=0, maximum=0.5)  # a family-wise level
+_JOBS = Param(int, minimum=1, maximum=1_024)
+
+#: The longest ``--timeout``: a week. A longer one is refused rather than passed to the
+#: timer, whose C width a number like 1e308 overflows.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+#: The most rows ``--max-rows`` may ask the table format for: it holds the rows it shows to
+#: align them; csv and json stream any number.
+MAX_TABLE_ROWS = 1_000_000
+
+
 def _seconds(text: str) -> float:
-    """An ``argparse`` type: a finite number of seconds > 0."""
+    """An ``argparse`` type: a number of seconds in (0, ``MAX_TIMEOUT_S``]."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    if not (0 < value <= MAX_TIMEOUT_S):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], got {text!r}")
     return value
 
 
@@ -408,7 +424,7 @@ def create_parser() -> argparse.ArgumentParser:
     )
     sql.add_argument(
         "--max-rows",
-        type=positive_int,
+        type=int_at_least(1, MAX_TABLE_ROWS),
         default=DEFAULT_MAX_ROWS,
         metavar="N",
         help=f"table format: print at most N rows and say how many more there were (default: {DEFAULT_MAX_ROWS})",
@@ -457,7 +473,7 @@ def create_parser() -> argparse.ArgumentParser:
     )
     cohort_argument(report, "report this cohort's latest complete run", "every cohort")
     report.add_argument("--partial", action="store_true", help="analyse unfinished runs; every table then says partial")
-    report.add_argument("--draws", type=positive_int, default=None, help="bootstrap draws (default 20,000)")
+    report.add_argument("--draws", type=number(DRAWS), default=None, help="bootstrap draws (default 20,000)")
     report.add_argument(
         "--strict",
         action="store_true",
@@ -491,16 +507,18 @@ def create_parser() -> argparse.ArgumentParser:
     results_argument(check)
     run_id_argument(check, "only this run")
     cohort_argument(check, "only this cohort's runs")
-    check.add_argument("--max-cv", type=float, default=None, help=f"override the runs' max_cv (default {MAX_CV})")
+    check.add_argument(
+        "--max-cv", type=number(_RATIO), default=None, help=f"override the runs' max_cv (default {MAX_CV})"
+    )
     check.add_argument(
         "--max-wall-over-cpu",
-        type=float,
+        type=number(_RATIO),
         default=None,
         help=f"override the runs' max_wall_over_cpu (default {MAX_WALL_OVER_CPU})",
     )
     check.add_argument(
         "--max-other-share",
-        type=float,
+        type=number(_RATIO),
         default=None,
         help=f"override the runs' max_other_share (default {MAX_OTHER_SHARE})",
     )
@@ -535,10 +553,13 @@ def create_parser() -> argparse.ArgumentParser:
         help="margin of 'same': 2%% or 0.02 (default: %(default)s)",
     )
     compare.add_argument(
-        "--alpha", type=float, default=Late(_STATS, "ALPHA"), help="family-wise level (default: %(default)s)"
+        "--alpha", type=number(_ALPHA), default=Late(_STATS, "ALPHA"), help="family-wise level (default: %(default)s)"
     )
     compare.add_argument(
-        "--draws", type=int, default=Late(_STATS, "DRAWS", "{:,}"), help="bootstrap draws (default: %(default)s)"
+        "--draws",
+        type=number(DRAWS),
+        default=Late(_STATS, "DRAWS", "{:,}"),
+        help="bootstrap draws (default: %(default)s)",
     )
     compare.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     compare.set_defaults(func=_compare)
@@ -563,7 +584,7 @@ def create_parser() -> argparse.ArgumentParser:
     )
     compact.add_argument(
         "--jobs",
-        type=int,
+        type=number(_JOBS),
         default=1,
         metavar="N",
         help="compact N runs at once, each in a process of its own (default: 1)",

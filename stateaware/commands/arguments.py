@@ -7,13 +7,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from stateaware.exits import fail, int_at_least
+from stateaware.launch.params import Param
 
 __all__ = [
+    "DRAWS",
+    "number",
     "default_results",
     "results_dir",
     "results_argument",
@@ -71,6 +74,28 @@ def version_argument(parser: argparse.ArgumentParser) -> None:
 
 #: An ``argparse`` type: an integer >= 1 (``--draws``, ``--max-rows``).
 positive_int = int_at_least(1)
+
+
+#: Bootstrap draws (``--draws``): enough for any interval, few enough to fit in memory.
+DRAWS = Param(int, minimum=1, maximum=10_000_000)
+
+
+def number(param: Param) -> Callable[[str], int | float]:
+    """An ``argparse`` type checking a numeric option as the run spec checks a numeric field:
+    by ``param`` (an ``int`` integral, a ``float`` finite, its range), so ``nan``, ``inf``,
+    ``1e308`` or ``-1`` end in one line naming the option and the allowed values."""
+
+    def parse(text: str) -> int | float:
+        value: int | float | None
+        try:
+            value = int(text) if param.type is int else float(text)
+        except ValueError:
+            value = None
+        if value is None or not param.accepts(value):
+            raise argparse.ArgumentTypeError(f"allowed values are {param.allowed()}, got {text!r}")
+        return value
+
+    return parse
 
 
 def run_id_argument(parser: argparse.ArgumentParser, what: str, default: str = "every run") -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from stateaware.commands.arguments import default_results, results_argument
+from stateaware.commands.arguments import DRAWS, default_results, number, results_argument
 
 __all__ = ["timing", "application"]
 
@@ -28,7 +28,7 @@ def timing(argv: list[str] | None = None) -> int:
         "--cohort", default=None, help="one cohort: print its summary with its prespecified comparisons"
     )
     parser.add_argument(
-        "--draws", type=int, default=None, help="bootstrap draws for the comparisons (default: the analysis')"
+        "--draws", type=number(DRAWS), default=None, help="bootstrap draws for the comparisons (default: the analysis')"
     )
     args = parser.parse_args(argv)
     from stateaware.analysis.timing import render, summary
