@@ -56,25 +56,32 @@ def test_part_names_are_file_name_fragments(tmp_path, bad):
         RecordWriter(tmp_path, ID).write("timings", {"step": [0]}, part=bad)
 
 
-_SLOW_WRITER = """
-import sys
+_STALLED_WRITER = """
+import io, sys, time
+from stateaware.records import writer as records_writer
 from stateaware.records.writer import Identity, RecordWriter
+
+class StallsAfterItsFirstBytes(io.FileIO):
+    def write(self, data):
+        written = super().write(data)  # unbuffered: the bytes are in the file now
+        time.sleep(3600)  # until the parent's SIGKILL
+        return written
+
+records_writer._open_temporary = lambda tmp: StallsAfterItsFirstBytes(tmp, "wb")
 writer = RecordWriter(sys.argv[1], Identity("r1", "c", 3, "h", "cpu", 1.0))
-n = 40_000_000
-writer.write("timings", {"step": range(n), "step_ms": [0.5] * n}, part="big")
+writer.write("timings", {"step": range(1000), "step_ms": [0.5] * 1000}, part="big")
 """
 
 
 @pytest.mark.slow
 def test_a_process_killed_mid_write_leaves_no_readable_part(tmp_path, sql):
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(tmp_path)])
+    # The writer stalls inside its write once the temporary file has bytes (the seam the
+    # disk-full tests use), so the kill lands mid-write on any machine, however loaded,
+    # without a table large enough to take seconds to build and write.
+    proc = subprocess.Popen([sys.executable, "-c", _STALLED_WRITER, str(tmp_path)])
     folder = tmp_path / "timings" / "cohort=c" / "run_id=r1"
-    # Wait for the event, not for a time: on a loaded machine building the 40-million-row
-    # table can take minutes before the temporary file appears (a 120 s deadline once
-    # expired first, and the kill then found no file). The loop ends when the file has
-    # bytes, or fails when the writer finished first.
     while not any(p.stat().st_size > 0 for p in folder.glob(".*.tmp-*")):
-        assert proc.poll() is None, "the writer finished before it could be killed; make it slower"
+        assert proc.poll() is None, "the writer ended before it could be killed"
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
