@@ -1,9 +1,9 @@
 """Damaged or foreign part files in a results directory: named by every reader, never in a view.
 
-One real run (``cohort=demo launcher=inline``) is built once; each test copies it, drops
-one bad file into one table folder, and asserts what views, verification, ``sql``,
-``status`` and ``report`` do: the view keeps exactly the good rows and the table's schema,
-the file is named with its problem, verification fails, no traceback.
+One real run (``cohort=demo launcher=inline``: the session's ``demo_results``) is built once;
+each test copies it, drops one bad file into one table folder, and asserts what views,
+verification, ``sql``, ``status`` and ``report`` do: the view keeps exactly the good rows and
+the table's schema, the file is named with its problem, verification fails, no traceback.
 """
 
 from __future__ import annotations
@@ -31,34 +31,9 @@ RUN = "r1"
 pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pristine") / "results"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stateaware",
-            "cohort=demo",
-            "launcher=inline",
-            "processes=2",
-            f"out={out}",
-            f"run_id={RUN}",
-            "cohort.params.steps=2",
-            "cohort.params.warmup=1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "STATEAWARE_CACHE": str(out.parent / "cache")},
-    )
-    assert done.returncode == 0, done.stderr
-    return out
-
-
 @pytest.fixture
-def results(pristine, tmp_path) -> Path:
-    return Path(shutil.copytree(pristine, tmp_path / "results"))
+def results(demo_results, tmp_path) -> Path:
+    return Path(shutil.copytree(demo_results, tmp_path / "results"))
 
 
 def _good_part(table: str, tmp_path: Path) -> Path:

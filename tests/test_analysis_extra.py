@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import user_env
-from tests.wheel_cache import CACHE_ENV, FILL_COMMAND, analysis_requirements, cache_dir, missing, project_wheel
+from tests.wheel_cache import CACHE_ENV, FILL_COMMAND, analysis_requirements, cache_dir, missing
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def _checked(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(tmp_path_factory: pytest.TempPathFactory, stateaware_wheel: Path) -> Path:
     """A fresh venv holding the analysis extra and this checkout's stateaware, nothing else."""
     cache = cache_dir()
     base = getattr(sys, "_base_executable", sys.executable)
@@ -50,7 +50,6 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"the wheel cache ({CACHE_ENV}={cache}) cannot serve [analysis]: {problem}; fill it: {FILL_COMMAND}"
         )
     folder = tmp_path_factory.mktemp("analysis_extra")
-    wheel = project_wheel(folder)
     env = folder / "venv"
     # Without pip: this environment's pip installs into it (--python), which saves the
     # ensurepip bootstrap; --no-compile leaves the byte-code to the imports that happen.
@@ -58,7 +57,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pip = (sys.executable, "-m", "pip", "--python", env / "bin" / "python", "--disable-pip-version-check", "install")
     offline = (*pip, "-q", "--no-compile", "--no-index", "--find-links", cache)
     _checked(_run(*offline, *analysis_requirements(), cwd=folder))
-    _checked(_run(*offline, "--no-deps", wheel, cwd=folder))
+    _checked(_run(*offline, "--no-deps", stateaware_wheel, cwd=folder))
     return env
 
 

@@ -19,8 +19,6 @@ from stateaware.analysis.__main__ import main
 from stateaware.analysis.store.verify import verify
 from stateaware.analysis.store.views import VIEWS, connect
 
-from tests.conftest import launch_small_run
-
 RUN = "r1"
 PART = Path("cohort=demo") / f"run_id={RUN}" / "p000000-main.parquet"
 
@@ -28,16 +26,9 @@ PART = Path("cohort=demo") / f"run_id={RUN}" / "p000000-main.parquet"
 pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pristine") / "results"
-    launch_small_run(out, RUN, "cohort.params.steps=2")
-    return out
-
-
 @pytest.fixture
-def results(pristine, tmp_path) -> Path:
-    return Path(shutil.copytree(pristine, tmp_path / "results"))
+def results(demo_results, tmp_path) -> Path:
+    return Path(shutil.copytree(demo_results, tmp_path / "results"))
 
 
 #: Folders that are not tables, each holding a copy of a real records part.
@@ -83,13 +74,13 @@ def test_folders_that_are_not_tables_get_one_warning_line_each_and_are_ignored(r
     assert verify(connect(results), run_id=RUN).label == "complete (2 of 2 processes)"
 
 
-def test_report_and_check_read_past_every_folder_that_is_not_a_table(results, pristine, capsys):
+def test_report_and_check_read_past_every_folder_that_is_not_a_table(results, demo_results, capsys):
     from stateaware.analysis.report import main as report_main
     from stateaware.analysis.stability import main as check_main
 
     for name in NOT_TABLES:
         _not_a_table(results, name)
-    clean = check_main(["--results", str(pristine)])
+    clean = check_main(["--results", str(demo_results)])
     capsys.readouterr()
     assert report_main(["--results", str(results)]) == 0
     assert (results / "report" / "report.md").read_text().startswith("# stateaware report")

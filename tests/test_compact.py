@@ -1,9 +1,10 @@
 """``analysis compact``: one file per table per finished run, exact, idempotent, safe against a kill.
 
-One real run (``cohort=demo``, two processes) is built once; each test copies it. Exactness
-is judged through the views themselves (every view's rows before and after, as multisets),
-and verification must still pass; a kill at each step of the swap (``STATEAWARE_COMPACT_KILL_AT``)
-must leave the views with exactly the original rows, and a re-run must finish the job.
+One real run (``cohort=demo``, two processes: the session's ``demo_results``) is built once;
+each test copies it. Exactness is judged through the views themselves (every view's rows
+before and after, as multisets), and verification must still pass; a kill at each step of
+the swap (``STATEAWARE_COMPACT_KILL_AT``) must leave the views with exactly the original
+rows, and a re-run must finish the job.
 """
 
 from __future__ import annotations
@@ -51,16 +52,9 @@ def _launch(out: Path, processes: int) -> subprocess.CompletedProcess[str]:
     return done
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pristine") / "results"
-    _launch(out, 2)
-    return out
-
-
 @pytest.fixture
-def results(pristine, tmp_path) -> Path:
-    return Path(shutil.copytree(pristine, tmp_path / "results"))
+def results(demo_results, tmp_path) -> Path:
+    return Path(shutil.copytree(demo_results, tmp_path / "results"))
 
 
 def _rows(results: Path) -> dict[str, Counter[str]]:
@@ -310,9 +304,9 @@ def test_a_kill_at_any_step_leaves_old_or_new_never_both_nor_neither(results, st
 
 
 @pytest.fixture(scope="module")
-def three_runs(pristine, tmp_path_factory) -> Path:
+def three_runs(demo_results, tmp_path_factory) -> Path:
     """The pristine run r1 and two more real runs, r2 and r3, in one results folder."""
-    out = Path(shutil.copytree(pristine, tmp_path_factory.mktemp("three") / "results"))
+    out = Path(shutil.copytree(demo_results, tmp_path_factory.mktemp("three") / "results"))
     for run in ("r2", "r3"):
         launch_small_run(out, run, "cohort.params.steps=2", "cohort.params.warmup=1")
     return out

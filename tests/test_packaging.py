@@ -16,16 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.wheel_cache import project_wheel
-
 REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return project_wheel(tmp_path_factory.mktemp("wheel"))
+@pytest.fixture
+def wheel(stateaware_wheel: Path) -> Path:
+    return stateaware_wheel
 
 
 def test_wheel_carries_every_frozen_card_and_sql_file(wheel: Path) -> None:

@@ -11,21 +11,13 @@ import pytest
 from stateaware.analysis.store.views import connect, snapshot
 
 from stateaware.records import check, part_cache
-from tests.conftest import launch_small_run
 
 pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pristine") / "results"
-    launch_small_run(out, "r1", "cohort.params.steps=2")
-    return out
-
-
 @pytest.fixture
-def results(pristine, tmp_path) -> Path:
-    return Path(shutil.copytree(pristine, tmp_path / "results"))
+def results(demo_results, tmp_path) -> Path:
+    return Path(shutil.copytree(demo_results, tmp_path / "results"))
 
 
 @pytest.fixture

@@ -1,19 +1,17 @@
 """Row counts: a valid part holding other rows than its process wrote never verifies as complete.
 
-One real run (``cohort=demo``, two processes) is built once; each test copies it and damages
-process 1 in one way — a part emptied, replaced by another run's or another process's, a stray
-part beside it, a part lost. Verification fails naming the process, the table and both counts
-(and the file, when the part itself is foreign); the next launch agrees, quarantines what it
-cannot trust, runs process 1 again, and the run then verifies with every row exactly once.
+One real run (``cohort=demo``, two processes: the session's ``demo_results``) is built once;
+each test copies it and damages process 1 in one way — a part emptied, replaced by another
+run's or another process's, a stray part beside it, a part lost. Verification fails naming
+the process, the table and both counts (and the file, when the part itself is foreign); the
+next launch agrees, quarantines what it cannot trust, runs process 1 again, and the run then
+verifies with every row exactly once.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,20 +40,9 @@ PARTITION = Path("cohort=demo") / f"run_id={RUN}"
 pytestmark = pytest.mark.usefixtures("fresh_part_cache")
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pristine") / "results"
-    env = {**os.environ, "STATEAWARE_CACHE": str(out.parent / "cache")}
-    done = subprocess.run(
-        [sys.executable, "-m", "stateaware", *ARGS, f"out={out}"], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert done.returncode == 0, done.stderr
-    return out
-
-
 @pytest.fixture
-def results(pristine, tmp_path) -> Path:
-    return Path(shutil.copytree(pristine, tmp_path / "results"))
+def results(demo_results, tmp_path) -> Path:
+    return Path(shutil.copytree(demo_results, tmp_path / "results"))
 
 
 def _part(results: Path, table: str, process: int, name: str) -> Path:
