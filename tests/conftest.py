@@ -106,6 +106,17 @@ def demo_results(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_timing_cards(tmp_path_factory):
+    """``(folder, {cell: digest})``: the tiny timing cells' frozen cards
+    (tests/test_timing_cohorts.py), profiled once per test run, for the timing cohorts' and
+    the report's tests. Read-only: copy the folder to change or add a card."""
+    from tests.test_timing_cohorts import freeze_tiny_cards
+
+    folder = tmp_path_factory.mktemp("tiny-timing-cards")
+    return folder, freeze_tiny_cards(folder)
+
+
+@pytest.fixture(scope="session")
 def stateaware_wheel(tmp_path_factory) -> Path:
     """This checkout's wheel (tests/wheel_cache.py's ``project_wheel``), built once per test
     run for the tests that install it. Read-only."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -126,8 +127,11 @@ def run_cohort(out: Path, doc: dict, hardware: dict, per_process: list[dict], st
     )
 
 
-def small_results(out: Path, cards_dir: Path) -> Path:
-    """Small complete runs of every cohort kind the paper's report renders, under ``out``."""
+def small_results(out: Path, cards_dir: Path, timing_cards: tuple[Path, dict[str, str]] | None = None) -> Path:
+    """Small complete runs of every cohort kind the paper's report renders, under ``out``.
+
+    ``timing_cards``: the tiny timing cells' frozen cards, ``(folder, {cell: digest})``, as the
+    session's ``tiny_timing_cards`` holds them (copied into ``cards_dir``); profiled afresh when absent."""
     from stateaware.cohorts import load_kind
 
     from stateaware.source import source_hash
@@ -160,18 +164,12 @@ def small_results(out: Path, cards_dir: Path) -> Path:
         run_cohort(out, doc, cpu, load_kind(doc["kind"]).expand(doc, cpu, 2), started(), source)
 
     # Timing cohorts on the tiny hardware profile of tests/test_timing_cohorts.py.
-    from stateaware.cost_runtime.cells import cells_of, shape_of
-    from stateaware.cost_runtime.frozen_cards import freeze
-    from stateaware.cost_runtime.profile import profile_card
-
     kind = load_kind("timing")
-    bare = timing_tests.tiny_hardware(cards_dir)
-    cells = {c["cell"]: c for c in cells_of({"cells": ["large_sparse"]}, bare)}
-    cells.update({c["cell"]: c for c in cells_of({"grid": "three_workload"}, bare)})
-    frozen = {}
-    for name, cell in cells.items():
-        card = profile_card(shape_of(cell), seed=0, repeats=1, provenance={"cell": name})
-        _, frozen[name] = freeze(card, name, cards_dir)
+    if timing_cards is None:
+        frozen = timing_tests.freeze_tiny_cards(cards_dir)
+    else:
+        shutil.copytree(timing_cards[0], cards_dir, dirs_exist_ok=True)
+        frozen = dict(timing_cards[1])
     tiny = timing_tests.tiny_hardware(cards_dir, frozen)
     for name, processes in (("confirm32", 2), ("three_workload", 3)):
         doc = timing_tests.cohort(name)
@@ -224,17 +222,17 @@ def _header_rows(report: str) -> set[str]:
     return {line for line in report.splitlines() if line.startswith("| ") and "---" not in line}
 
 
-def render_small(tmp: Path) -> str:
+def render_small(tmp: Path, timing_cards: tuple[Path, dict[str, str]] | None = None) -> str:
     from stateaware.analysis.report import build_report
 
     (tmp / "results").mkdir()
-    out = small_results(tmp / "results", tmp / "cards")
+    out = small_results(tmp / "results", tmp / "cards", timing_cards)
     return build_report(out, tmp / "report", draws=200).read_text()
 
 
 @pytest.fixture(scope="module")
-def small_report(tmp_path_factory) -> str:
-    return render_small(tmp_path_factory.mktemp("golden"))
+def small_report(tmp_path_factory, tiny_timing_cards) -> str:
+    return render_small(tmp_path_factory.mktemp("golden"), tiny_timing_cards)
 
 
 @pytest.mark.slow

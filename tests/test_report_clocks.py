@@ -12,6 +12,7 @@ predictions beside the measured wall time, and quote the paper's ratio beside ou
 from __future__ import annotations
 
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,16 +26,13 @@ _TIME_HEADER = re.compile(r"\bms\b|time", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory) -> tuple[Path, Path, list[Any]]:
+def report(tmp_path_factory, tiny_timing_cards) -> tuple[Path, Path, list[Any]]:
     """``(results, report.md, Figure1s drawn)`` of the tiny confirm44 run described above."""
     from stateaware.analysis import figures as figures_module
     from stateaware.analysis.report import build_report
     from stateaware.cohorts import load_kind
 
     from stateaware.cost_runtime import measure
-    from stateaware.cost_runtime.cells import cells_of, shape_of
-    from stateaware.cost_runtime.frozen_cards import freeze
-    from stateaware.cost_runtime.profile import profile_card
     from stateaware.source import source_hash
     from tests import test_timing_cohorts as timing_tests
     from tests.test_analysis_report_golden import run_cohort
@@ -42,12 +40,8 @@ def report(tmp_path_factory) -> tuple[Path, Path, list[Any]]:
     tmp = tmp_path_factory.mktemp("clocks")
     cards, results = tmp / "cards", tmp / "results"
     results.mkdir()
-    bare = timing_tests.tiny_hardware(cards)
-    (cell,) = cells_of({"cells": ["large_sparse"]}, bare)
-    _, frozen = freeze(
-        profile_card(shape_of(cell), seed=0, repeats=1, provenance={"cell": "large_sparse"}), "large_sparse", cards
-    )
-    hardware = timing_tests.tiny_hardware(cards, {"large_sparse": frozen})
+    shutil.copytree(tiny_timing_cards[0], cards)  # the session's, profiled once; large_sparse is priced
+    hardware = timing_tests.tiny_hardware(cards, {"large_sparse": tiny_timing_cards[1]["large_sparse"]})
     doc = timing_tests.cohort("confirm44")
     doc["comparisons_clock"] = "cpu"
     drawn: list[Any] = []

@@ -7,6 +7,7 @@ what ``python -m stateaware cohort=NAME`` runs, in seconds.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -69,19 +70,25 @@ def cohort(name: str, **params) -> dict:
     return doc
 
 
-@pytest.fixture(scope="module")
-def cards(tmp_path_factory):
-    """Frozen tiny cards: large_sparse and the three three_workload cells."""
-    folder = tmp_path_factory.mktemp("cards")
+def freeze_tiny_cards(folder: Path) -> dict[str, str]:
+    """Profile and freeze the tiny cards of large_sparse and the three three_workload cells
+    under ``folder``: ``{cell: digest}`` (the session's ``tiny_timing_cards`` runs this once)."""
     hardware = tiny_hardware(folder)
     frozen = {}
-    names = ["large_sparse"]
-    cells = {c["cell"]: c for c in cells_of({"cells": names}, hardware)}
+    cells = {c["cell"]: c for c in cells_of({"cells": ["large_sparse"]}, hardware)}
     cells.update({c["cell"]: c for c in cells_of({"grid": "three_workload"}, hardware)})
     for name, cell in cells.items():
         doc = profile_card(shape_of(cell), seed=0, repeats=1, provenance={"cell": name})
         _, frozen[name] = freeze(doc, name, folder)
-    return folder, frozen
+    return frozen
+
+
+@pytest.fixture(scope="module")
+def cards(tiny_timing_cards, tmp_path_factory):
+    """Frozen tiny cards: large_sparse and the three three_workload cells, in a folder of this
+    module's own (a copy of the session's, profiled once)."""
+    folder, frozen = tiny_timing_cards
+    return Path(shutil.copytree(folder, tmp_path_factory.mktemp("cards"), dirs_exist_ok=True)), dict(frozen)
 
 
 def run_processes(tmp_path: Path, doc: dict, hardware: dict, processes: int, indices) -> duckdb.DuckDBPyConnection:
