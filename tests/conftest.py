@@ -108,9 +108,9 @@ def demo_results(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_timing_cards(tmp_path_factory):
     """``(folder, {cell: digest})``: the tiny timing cells' frozen cards
-    (tests/test_timing_cohorts.py), profiled once per test run, for the timing cohorts' and
+    (tests/cohorts/test_timing.py), profiled once per test run, for the timing cohorts' and
     the report's tests. Read-only: copy the folder to change or add a card."""
-    from tests.test_timing_cohorts import freeze_tiny_cards
+    from tests.cohorts.test_timing import freeze_tiny_cards
 
     folder = tmp_path_factory.mktemp("tiny-timing-cards")
     return folder, freeze_tiny_cards(folder)

@@ -1,7 +1,7 @@
 """What ``analysis report`` shows for a timing run whose two clocks differ.
 
 A tiny ``confirm44`` run (two processes, through the worker and the manifest writer, as
-``tests/test_analysis_report_golden.py`` runs cohorts) declares ``comparisons_clock: cpu``,
+``tests/analysis/test_report_golden.py`` runs cohorts) declares ``comparisons_clock: cpu``,
 and every measured step's CPU time is made exactly 0.6 of its wall time, so a number on
 the wrong clock is off by 40 % — not by the few percent two real clocks differ by, which
 rounding could hide. The report must then name a clock on every time it shows, put the
@@ -34,8 +34,8 @@ def report(tmp_path_factory, tiny_timing_cards) -> tuple[Path, Path, list[Any]]:
 
     from stateaware.cost_runtime import measure
     from stateaware.source import source_hash
-    from tests import test_timing_cohorts as timing_tests
-    from tests.test_analysis_report_golden import run_cohort
+    from tests.analysis.test_report_golden import run_cohort
+    from tests.cohorts import test_timing as timing_tests
 
     tmp = tmp_path_factory.mktemp("clocks")
     cards, results = tmp / "cards", tmp / "results"

@@ -4,7 +4,7 @@ Small runs of the semantic, finite, timing and CIFAR cohorts go through the work
 ``processes`` rows are the launcher's) and the manifest writer (so each has its ``runs``
 row), then ``analysis report`` renders them. The report's section list and tables are
 compared with ``tests/data/report-golden.json``, captured from the code before the change
-(``python -m tests.test_analysis_report_golden`` writes it afresh):
+(``python -m tests.analysis.test_report_golden`` writes it afresh):
 
 - deterministic sections (Table 2, the finite checks) compare line for line;
 - timing and application sections compare structure: headings, table headers, the first
@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "data" / "report-golden.json"
 CONF = REPO / "conf" / "cohort"
 
@@ -135,8 +135,8 @@ def small_results(out: Path, cards_dir: Path, timing_cards: tuple[Path, dict[str
     from stateaware.cohorts import load_kind
 
     from stateaware.source import source_hash
-    from tests import test_app_cohort as app
-    from tests import test_timing_cohorts as timing_tests
+    from tests.cohorts import test_cifar as app
+    from tests.cohorts import test_timing as timing_tests
 
     source = source_hash()
     clock = datetime(2026, 1, 1, tzinfo=UTC)
@@ -152,7 +152,7 @@ def small_results(out: Path, cards_dir: Path, timing_cards: tuple[Path, dict[str
     semantic["params"] = {**semantic.get("params", {}), "seed_keys": 2}
     run_cohort(out, semantic, cpu, load_kind("semantic").expand(semantic, cpu, 1), started(), source)
 
-    # The finite suites (as tests/test_finite_cohorts.py runs them).
+    # The finite suites (as tests/cohorts/test_finite.py runs them).
     for name, programs, extra in (
         ("derivative", 18, {}),
         ("bytes", 18, {}),
@@ -163,7 +163,7 @@ def small_results(out: Path, cards_dir: Path, timing_cards: tuple[Path, dict[str
         doc["params"] = {**doc["params"], "programs": programs, **extra}
         run_cohort(out, doc, cpu, load_kind(doc["kind"]).expand(doc, cpu, 2), started(), source)
 
-    # Timing cohorts on the tiny hardware profile of tests/test_timing_cohorts.py.
+    # Timing cohorts on the tiny hardware profile of tests/cohorts/test_timing.py.
     kind = load_kind("timing")
     if timing_cards is None:
         frozen = timing_tests.freeze_tiny_cards(cards_dir)

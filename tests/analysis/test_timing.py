@@ -6,7 +6,7 @@ from stateaware.analysis.timing import summary
 
 from stateaware.launch.manifest import write_manifest
 from stateaware.records.writer import Identity, RecordWriter
-from tests.test_timing_cohorts import cards, cohort, run_processes, tiny_hardware  # noqa: F401 (fixture)
+from tests.cohorts.test_timing import cards, cohort, run_processes, tiny_hardware  # noqa: F401 (fixture)
 
 
 def test_the_summary_computes_the_comparisons_stored_with_the_run(tmp_path, cards):  # noqa: F811

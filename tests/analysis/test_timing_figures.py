@@ -5,7 +5,7 @@ from __future__ import annotations
 from stateaware.analysis.store.views import connect
 from stateaware.analysis.timing_figures import figures, summaries
 
-from tests.test_timing_cohorts import cards, cohort, run_processes, tiny_hardware  # noqa: F401 (fixture)
+from tests.cohorts.test_timing import cards, cohort, run_processes, tiny_hardware  # noqa: F401 (fixture)
 
 
 def test_figures_come_from_the_executed_methods_of_each_budgeted_cell(tmp_path, cards):  # noqa: F811

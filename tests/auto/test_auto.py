@@ -1,6 +1,6 @@
 """stateaware.auto: profile, plan, apply and wrap a user's model; discovery; no trace.
 
-Models come from tests/auto_models.py: chains of Linear/BatchNorm/Dropout/ReLU blocks
+Models come from tests/auto/auto_models.py: chains of Linear/BatchNorm/Dropout/ReLU blocks
 with an EMA center buffer and a ring feature queue with a Python int pointer, as an
 ``nn.Sequential`` or as named submodules of a custom module.
 """
@@ -15,7 +15,7 @@ import torch
 import stateaware.auto as auto
 from stateaware.planner import evaluate_policy, min_peak_bytes
 from stateaware.torch_replay import UndeclaredStateError
-from tests.auto_models import EmaCenter, RingQueue, generated
+from tests.auto.auto_models import EmaCenter, RingQueue, generated
 
 WIDTH, BATCH = 256, 512
 

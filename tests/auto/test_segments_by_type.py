@@ -4,7 +4,7 @@ torchvision's ResNet-18 at a toy size (``tests/model_zoo.py``) is wrapped with i
 selected each way and no state declared, then trained two steps beside an eager deep
 copy: loss, gradients, weights, buffers (BatchNorm statistics and counters) and the RNG
 state must be equal byte for byte. The other model families train in
-``tests/test_model_matrix.py``; here the selection rules are checked on them.
+``tests/auto/test_model_matrix.py``; here the selection rules are checked on them.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch._dynamo
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_budget", REPO / "bench" / "bench_budget.py")
 bench = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("bench_budget", bench)  # its dataclasses look their module up there

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gpu_wheels", REPO / "bench" / "gpu_wheels.py")
 assert _spec is not None and _spec.loader is not None
 gpu_wheels = importlib.util.module_from_spec(_spec)

@@ -14,7 +14,7 @@ from stateaware.app import data, scores
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TINY = {
     "verify_checksum": False,
     "threads": 1,

@@ -14,7 +14,7 @@ import pytest
 
 from stateaware.cli import run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "custom_cohort"
 
 

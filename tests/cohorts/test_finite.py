@@ -11,7 +11,7 @@ from stateaware.cohorts import load_kind
 from stateaware.launch.spec import ProcessSpec
 from stateaware.records.writer import Identity, RecordWriter
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "cohort"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "cohort"
 
 
 def _run(out: Path, name: str, programs: int, processes: int = 2, **params) -> None:

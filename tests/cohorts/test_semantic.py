@@ -130,7 +130,7 @@ def test_table2_sql_and_render(results):
     assert "Rows whose counts differ from the paper's" in text  # 2 keys, not the paper's 50
 
 
-GOLDEN = Path(__file__).parent / "data" / "semantic-records-420000.json.gz"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "semantic-records-420000.json.gz"
 #: The columns a records row carries that describe the run, not the outcome.
 _IDENTITY = {"run_id", "cohort", "process_index", "source_hash", "schema_version", "hardware", "scale"}
 

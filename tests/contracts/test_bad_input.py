@@ -5,7 +5,7 @@ cohort kind's declared params), ``python -m stateaware.analysis`` (paths, querie
 and ``python -m stateaware.plan`` (cards, budgets, plot paths). Every case runs as a
 fresh interpreter, as a user types it; the module runs them all at once, a few at a
 time, and each test asserts one case: exit status, exactly one non-empty stderr line that
-names the field or file, and no traceback. ``python tests/test_bad_input.py`` prints the
+names the field or file, and no traceback. ``python tests/contracts/test_bad_input.py`` prints the
 summary: cases tried, tracebacks, wrongly accepted.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-CARD = HERE / "data" / "cards" / "handwritten_large_sparse.json"
+TESTS = Path(__file__).resolve().parents[1]
+CARD = TESTS / "data" / "cards" / "handwritten_large_sparse.json"
 
 S = ("-m", "stateaware")
 A = ("-m", "stateaware.analysis")
@@ -405,7 +405,7 @@ def _interrupt_reading(argv: list[str], fifo: Path, cwd: Path) -> tuple[int, str
 
 def test_ctrl_c_during_a_query(tmp_path):
     # (A card that is a FIFO no longer blocks the planner: it is refused unread, in one line,
-    # which tests/test_plan_card_limits.py checks.)
+    # which tests/planner/test_card_limits.py checks.)
     paths = _fixtures(tmp_path)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

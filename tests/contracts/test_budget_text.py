@@ -24,9 +24,9 @@ from stateaware.planner import load_card, parse_budget
 from stateaware.planner.budget import UNITLESS_FLOOR, UnitlessBudget, budget_on_card, parse_budget_text
 from tests.cli_inprocess import PLAN, run_main, run_stateaware_in
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CARD = ROOT / "conf" / "cards" / "large_sparse-523727961a1b.json"
-HANDWRITTEN = Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json"
+HANDWRITTEN = Path(__file__).resolve().parents[1] / "data" / "cards" / "handwritten_large_sparse.json"
 PROG = "python -m stateaware.plan"
 MiB = 2**20
 

@@ -149,7 +149,7 @@ def test_generated_overrides_end_in_0_1_or_2_and_write_only_inside_out(scratch, 
 
 # -- python -m stateaware.plan: generated cards ---------------------------------------------
 
-_SHIPPED = sorted((Path(__file__).resolve().parents[1] / "conf" / "cards").glob("*.json"))
+_SHIPPED = sorted((Path(__file__).resolve().parents[2] / "conf" / "cards").glob("*.json"))
 _JSON = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ["cohort=demo", "processes=4", "cohort.params.size=256", "cohort.params.steps=40", "launcher=local"]
 # the line keeps the indentation of the one it replaces, wherever demo.py nests its loop
 SLOWER = 'wall_ms, cpu_ms = time_step(lambda: (product.__setitem__("c", a @ b), a[: size // 4] @ b))\n'

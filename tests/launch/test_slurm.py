@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm_cluster import cluster_down_reason
+from tests.launch.slurm_cluster import cluster_down_reason
 
 pytestmark = pytest.mark.slurm
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slurm
 # are shared and a loaded node can take minutes to schedule and start a worker.
 _WAIT_S = 300.0
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 if cluster_down_reason():
@@ -308,7 +308,7 @@ def test_code_edited_after_submission_does_not_change_what_queued_jobs_run(tmp_p
 def test_a_users_own_kind_runs_under_slurm_from_its_folder(tmp_path, sql):
     # examples/custom_cohort copied outside the repository: the kind module lives only in
     # the user's folder, so the Slurm workers can import it only from the run's snapshot.
-    from tests.test_custom_cohort import EXAMPLE, _outside_env
+    from tests.cohorts.test_custom_cohort import EXAMPLE, _outside_env
 
     folder = tmp_path / "custom_cohort"
     shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__", "results"))

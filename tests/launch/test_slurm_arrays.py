@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from stateaware.launch.slurm import MAX_SACCT_INTERVAL_S, array_limits
-from tests.slurm_cluster import cluster_down_reason
+from tests.launch.slurm_cluster import cluster_down_reason
 
 pytestmark = pytest.mark.slurm
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 #: 10 in CI; the environment variable runs the same test at another size (300 for a large cohort).
 PROCESSES = int(os.environ.get("STATEAWARE_SLURM_PROCESSES", "10"))
 

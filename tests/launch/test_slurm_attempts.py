@@ -2,7 +2,7 @@
 
 ``SLURM_RESTART_COUNT`` and the task ids are set as Slurm sets them; ``sacct`` is a fake on
 ``PATH`` printing what ``sacct -D`` prints for a task requeued twice (the real one is
-exercised by tests/test_launch_slurm.py's ``scontrol requeue`` test).
+exercised by tests/launch/test_slurm.py's ``scontrol requeue`` test).
 """
 
 from __future__ import annotations

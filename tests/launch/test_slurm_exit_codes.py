@@ -2,7 +2,7 @@
 
 A process that did not complete records its row, then raises (``run_or_raise``): its
 interpreter exits 1 with the traceback on stderr, which is what makes a Slurm task
-``FAILED`` in ``sacct`` (tests/test_launch_slurm.py checks that on the real cluster) and a
+``FAILED`` in ``sacct`` (tests/launch/test_slurm.py checks that on the real cluster) and a
 local worker's exit code non-zero. The launcher reads such a job as the process it
 recorded, never as ``lost``. And the state poll works on a cluster without slurmdbd, where
 ``sacct`` refuses and only ``squeue`` answers.

@@ -26,7 +26,7 @@ from stateaware.launch.slurm import (
 from stateaware.launch.spec import ProcessSpec
 from stateaware.run import RunSpec
 
-GOLDEN = Path(__file__).parent / "data" / "sbatch_golden.txt"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "sbatch_golden.txt"
 
 # `scontrol show config` as Slurm 22.05 prints it (abridged).
 SCONTROL = """Configuration data as of 2026-12-02T14:00:00

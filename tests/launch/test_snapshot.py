@@ -36,7 +36,7 @@ def test_a_process_started_under_the_snapshot_imports_it_and_hashes_alike(tmp_pa
         " stateaware.conf)], 'hash': source_hash()}))"
     )
     # Started from inside the checkout, whose stateaware/ folder would shadow a PYTHONPATH entry.
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]
     with python_path_first(folder):
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=checkout, check=True)
     seen = json.loads(done.stdout)

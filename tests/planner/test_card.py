@@ -10,7 +10,7 @@ import pytest
 
 from stateaware.planner import CardError, OptionCost, card_from_dict, load_card, save_card
 
-HANDWRITTEN = Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json"
+HANDWRITTEN = Path(__file__).resolve().parents[1] / "data" / "cards" / "handwritten_large_sparse.json"
 
 
 def _doc() -> dict:

@@ -26,7 +26,7 @@ from stateaware.planner import profile_card
 from stateaware.planner.profile_card import MAX_CARD_BYTES, MAX_DEPTH, MAX_INT_DIGITS, MAX_SEGMENTS
 from tests.cli_inprocess import PLAN, Outcome, run_main
 
-HANDWRITTEN = Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json"
+HANDWRITTEN = Path(__file__).resolve().parents[1] / "data" / "cards" / "handwritten_large_sparse.json"
 PROG = "python -m stateaware.plan"
 WALL_S = 5.0
 DEEP = 100_000

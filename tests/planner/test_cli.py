@@ -12,7 +12,7 @@ import pytest
 from stateaware.plan import main
 from stateaware.planner import load_card, plan
 
-HANDWRITTEN = str(Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json")
+HANDWRITTEN = str(Path(__file__).resolve().parents[1] / "data" / "cards" / "handwritten_large_sparse.json")
 GiB = 1 << 30
 
 
@@ -95,8 +95,8 @@ def test_module_runs_as_a_fresh_process():
     assert json.loads(done.stdout)["feasible"] is True
 
 
-FROZEN = Path(__file__).resolve().parents[1] / "conf" / "cards" / "feature_queue-579a6e625041.json"
-LARGE = Path(__file__).resolve().parents[1] / "conf" / "cards" / "large_sparse-523727961a1b.json"
+FROZEN = Path(__file__).resolve().parents[2] / "conf" / "cards" / "feature_queue-579a6e625041.json"
+LARGE = Path(__file__).resolve().parents[2] / "conf" / "cards" / "large_sparse-523727961a1b.json"
 
 
 def test_text_names_the_cards_hardware_scale_and_segment_count(capsys):

@@ -16,8 +16,8 @@ import pytest
 
 from stateaware.planner import load_card, plan
 
-ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = json.loads((Path(__file__).parent / "data" / "frozen_card_plans.json").read_text())
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "frozen_card_plans.json").read_text())
 
 
 def test_every_shipped_card_is_in_the_golden_file():

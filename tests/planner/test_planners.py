@@ -12,7 +12,7 @@ from stateaware.planner import PLANNERS, card_from_dict, enumerate_policies, eva
 from stateaware.planner.synthetic import random_card
 
 GiB = 1 << 30
-HANDWRITTEN = Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json"
+HANDWRITTEN = Path(__file__).resolve().parents[1] / "data" / "cards" / "handwritten_large_sparse.json"
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from stateaware.planner import load_card, plan
 from stateaware.planner.records import card_from_profile_rows, policy_row, profile_rows
 from stateaware.records.schema import IDENTITY, schema_for
 
-HANDWRITTEN = Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json"
+HANDWRITTEN = Path(__file__).resolve().parents[1] / "data" / "cards" / "handwritten_large_sparse.json"
 
 
 def _columns(table):

@@ -350,7 +350,7 @@ def test_quarantine_never_moves_a_part_out_of_out(out, tmp_path):
 
 
 def test_a_zero_row_part_with_the_right_identity_passes_the_part_check(out):
-    # Its rows are counted by verification instead (tests/test_verify_row_counts.py).
+    # Its rows are counted by verification instead (tests/analysis/test_verify_row_counts.py).
     path = RecordWriter(out, Identity("r1", "demo", 1, "h", "cpu", 1.0)).write("records", [])
     assert pq.read_metadata(path).num_rows == 0 and checked_problem(out, path, "records") is None
     assert pa.types.is_string(pq.read_schema(path).field("run_id").type)
@@ -363,7 +363,7 @@ import sys
 from pathlib import Path
 from stateaware.records import part_cache
 from stateaware.records.part_cache import PartChecks
-from tests.test_records_page_checks import _write
+from tests.records.test_page_checks import _write
 
 part_cache.SETTLE_NS = -(10**18)
 out, parts = Path(sys.argv[1]), int(sys.argv[2])
@@ -381,7 +381,7 @@ def test_the_cache_survives_a_concurrent_writer(out, cache, monkeypatch):
     _settled(monkeypatch)
     parts = 30
     script = [sys.executable, "-c", _CONCURRENT_WRITER, str(out), str(parts)]
-    writer = subprocess.Popen(script, cwd=Path(__file__).parents[1])
+    writer = subprocess.Popen(script, cwd=Path(__file__).parents[2])
     scans = 0
     while writer.poll() is None or scans == 0:
         with PartChecks(out) as checks:  # what a reader sees meanwhile: every landed part passes

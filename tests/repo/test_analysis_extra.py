@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import user_env
 from tests.wheel_cache import CACHE_ENV, FILL_COMMAND, analysis_requirements, cache_dir, missing
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 

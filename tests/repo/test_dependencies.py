@@ -16,7 +16,7 @@ The extras divide the code into three layers, each covered by the extras it clai
   line) needs the core and ``[cohorts]`` (which includes ``[analysis]``), and ``[jax]`` where
   a cohort runs JAX.
 
-``tests/test_analysis_extra.py`` checks the analysis claim by running it in a venv that has
+``tests/repo/test_analysis_extra.py`` checks the analysis claim by running it in a venv that has
 nothing else.
 """
 
@@ -30,9 +30,9 @@ import sys
 from pathlib import Path
 
 from stateaware.source import source_files
-from tests.test_import_graph import GPU_STACK, ORCHESTRATION, import_edges, modules
+from tests.repo.test_import_graph import GPU_STACK, ORCHESTRATION, import_edges, modules
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 #: Modules of ours outside the library layer besides the analysis: what runs cohorts. The
 #: records and the application need pyarrow and torchvision, which the core leaves out;

@@ -39,7 +39,7 @@ import pytest
 
 from tests.conftest import user_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 LANGUAGES = ("python", "console", "sql", "text")
 TIMEOUT_S = 600  # one block; the slowest (a cohort of 8 fresh processes) takes ~20 s

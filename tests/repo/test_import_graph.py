@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 #: Source folder -> the package it is installed as (pyproject's package-dir mapping).
 ROOTS = {"stateaware": "stateaware", "cohorts": "stateaware.cohorts", "analysis": "stateaware.analysis"}

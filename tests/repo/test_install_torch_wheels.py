@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "install" / "torch_wheels.py"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU-wheel choice is Linux's")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parent.parent / "examples" / "batchnorm_dropout.py"
+_PATH = Path(__file__).resolve().parents[2] / "examples" / "batchnorm_dropout.py"
 
 
 @pytest.fixture(scope="module")
