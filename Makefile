@@ -10,10 +10,10 @@
 # in one line, and installs as before where torch is already importable or the index is unreachable).
 # Only the test targets fill the local wheel caches the tests install from: the [analysis] extra's
 # (a test installs it alone into a fresh venv, online once, then offline) and the GPU lease's
-# locked wheels for this Python (bench/gpu-wheels.lock, for tests/test_gpu_run.py's CPU dry run).
+# locked wheels for this Python (bench/gpu-wheels.lock, for tests/bench/test_gpu_run.py's CPU dry run).
 # The venv sees system site-packages, so an already installed torch/jax is reused rather
 # than downloaded again; whatever is missing is installed from pyproject.toml. That cannot
-# hide a missing dependency: `make test` first runs tests/test_dependencies.py, which fails
+# hide a missing dependency: `make test` first runs tests/repo/test_dependencies.py, which fails
 # when the code or the tests import a module no declared dependency provides, or when a
 # declared one is absent or outside its range — so a machine with an empty base Python
 # behaves like this one. (The tests themselves never rely on the base interpreter: the
@@ -55,11 +55,11 @@ run: install
 	$(PY) -m stateaware.analysis report
 
 test: install test-caches
-	$(PY) -m pytest -q -p no:cacheprovider tests/test_dependencies.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/repo/test_dependencies.py
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-quick: install test-caches
-	$(PY) -m pytest -q -p no:cacheprovider tests/test_dependencies.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/repo/test_dependencies.py
 	$(PY) -m pytest -q -m "$(QUICK)" $(PYTEST_ARGS)
 
 # The checks test_lint.py and test_docs.py run, on their own (pre-commit runs the same).

@@ -18,7 +18,7 @@ Sections
   3. a plain two-objective knapsack that ignores temporary memory (every q set to 0):
      on how many cards its policy exceeds the budget once max q is counted.
   4. the joint planner against the dynamic program as it was before issue 4 (kept as the
-     reference in tests/test_planner_frontier_reference.py), on section 1's cards: both
+     reference in tests/planner/test_frontier_reference.py), on section 1's cards: both
      times side by side, and a check that every plan is identical.
 
 Times are wall-clock medians of single runs on this machine (shared CPU cores: compare
@@ -173,7 +173,7 @@ def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
     # is not on sys.path when this script runs as bench/bench_planner.py.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from stateaware.planner import planners as planners_module
-    from tests.test_planner_frontier_reference import _reference_pareto_frontier
+    from tests.planner.test_frontier_reference import _reference_pareto_frontier
 
     current = planners_module.pareto_frontier
     print("\n4. joint planner now vs the program before issue 4 (same cards as 1; seconds)")

@@ -68,7 +68,7 @@ def _share_jax_compilations(out: Path, folder: Path) -> None:
     on a laptop core), more than ten keys of actual work; with the cache, every later
     process of the run (and a resumed run) loads them instead (≈ 4 s). The cache holds
     XLA executables keyed by the program, its options and the JAX version, so what runs —
-    and every record — is the same either way (tests/test_semantic_cohort.py compares
+    and every record — is the same either way (tests/cohorts/test_semantic.py compares
     records against ones written before the cache existed). Only in a fresh process: JAX
     fixes its cache when it first compiles, so an inline run would leave the caller's
     interpreter writing into this run's folder for the rest of its life.

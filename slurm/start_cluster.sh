@@ -202,9 +202,10 @@ JobAcctGatherType=jobacct_gather/none
 # Job comments are stored (sacct --format=Comment shows each task's run id): Slurm keeps
 # them out of the accounting DB by default.
 AccountingStoreFlags=job_comment
-# A small array limit, so the tests' cohorts of ~50 processes are split into several job
-# arrays in CI time (real sites allow 1001 or more; the launcher reads the limit).
-MaxArraySize=20
+# A small array limit, so the tests' cohort of 10 processes is split into several job
+# arrays in CI time (real sites allow 1001 or more; the launcher reads the limit). The
+# other Slurm tests launch at most 3 processes: one array each.
+MaxArraySize=4
 JobCompType=jobcomp/none
 # No mail on this machine; the default /usr/bin/mail is absent and logs an error.
 MailProg=/bin/true

@@ -94,6 +94,37 @@ def fresh_part_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
 
 
+@pytest.fixture(scope="session")
+def demo_results(tmp_path_factory) -> Path:
+    """A results folder holding one small real run, made once per test run: ``python -m
+    stateaware cohort=demo launcher=inline processes=2 run_id=r1 cohort.params.steps=2
+    cohort.params.warmup=1`` (``launch_small_run``). Read-only: a test that changes it,
+    or launches into it, copies it first (``shutil.copytree``)."""
+    out = tmp_path_factory.mktemp("demo-results") / "results"
+    launch_small_run(out, "r1", "cohort.params.steps=2", "cohort.params.warmup=1")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_timing_cards(tmp_path_factory):
+    """``(folder, {cell: digest})``: the tiny timing cells' frozen cards
+    (tests/cohorts/test_timing.py), profiled once per test run, for the timing cohorts' and
+    the report's tests. Read-only: copy the folder to change or add a card."""
+    from tests.cohorts.test_timing import freeze_tiny_cards
+
+    folder = tmp_path_factory.mktemp("tiny-timing-cards")
+    return folder, freeze_tiny_cards(folder)
+
+
+@pytest.fixture(scope="session")
+def stateaware_wheel(tmp_path_factory) -> Path:
+    """This checkout's wheel (tests/wheel_cache.py's ``project_wheel``), built once per test
+    run for the tests that install it. Read-only."""
+    from tests.wheel_cache import project_wheel
+
+    return project_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 def launch_small_run(out, run_id: str, *overrides: str, cohort: str = "demo", processes: int = 2) -> None:
     """``python -m stateaware cohort=COHORT launcher=inline`` into ``out`` (a fresh interpreter,
     the part-check cache beside ``out``): a small real run for tests that read results."""

@@ -2,7 +2,7 @@
 
     python tests/wheel_cache.py          # fill it: online once, then seconds and offline
 
-``tests/test_analysis_extra.py`` installs ``[analysis]`` into a fresh venv with
+``tests/repo/test_analysis_extra.py`` installs ``[analysis]`` into a fresh venv with
 ``pip install --no-index --find-links CACHE``, so CI downloads those wheels once, not every
 run. The cache lives outside the clone, in ``$STATEAWARE_WHEELS`` or else
 ``~/.cache/stateaware/wheels``; one folder serves every interpreter (wheel names carry their

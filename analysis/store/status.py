@@ -128,6 +128,6 @@ def _logs(results: Path, run_id: str, job: str) -> tuple[str, str]:
     """The stdout and stderr files submitit names for Slurm job ``job`` of the run (written once it starts).
 
     Spelt out rather than asked of submitit (``JobPaths``: ``%j_%t_log.out``/``.err``, task 0),
-    which the analysis does not install; tests/test_slurm_*.py compare the two."""
+    which the analysis does not install; tests/launch/test_slurm*.py compare the two."""
     folder = results / ".submitit" / run_id
     return str(folder / f"{job}_0_log.out"), str(folder / f"{job}_0_log.err")

@@ -82,7 +82,7 @@ columns are plain data (:mod:`stateaware.records.columns`), the cache answers fr
 ``stat`` per part, and DuckDB reads the tables a query names itself. So this module, the
 part cache and ``analysis sql`` import pyarrow only where Arrow reads: a part the cache
 cannot vouch for (:mod:`stateaware.records.check`), and the views left as Arrow datasets
-(:func:`_dataset`). ``tests/test_sql_imports.py`` holds the line.
+(:func:`_dataset`). ``tests/analysis/test_sql_imports.py`` holds the line.
 """
 
 from __future__ import annotations

@@ -323,7 +323,7 @@ class _Gate(torch.autograd.Function):
 #     Saving inputs keeps every graph acyclic, so all methods free what they should and
 #     the measured peaks compare methods, not leaks. The bytes saved are the same. The
 #     transactional checkpoint has since been fixed at the root (a replay saves detached
-#     aliases, as torch's checkpoint does; ``tests/test_torch_replay_checkpoint.py``), so
+#     aliases, as torch's checkpoint does; ``tests/torch_replay/test_checkpoint.py``), so
 #     these Functions are no longer needed for correctness; they stay because the frozen
 #     cards (``conf/cards``) and the measured CPU cohorts were taken with them.
 

@@ -31,7 +31,7 @@ NOTE [ Union of destroying writes ]
   the retained journal is the union of the current and all later destroying writes. A
   journal that keeps only segment ``s``'s own overwritten values restores the cells ``s``
   writes but leaves later overwrites of cells ``s`` only reads in place — wrong whenever
-  such an overwrite changed a value (see tests/test_finite_engines.py).
+  such an overwrite changed a value (see tests/finite/test_engines.py).
 
 ``retained_bytes`` is measured: the sum of ``nbytes`` of every array an engine keeps
 (destination cells stored as int32). Only supported programs (see admission) are handled.
