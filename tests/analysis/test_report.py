@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from stateaware.analysis.report import build_report, main
+from stateaware.analysis.__main__ import main
+from stateaware.analysis.report import build_report
 
 from stateaware.cli import run
 
@@ -25,7 +26,7 @@ def test_an_unfinished_run_stops_the_report_unless_partial(compose, tmp_path, ca
         "++cohort.params={fail_index:2}",
     )
     assert run(cfg, progress=False) == 1
-    assert main(["--results", str(tmp_path)]) == 2
+    assert main(["report", "--results", str(tmp_path)]) == 2
     assert "process 2 ended 'failed'" in capsys.readouterr().err
     text = build_report(tmp_path, allow_partial=True).read_text()
     assert "partial (2 of 3 processes)" in text and "**Partial analysis:**" in text
@@ -261,7 +262,7 @@ def test_two_runs_of_one_cohort_render_one_section_each(compose, tmp_path, capsy
             )
             == 0
         )
-    assert main(["--results", str(tmp_path), "--run-id", "first", "--run-id", "second"]) == 0
+    assert main(["report", "--results", str(tmp_path), "--run-id", "first", "--run-id", "second"]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert "| demo | `first` |" in text and "| demo | `second` |" in text
     headings = [line for line in text.splitlines() if line.startswith("## ")]

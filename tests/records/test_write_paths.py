@@ -22,7 +22,7 @@ from stateaware.records.write_paths import LinkBelowOut, make_folder, writable, 
 from stateaware.records.writer import write_bytes_atomic
 from tests.conftest import launch_small_run
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def _tree(folder: Path) -> dict[str, bytes]:

@@ -8,7 +8,7 @@ directly, through a link, or through a linked folder above it (both allowed). A 
 or 2, print no traceback, say a refusal in one line, and change nothing outside ``out``'s
 real path (the link targets outside it included).
 
-Bounded for CI like tests/test_fuzz_cli.py: fixed examples, ``derandomize=True``, no
+Bounded for CI like tests/contracts/test_fuzz_cli.py: fixed examples, ``derandomize=True``, no
 example database, and a wall budget past which the remaining examples are skipped.
 """
 

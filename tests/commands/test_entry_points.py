@@ -1,7 +1,7 @@
 """Every entry point, by each of its names: ``--version`` and the console scripts.
 
 The scripts are read from ``pyproject.toml`` (the editable install's metadata is as old as
-the venv); ``tests/test_packaging.py`` checks that a built wheel carries the same ones.
+the venv); ``tests/repo/test_packaging.py`` checks that a built wheel carries the same ones.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from tests.cli_inprocess import ANALYSIS, PLAN, STATEAWARE, run_main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 #: Console script -> the ``python -m`` form it stands for.
 SCRIPTS = {

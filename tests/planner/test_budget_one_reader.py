@@ -26,7 +26,7 @@ from stateaware.planner import load_card, parse_budget
 from stateaware.planner.budget import UnitlessBudget, budget_on_card, parse_budget_text
 from tests.cli_inprocess import PLAN, run_main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CARD = ROOT / "conf" / "cards" / "large_sparse-523727961a1b.json"
 PROG = "python -m stateaware.plan"
 

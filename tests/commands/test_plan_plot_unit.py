@@ -19,7 +19,7 @@ from stateaware.units import UNITS
 
 pytest.importorskip("matplotlib")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CARDS = {
     "MiB": ROOT / "conf" / "cards" / "large_sparse-523727961a1b.json",  # peaks ~25 MiB
     "GiB": ROOT / "tests" / "data" / "cards" / "handwritten_large_sparse.json",  # peaks ~45 GiB

@@ -93,7 +93,7 @@ def test_the_plan_tool_takes_format_json_and_keeps_json_as_its_old_spelling(caps
 
     from stateaware.commands.plan import main
 
-    card = str(Path(__file__).parent / "data" / "cards" / "handwritten_large_sparse.json")
+    card = str(Path(__file__).resolve().parents[1] / "data" / "cards" / "handwritten_large_sparse.json")
     outputs = []
     for flags in (["--format", "json"], ["--json"], ["--format", "text"], []):
         assert main([card, "--budget", "32GiB", *flags]) == 0

@@ -16,7 +16,7 @@ from torch import nn
 
 import stateaware.auto as auto
 from stateaware.auto import ModelStepError
-from tests.test_auto_leaves_no_trace import fingerprint
+from tests.auto.test_leaves_no_trace import fingerprint
 
 
 class UserError(Exception):
