@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.report import main as report_main
 
         return report_main(argv[1:])
-    if argv[:1] == ["check"]:  # its own parser: see stateaware.analysis.stability
-        from stateaware.analysis.stability import main as check_main
+    if argv[:1] == ["check"]:  # its own parser: see stateaware.analysis.stats.stability
+        from stateaware.analysis.stats.stability import main as check_main
 
         return check_main(argv[1:])
     if argv[:1] == ["status"]:  # its own parser: see stateaware.analysis.store.status
@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         from stateaware.analysis.compact import main as compact_main
 
         return compact_main(argv[1:])
-    if argv[:1] == ["compare"]:  # its own parser: see stateaware.analysis.compare
-        from stateaware.analysis.compare import main as compare_main
+    if argv[:1] == ["compare"]:  # its own parser: see stateaware.analysis.stats.compare_runs
+        from stateaware.analysis.stats.compare_runs import main as compare_main
 
         return compare_main(argv[1:])
     from stateaware.analysis.store.sql import DEFAULT_MAX_ROWS, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS

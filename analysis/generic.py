@@ -35,7 +35,7 @@ def title_for(kind: str, cohorts: list[str]) -> str:
 
 
 def _clock(con: Any, run_id: str) -> str:
-    from stateaware.analysis.comparisons import declared_clock_of
+    from stateaware.analysis.stats.comparisons import declared_clock_of
 
     try:
         return declared_clock_of(

@@ -243,7 +243,7 @@ class UnstableError(RuntimeError):
     """``--strict``: a selected run has stability flags; ``flags`` lists them."""
 
     def __init__(self, flags: list[Any]):
-        from stateaware.analysis.stability import describe
+        from stateaware.analysis.stats.stability import describe
 
         self.flags = flags
         super().__init__(
@@ -278,15 +278,15 @@ def build_report(
     Raises :class:`~stateaware.analysis.store.verify.VerificationError` naming every problem
     when a selected run is not fit for analysis and ``allow_partial`` is false, and with
     ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
-    (:mod:`stateaware.analysis.stability`) before anything is written.
+    (:mod:`stateaware.analysis.stats.stability`) before anything is written.
     """
-    from stateaware.analysis.comparisons import (
+    from stateaware.analysis.stats.comparisons import (
         comparisons_of,
         compute_comparisons,
         declared_clock_of,
         write_comparisons,
     )
-    from stateaware.analysis.stats import DRAWS
+    from stateaware.analysis.stats.estimators import DRAWS
     from stateaware.analysis.store.verify import verify
     from stateaware.analysis.store.views import connect, snapshot
 
@@ -317,7 +317,7 @@ def build_report(
     parts = snapshot(results, chosen)
     con = _loaded(results, chosen, parts)
     if strict:
-        from stateaware.analysis.stability import flags
+        from stateaware.analysis.stats.stability import flags
 
         found = flags(con)
         if found:
@@ -393,7 +393,7 @@ def build_report(
                     if caption:
                         lines += ["", f"*{caption}*"]
     con = _loaded(results, chosen, parts)
-    from stateaware.analysis import stability
+    from stateaware.analysis.stats import stability
 
     section = stability.render(con, out)
     if section:

@@ -480,7 +480,7 @@ def _comparison_rows(con: Any) -> list[dict[str, Any]]:
 def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[str, Any]] | None = None) -> str:
     """Markdown: every timing cohort present (or those named), ours beside the paper's.
 
-    ``comparisons`` (rows of ``stateaware.analysis.stats`` results plus ``cohort``) default
+    ``comparisons`` (rows of ``stateaware.analysis.stats.estimators`` results plus ``cohort``) default
     to the ``comparisons`` view that ``analysis report`` persists.
     """
     methods = method_rows(con)
@@ -542,7 +542,7 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
     fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
     as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
-    from stateaware.analysis.comparisons import comparisons_of, compute_comparisons, declared_clock_of
+    from stateaware.analysis.stats.comparisons import comparisons_of, compute_comparisons, declared_clock_of
     from stateaware.analysis.store.views import connect
 
     con = connect(results, cohorts=[cohort])  # this cohort's partitions only: a big store costs nothing more

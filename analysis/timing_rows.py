@@ -39,10 +39,10 @@ def cohort_clocks(con: Any) -> dict[str, str]:
     per-method means and the figures use it too: a table whose means were on one clock and
     whose ratios on another would show numbers that cannot be reconciled. A run whose
     records hold no CPU times (kept before they were recorded) falls back to ``wall``, as
-    :func:`stateaware.analysis.comparisons.compute_comparisons` does; a cohort without a
+    :func:`stateaware.analysis.stats.comparisons.compute_comparisons` does; a cohort without a
     ``runs`` row (no recorded config) is absent, and callers read it as ``wall``.
     """
-    from stateaware.analysis.comparisons import declared_clock_of
+    from stateaware.analysis.stats.comparisons import declared_clock_of
 
     rows = con.execute(
         "WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id, "

@@ -94,7 +94,7 @@ def import_seconds() -> tuple[float, list[str]]:
     code = (
         "import sys, time; t = time.perf_counter(); "
         "import stateaware.analysis.stats, stateaware.analysis.verify, stateaware.analysis.figures, "
-        "stateaware.analysis.comparisons; "
+        "stateaware.analysis.stats.comparisons; "
         "print(time.perf_counter() - t); print(sorted(m for m in ('torch', 'jax', 'scipy', 'matplotlib') "
         "if m in sys.modules))"
     )
@@ -122,7 +122,7 @@ def main() -> None:
             f"{time.perf_counter() - t0:.1f} s"
         )
 
-        from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
+        from stateaware.analysis.stats.comparisons import compute_comparisons, write_comparisons
         from stateaware.analysis.verify import verify
         from stateaware.analysis.views import connect
 

@@ -85,7 +85,7 @@ def test_folders_that_are_not_tables_get_one_warning_line_each_and_are_ignored(r
 
 def test_report_and_check_read_past_every_folder_that_is_not_a_table(results, pristine, capsys):
     from stateaware.analysis.report import main as report_main
-    from stateaware.analysis.stability import main as check_main
+    from stateaware.analysis.stats.stability import main as check_main
 
     for name in NOT_TABLES:
         _not_a_table(results, name)

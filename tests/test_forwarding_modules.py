@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from stateaware.analysis import MOVED
 
 #: old module -> (new module, names users import from the old one)
 FORWARDED = {
@@ -31,6 +32,10 @@ FORWARDED = {
         ("KILL_ENV", "STAGING", "STEPS", "CompactError", "RunCompaction", "compact_run", "rows_sha256"),
     ),
     "stateaware.analysis.stability": ("stateaware.thresholds", ("MAX_CV", "MAX_OTHER_SHARE", "MAX_WALL_OVER_CPU")),
+    "stateaware.analysis.stats": (
+        "stateaware.analysis.stats.estimators",
+        ("ALPHA", "DRAWS", "MIN_PROCESSES", "Ratio", "Comparison", "ComparisonResult", "paired_ratio", "compare"),
+    ),
     "stateaware.launch.launcher": (
         "stateaware.records.run_scan",
         ("DAMAGED", "damaged_parts", "latest_statuses", "run_state"),
@@ -44,6 +49,20 @@ def test_an_old_import_path_gives_the_same_objects_as_the_new_one(old):
     before, after = importlib.import_module(old), importlib.import_module(new)
     for name in names:
         assert getattr(before, name) is getattr(after, name), f"{old}.{name}"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_moved_module_is_the_very_module_under_its_old_name(old):
+    before = importlib.import_module(old)
+    assert before is importlib.import_module(MOVED[old])
+    assert before.__name__ == before.__spec__.name == MOVED[old]  # its own name, whichever was imported
+
+
+def test_from_an_old_module_import_a_name_gives_the_new_modules_object():
+    from stateaware.analysis.compare import compare_runs
+    from stateaware.analysis.stats.compare_runs import compare_runs as moved
+
+    assert compare_runs is moved
 
 
 def test_the_import_paths_the_examples_and_docs_use_still_import():

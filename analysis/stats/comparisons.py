@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
+from stateaware.analysis.stats.estimators import ALPHA, DRAWS, Comparison, ComparisonResult, compare
 from stateaware.analysis.store.verify import RunVerification, Verification, verify
 
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
