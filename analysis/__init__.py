@@ -30,6 +30,14 @@ MOVED: dict[str, str] = {
     "stateaware.analysis.stability": "stateaware.analysis.stats.stability",
     "stateaware.analysis.compare": "stateaware.analysis.stats.compare_runs",
     "stateaware.analysis.comparisons": "stateaware.analysis.stats.comparisons",
+    "stateaware.analysis.finite": "stateaware.analysis.sections.finite_checks",
+    "stateaware.analysis.application": "stateaware.analysis.sections.cifar_application",
+    "stateaware.analysis.timing": "stateaware.analysis.sections.timing",
+    "stateaware.analysis.timing_rows": "stateaware.analysis.sections.timing_rows",
+    "stateaware.analysis.timing_figures": "stateaware.analysis.sections.timing_figures",
+    "stateaware.analysis.replay_semantics": "stateaware.analysis.sections.replay_semantics",
+    "stateaware.analysis.generic": "stateaware.analysis.sections.generic",
+    "stateaware.analysis.sql_files": "stateaware.analysis.sections.queries",
 }
 
 

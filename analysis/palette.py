@@ -1,6 +1,6 @@
 """One colour per method, the same in every figure of the report.
 
-Figures 1, 3 and 3C (:mod:`stateaware.analysis.figures`, :mod:`stateaware.analysis.application`)
+Figures 1, 3 and 3C (:mod:`stateaware.analysis.figures`, :mod:`stateaware.analysis.sections.cifar_application`)
 all colour a method with :func:`colour`, so a reader who learnt "orange is joint" on one
 figure reads every other figure the same way. Joint planning keeps the paper's orange and
 the correctly costed eager/whole control its blue; every other method has its own hue,

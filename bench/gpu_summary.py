@@ -4,7 +4,8 @@
 
 Ours come from the records through the analysis' own queries (``timing_methods.sql``,
 ``app_table9.sql``); the paper's from the labelled constants of the analysis
-(:data:`~stateaware.analysis.timing.PAPER_T6`, :data:`~stateaware.analysis.application.PAPER_T9`),
+(:data:`~stateaware.analysis.sections.timing.PAPER_T6`,
+:data:`~stateaware.analysis.sections.cifar_application.PAPER_T9`),
 in columns headed "paper" — its H100 protocol at the paper's shapes, not this run's. A part
 that did not run (or left no records) says so instead of a table. Writes ``OUT/summary.md``
 and the parts' figures under ``OUT/figures/``.
@@ -23,8 +24,8 @@ def _has_records(folder: Path | None) -> bool:
 
 def fair44_lines(folder: Path) -> list[str]:
     """Paper Table 6 beside ours: one row per method."""
-    from stateaware.analysis.timing import PAPER_T6
-    from stateaware.analysis.timing_rows import cohort_clocks, mean_ms, method_rows
+    from stateaware.analysis.sections.timing import PAPER_T6
+    from stateaware.analysis.sections.timing_rows import cohort_clocks, mean_ms, method_rows
     from stateaware.analysis.views import connect
 
     con = connect(folder)
@@ -47,7 +48,7 @@ def fair44_lines(folder: Path) -> list[str]:
 
 def cifar_lines(folder: Path) -> list[str]:
     """Paper Table 9 beside ours: one row per method."""
-    from stateaware.analysis.application import PAPER_T9, table9_rows
+    from stateaware.analysis.sections.cifar_application import PAPER_T9, table9_rows
     from stateaware.analysis.views import connect
 
     lines = [

@@ -53,7 +53,7 @@ def test_figure3c_colours_each_method_as_the_other_figures_do(tmp_path, monkeypa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from stateaware.analysis import application
+    from stateaware.analysis.sections import cifar_application as application
 
     procs = [
         {"seed": 1, "method": m, "observed": True, "peak_allocated_bytes": (i + 1) << 20, "encoder_seconds": 1.0 + i}

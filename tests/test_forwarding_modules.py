@@ -80,3 +80,46 @@ def test_the_python_m_forms_conf_cites_still_run(module):
     done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout
+
+
+def test_python_m_with_an_old_name_runs_the_moved_module():
+    # bench/gpu_check.sh runs `python -m stateaware.analysis.timing`; it is a fixed interface.
+    done = subprocess.run(
+        [sys.executable, "-m", "stateaware.analysis.timing", "--help"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m stateaware.analysis.timing")
+
+
+def test_a_section_recorded_under_its_old_name_renders_once_as_the_moved_module():
+    import duckdb
+    from stateaware.analysis.report import PAPER_ORDER, sections_of, select_runs
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE runs (cohort VARCHAR, run_id VARCHAR, processes INTEGER, config_yaml VARCHAR, kind VARCHAR, "
+        "report_sections VARCHAR[], started_at TIMESTAMP)"
+    )
+    con.execute(
+        "CREATE TABLE processes (run_id VARCHAR, process_index INTEGER, status VARCHAR, attempt INTEGER, "
+        "finished_at TIMESTAMP)"
+    )
+    con.execute(
+        "INSERT INTO runs VALUES "
+        "('old', 'r1', 1, '', 'timing', ['stateaware.analysis.timing'], '2026-01-01'), "  # recorded before the move
+        "('new', 'r2', 1, '', 'timing', ['stateaware.analysis.sections.timing'], '2026-01-02'), "
+        "('semantic', 'r3', 1, '', 'semantic', ['stateaware.analysis.replay_semantics'], '2026-01-03')"
+    )
+    selected = select_runs(con)
+    assert [run.sections for run in selected] == [
+        ("stateaware.analysis.sections.timing",),
+        ("stateaware.analysis.sections.timing",),
+        ("stateaware.analysis.sections.replay_semantics",),
+    ]
+    # One timing section for both runs, after the semantic one: the paper's order holds for old names.
+    assert [
+        (module, [[r.run_id for r in round_] for round_ in rounds]) for module, _, rounds in sections_of(selected)
+    ] == [
+        (PAPER_ORDER[0], [["r3"]]),
+        (PAPER_ORDER[2], [["r2", "r1"]]),  # by cohort name
+    ]

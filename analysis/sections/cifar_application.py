@@ -1,6 +1,6 @@
 """The CIFAR-100 dense-queue application report: Table 9 and Figure 3C data (paper §12).
 
-Reads the latest ``cifar`` run through ``analysis/sql/app_*.sql``:
+Reads the latest ``cifar`` run through ``analysis/sections/sql/app_*.sql``:
 
 * Table 9 — per method: allocated and reserved peak MiB (least–largest over seeds),
   mean complete-encoder seconds with the per-seed min–max, beside the paper's H100
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stateaware.analysis.sql_files import rows_of
+from stateaware.analysis.sections.queries import rows_of
 
 from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
 

@@ -1,12 +1,12 @@
 """The timing report: paper Tables 4, 6, 7, 8 and 10 from the ``timings`` and ``policies`` views.
 
-Every "ours" number comes from ``analysis/sql/timing_methods.sql`` or
+Every "ours" number comes from ``analysis/sections/sql/timing_methods.sql`` or
 ``timing_regions.sql`` over the latest run of each timing cohort; the "paper" columns quote
 the paper's published H100 figures and are labelled as such. Peaks are measured bytes
 (``peak_source`` says which instrument); predictions are the static model's, printed
 beside them, never in their place. Sizes print in MiB below 4 GiB (the CPU profile) and in
 GiB above. Every time is on the cohort's declared clock and names it, the other clock beside
-it (:func:`~stateaware.analysis.timing_rows.cohort_clocks`); predicted times are the card's
+it (:func:`~stateaware.analysis.sections.timing_rows.cohort_clocks`); predicted times are the card's
 wall time, labelled so and printed next to the measured wall time. The comparisons table
 quotes the paper's ratio (:data:`PAPER_RATIOS`) beside ours where the paper reports one.
 This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stateaware.analysis.timing_rows import (  # re-exported: the tables' rows
+from stateaware.analysis.sections.timing_rows import (  # re-exported: the tables' rows
     cohort_clocks,
     mean_ms,
     method_rows,
@@ -532,8 +532,8 @@ def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[st
 
 def figures(con: Any, out: Path) -> list[tuple[Path, str]]:
     """Figures 1 and 3 of every budgeted cohort cell, each with its caption
-    (:func:`stateaware.analysis.timing_figures.captioned`)."""
-    from stateaware.analysis.timing_figures import captioned
+    (:func:`stateaware.analysis.sections.timing_figures.captioned`)."""
+    from stateaware.analysis.sections.timing_figures import captioned
 
     return captioned(con, out)
 

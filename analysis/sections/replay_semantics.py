@@ -1,6 +1,6 @@
 """The semantic cohort's report: paper §5 and Table 2 from the ``records`` view.
 
-Every count in the "ours" columns comes from ``analysis/sql/table2.sql`` over the
+Every count in the "ours" columns comes from ``analysis/sections/sql/table2.sql`` over the
 ``records`` view (the latest run of each cohort). The "paper" columns quote the paper's
 published Table 2 for comparison and are labelled as such; nothing from them enters our
 columns. Rows follow the paper's order; a (backend, method) the records lack shows as

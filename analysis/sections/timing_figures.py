@@ -4,8 +4,8 @@ For each cohort with one logical budget per cell — the recorded config places 
 against the paper's anchors (``cohort.params.placement: relative``: fair44, confirm44,
 confirm32 and every cell of pressure; calibration and three_workload scale a selection
 budget instead) — the per-method summary comes from the same SQL as the timing tables
-(``analysis/sql/timing_methods.sql``: mean of per-process mean measured step times on the
-cohort's declared clock, :func:`~stateaware.analysis.timing_rows.cohort_clocks`, the same
+(``analysis/sections/sql/timing_methods.sql``: mean of per-process mean measured step times on the
+cohort's declared clock, :func:`~stateaware.analysis.sections.timing_rows.cohort_clocks`, the same
 clock as its comparisons; largest measured peak; the plan's logical budget); every axis and
 caption names that clock. Figure 1 carries a headline computed from these means (joint
 against the eager/whole control). Methods whose plan was infeasible were
@@ -39,7 +39,7 @@ def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int
 
     Each row's ``mean_ms`` is on its cohort's declared clock, named in the row's ``clock``.
     """
-    from stateaware.analysis.timing_rows import cohort_clocks, mean_ms, method_rows
+    from stateaware.analysis.sections.timing_rows import cohort_clocks, mean_ms, method_rows
 
     placed = budgeted(con)
     clocks = cohort_clocks(con)

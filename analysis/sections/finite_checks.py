@@ -1,6 +1,6 @@
 """The finite-program report: paper §6, §7 and Table 3 quantities from the ``records`` view.
 
-Every number in the "ours" column comes from SQL in ``analysis/sql/finite_*.sql`` run over
+Every number in the "ours" column comes from SQL in ``analysis/sections/sql/finite_*.sql`` run over
 the ``records`` view (the latest run of each cohort, by the ``runs`` view); the "paper"
 column quotes the paper's published figures for comparison and is labelled as such. Record
 convention (see ``cohorts/_finite_common.py``): one row per program x method or check,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateaware.analysis.sql_files import SQL_DIR
+from stateaware.analysis.sections.queries import SQL_DIR
 
 __all__ = ["TITLE", "PAPER", "SQL_FILES", "quantities", "render"]
 
