@@ -38,6 +38,7 @@ MOVED: dict[str, str] = {
     "stateaware.analysis.replay_semantics": "stateaware.analysis.sections.replay_semantics",
     "stateaware.analysis.generic": "stateaware.analysis.sections.generic",
     "stateaware.analysis.sql_files": "stateaware.analysis.sections.queries",
+    "stateaware.analysis.run_config": "stateaware.analysis.store.run_config",
 }
 
 

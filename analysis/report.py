@@ -137,7 +137,7 @@ def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]
     verification (or, with ``--partial``, cover fewer processes) while a complete run of the
     same cohort is there; naming it with ``--run-id`` still renders it.
     """
-    from stateaware.analysis.run_config import cohort_config
+    from stateaware.analysis.store.run_config import cohort_config
 
     rows = con.execute(_RUNS_SQL).fetchall()
     if run_ids:

@@ -28,7 +28,7 @@ PLACED = "relative"
 
 def budgeted(con: Any) -> dict[str, bool]:
     """``cohort -> whether its latest recorded run places a logical budget`` (cohorts with a runs row)."""
-    from stateaware.analysis.run_config import cohort_config
+    from stateaware.analysis.store.run_config import cohort_config
 
     rows = con.execute("SELECT cohort, arg_max(config_yaml, started_at) FROM runs GROUP BY cohort").fetchall()
     return {cohort: (cohort_config(text).get("params") or {}).get("placement") == PLACED for cohort, text in rows}

@@ -226,7 +226,7 @@ def declared_clock_of(config_yaml: str | None) -> str:
     ``cohort.comparisons_clock`` if set, else ``cpu`` on a one-thread CPU profile and
     ``wall`` otherwise (``stateaware.clocks.declared_clock``); ``wall`` without a config.
     """
-    from stateaware.analysis.run_config import config_of
+    from stateaware.analysis.store.run_config import config_of
 
     doc = config_of(config_yaml)
     return declared_clock(doc.get("cohort") or {}, doc.get("hardware") or {})
