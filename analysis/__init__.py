@@ -39,6 +39,7 @@ MOVED: dict[str, str] = {
     "stateaware.analysis.generic": "stateaware.analysis.sections.generic",
     "stateaware.analysis.sql_files": "stateaware.analysis.sections.queries",
     "stateaware.analysis.run_config": "stateaware.analysis.store.run_config",
+    "stateaware.analysis.palette": "stateaware.analysis.figures",
 }
 
 

@@ -176,7 +176,7 @@ def figure3c(con: Any, path: Path | str) -> Path:
     procs = [p for p in process_rows(con) if p["observed"] and p["peak_allocated_bytes"] is not None]
     if not procs:
         raise ValueError("no cifar processes with an allocated peak to plot")
-    from stateaware.analysis.palette import colour
+    from stateaware.analysis.figures import colour
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in _METHODS:
