@@ -25,8 +25,13 @@ from types import CodeType, ModuleType
 
 __all__ = ["MOVED", "current_name"]
 
-#: Old dotted module name -> the module that holds it now.
+#: Old dotted module name -> the module that holds it now (inside the analysis, or below it).
 MOVED: dict[str, str] = {
+    "stateaware.analysis.views": "stateaware.analysis.store.views",
+    "stateaware.analysis.sql": "stateaware.analysis.store.sql",
+    "stateaware.analysis.verify": "stateaware.analysis.store.verify",
+    "stateaware.analysis.result_tables": "stateaware.records.schema",
+    "stateaware.analysis.result_columns": "stateaware.records.columns",
     "stateaware.analysis.stability": "stateaware.analysis.stats.stability",
     "stateaware.analysis.compare": "stateaware.analysis.stats.compare_runs",
     "stateaware.analysis.comparisons": "stateaware.analysis.stats.comparisons",
