@@ -123,3 +123,17 @@ def test_a_section_recorded_under_its_old_name_renders_once_as_the_moved_module(
         (PAPER_ORDER[0], [["r3"]]),
         (PAPER_ORDER[2], [["r2", "r1"]]),  # by cohort name
     ]
+
+
+def test_the_papers_figures_live_in_one_module_and_each_section_quotes_those_objects():
+    import re
+    from pathlib import Path
+
+    from stateaware.analysis.sections import cifar_application, finite_checks, paper, replay_semantics, timing
+
+    held = {id(value) for name, value in vars(paper).items() if name.startswith(("PAPER", "Paper"))}
+    for section in (replay_semantics, finite_checks, timing, cifar_application):
+        quoted = {name: value for name, value in vars(section).items() if name.startswith(("PAPER", "Paper"))}
+        assert quoted and all(id(value) in held for value in quoted.values()), section.__name__
+        source = Path(section.__file__).read_text()
+        assert re.findall(r"^(PAPER\w*)\s*(?::[^=]*)?=", source, re.MULTILINE) == [], section.__name__

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stateaware.analysis.sections.paper import PAPER_T9, PAPER_T9_TIME_RATIOS
 from stateaware.analysis.sections.queries import rows_of
 
 from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
@@ -39,25 +40,6 @@ __all__ = [
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
-
-#: Paper Table 9 (five observed H100 seeds 2702–2706): method -> (allocated MiB, reserved MiB,
-#: mean encoder seconds, "min–max seconds").
-PAPER_T9 = {
-    "eager": (1389.35, 1924.00, 1857.47, "1844.03–1866.87"),
-    "whole": (1004.62, 1410.00, 1841.10, "1821.24–1864.30"),
-    "regions": (1004.74, 1410.00, 1842.40, "1834.85–1854.06"),
-    "functional": (1004.62, 1410.00, 1847.51, "1837.14–1862.65"),
-    "deferred": (1389.41, 1924.00, 1842.81, "1833.59–1850.69"),
-    "agnostic": (1005.48, 1410.00, 1856.22, "1841.82–1882.82"),
-    "joint": (1229.74, 1602.00, 1855.90, "1835.37–1878.18"),
-}
-
-#: Paper §12 complete-encoder time ratios of joint planning (geometric mean, seed range); its
-#: allocated ratios are those of Table 9's allocated column (identical across seeds).
-PAPER_T9_TIME_RATIOS = {
-    "joint/whole": (1.008024, "0.984483–1.019058"),
-    "joint/deferred": (1.007065, "0.995213–1.020972"),
-}
 
 
 def process_rows(con: Any) -> list[dict[str, Any]]:
