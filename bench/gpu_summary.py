@@ -26,7 +26,7 @@ def fair44_lines(folder: Path) -> list[str]:
     """Paper Table 6 beside ours: one row per method."""
     from stateaware.analysis.sections.timing import PAPER_T6
     from stateaware.analysis.sections.timing_rows import cohort_clocks, mean_ms, method_rows
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     con = connect(folder)
     clock = cohort_clocks(con).get("fair44", "wall")
@@ -49,7 +49,7 @@ def fair44_lines(folder: Path) -> list[str]:
 def cifar_lines(folder: Path) -> list[str]:
     """Paper Table 9 beside ours: one row per method."""
     from stateaware.analysis.sections.cifar_application import PAPER_T9, table9_rows
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     lines = [
         "| method | allocated MiB | mean encoder s | paper allocated MiB | paper mean encoder s |",
@@ -66,7 +66,7 @@ def cifar_lines(folder: Path) -> list[str]:
 def figures(folders: list[Path], out: Path) -> list[Path]:
     """The timing and application sections' figures for each part, under ``out``."""
     from stateaware.analysis import application, timing
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     drawn: list[Path] = []
     for folder in folders:
