@@ -16,9 +16,11 @@ Each run's ``runs`` row records its cohort ``kind`` and the ``report_sections`` 
 declares (``REPORT``, see ``cohorts/__init__.py``); the report renders each named section
 module once, over the runs that name it (a DuckDB connection whose views hold only those
 runs), in the paper's order for the paper's sections and in order of appearance for any
-other. A run of a kind that declares none gets :mod:`stateaware.analysis.generic`, one
+other. A run of a kind that declares none gets :mod:`stateaware.analysis.sections.generic`, one
 section per kind. A run recorded before version 5 of the records (no ``kind`` column)
 reads its kind from ``config_yaml`` and its sections from :data:`SECTIONS_OF_OLD_KINDS`.
+A section recorded under a module's old name renders as the module's today
+(NOTE [ Moved modules keep their old names ] in ``stateaware.analysis``).
 No cohort name decides anything here, and the report never imports a kind.
 
 Rule 1: a section renders only runs that were selected, so a cohort that was not run
@@ -34,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from stateaware.analysis import current_name
 
 from stateaware.records.write_paths import make_folder, writing_under
 
@@ -51,26 +55,26 @@ __all__ = [
 ]
 
 #: The section of a kind that declares none.
-GENERIC = "stateaware.analysis.generic"
+GENERIC = "stateaware.analysis.sections.generic"
 
 #: The paper's sections, in the paper's order (§5, §6–7, §8–11, §12); others follow them.
 PAPER_ORDER = (
-    "stateaware.analysis.replay_semantics",
-    "stateaware.analysis.finite",
-    "stateaware.analysis.timing",
-    "stateaware.analysis.application",
+    "stateaware.analysis.sections.replay_semantics",
+    "stateaware.analysis.sections.finite_checks",
+    "stateaware.analysis.sections.timing",
+    "stateaware.analysis.sections.cifar_application",
 )
 
 #: Runs recorded before ``runs.report_sections`` existed (schema < 5): the sections their kind
 #: rendered in then. New kinds declare ``REPORT`` instead and never need an entry here.
 SECTIONS_OF_OLD_KINDS: dict[str, tuple[str, ...]] = {
-    "semantic": ("stateaware.analysis.replay_semantics",),
-    "derivative": ("stateaware.analysis.finite",),
-    "bytes": ("stateaware.analysis.finite",),
-    "engines": ("stateaware.analysis.finite",),
-    "joint_alias": ("stateaware.analysis.finite",),
-    "timing": ("stateaware.analysis.timing",),
-    "cifar": ("stateaware.analysis.application",),
+    "semantic": ("stateaware.analysis.sections.replay_semantics",),
+    "derivative": ("stateaware.analysis.sections.finite_checks",),
+    "bytes": ("stateaware.analysis.sections.finite_checks",),
+    "engines": ("stateaware.analysis.sections.finite_checks",),
+    "joint_alias": ("stateaware.analysis.sections.finite_checks",),
+    "timing": ("stateaware.analysis.sections.timing",),
+    "cifar": ("stateaware.analysis.sections.cifar_application",),
 }
 
 
@@ -135,7 +139,7 @@ def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]
     verification (or, with ``--partial``, cover fewer processes) while a complete run of the
     same cohort is there; naming it with ``--run-id`` still renders it.
     """
-    from stateaware.analysis.run_config import cohort_config
+    from stateaware.analysis.store.run_config import cohort_config
 
     rows = con.execute(_RUNS_SQL).fetchall()
     if run_ids:
@@ -155,7 +159,10 @@ def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]
             kind = str(cohort_config(config_yaml).get("kind") or "")
             sections = SECTIONS_OF_OLD_KINDS.get(kind, ())
         selected.append(
-            SelectedRun(cohort, run_id, processes, config_yaml, kind, tuple(sections or ()), int(completed))
+            # A name recorded before its module moved reads as the module's name today.
+            SelectedRun(
+                cohort, run_id, processes, config_yaml, kind, tuple(map(current_name, sections or ())), int(completed)
+            )
         )
     return selected
 
@@ -245,7 +252,7 @@ class UnstableError(RuntimeError):
     """``--strict``: a selected run has stability flags; ``flags`` lists them."""
 
     def __init__(self, flags: list[Any]):
-        from stateaware.analysis.stability import describe
+        from stateaware.analysis.stats.stability import describe
 
         self.flags = flags
         super().__init__(
@@ -280,7 +287,7 @@ def build_report(
     Raises :class:`~stateaware.analysis.store.verify.VerificationError` naming every problem
     when a selected run is not fit for analysis and ``allow_partial`` is false, and with
     ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
-    (:mod:`stateaware.analysis.stability`) before anything is written.
+    (:mod:`stateaware.analysis.stats.stability`) before anything is written.
     """
     results = Path(results)
     out = Path(out) if out is not None else results / "report"
@@ -303,13 +310,13 @@ def _write_report(
     draws: int | None,
     strict: bool,
 ) -> Path:
-    from stateaware.analysis.comparisons import (
+    from stateaware.analysis.stats.comparisons import (
         comparisons_of,
         compute_comparisons,
         declared_clock_of,
         write_comparisons,
     )
-    from stateaware.analysis.stats import DRAWS
+    from stateaware.analysis.stats.estimators import DRAWS
     from stateaware.analysis.store.verify import verify
     from stateaware.analysis.store.views import connect, snapshot
 
@@ -337,7 +344,7 @@ def _write_report(
 
     parts = snapshot(results, chosen)
     con = _loaded(results, chosen, parts)
-    from stateaware.analysis.stability import caveat, flags
+    from stateaware.analysis.stats.stability import caveat, flags
 
     found = flags(con)
     if strict and found:
@@ -423,7 +430,7 @@ def _write_report(
                     if caption:
                         lines += ["", f"*{caption}*"]
     con = _loaded(results, chosen, parts)
-    from stateaware.analysis import stability
+    from stateaware.analysis.stats import stability
 
     section = stability.render(con, out)
     if section:

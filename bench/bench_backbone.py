@@ -65,7 +65,7 @@ def launched(n: int, out: Path, *overrides: str) -> float:
 
 def write_and_query(rows: int, out: Path) -> tuple[float, float]:
     import numpy as np
-    from stateaware.analysis.sql import query
+    from stateaware.analysis.store.sql import query
 
     from stateaware.cost_runtime import METHODS
     from stateaware.records.writer import Identity, RecordWriter

@@ -6,7 +6,7 @@ measured steps per method and process — 900,000 timing rows in 900 Parquet par
 through the record writer. Then, timed:
 
 1. ``connect``: the DuckDB views over the results directory;
-2. ``verify``: every rule of :func:`stateaware.analysis.verify.verify` over those rows;
+2. ``verify``: every rule of :func:`stateaware.analysis.store.verify.verify` over those rows;
 3. ``compare``: the measured rows of the completed processes read through DuckDB, and the
    six prespecified comparisons (regions/whole step time and peak per workload) at
    20,000 paired process-bootstrap draws each, Bonferroni m = 6;
@@ -93,8 +93,8 @@ def numpy_reference(con, comparisons, draws: int, seed: int) -> float:
 def import_seconds() -> tuple[float, list[str]]:
     code = (
         "import sys, time; t = time.perf_counter(); "
-        "import stateaware.analysis.stats, stateaware.analysis.verify, stateaware.analysis.figures, "
-        "stateaware.analysis.comparisons; "
+        "import stateaware.analysis.stats, stateaware.analysis.store.verify, stateaware.analysis.figures, "
+        "stateaware.analysis.stats.comparisons; "
         "print(time.perf_counter() - t); print(sorted(m for m in ('torch', 'jax', 'scipy', 'matplotlib') "
         "if m in sys.modules))"
     )
@@ -122,9 +122,9 @@ def main() -> None:
             f"{time.perf_counter() - t0:.1f} s"
         )
 
-        from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
-        from stateaware.analysis.verify import verify
-        from stateaware.analysis.views import connect
+        from stateaware.analysis.stats.comparisons import compute_comparisons, write_comparisons
+        from stateaware.analysis.store.verify import verify
+        from stateaware.analysis.store.views import connect
 
         comparisons = [
             {"numerator": "regions", "denominator": "whole", "metric": metric, "where": {"workload": w}}

@@ -4,7 +4,8 @@
 
 Ours come from the records through the analysis' own queries (``timing_methods.sql``,
 ``app_table9.sql``); the paper's from the labelled constants of the analysis
-(:data:`~stateaware.analysis.timing.PAPER_T6`, :data:`~stateaware.analysis.application.PAPER_T9`),
+(:data:`~stateaware.analysis.sections.timing.PAPER_T6`,
+:data:`~stateaware.analysis.sections.cifar_application.PAPER_T9`),
 in columns headed "paper" — its H100 protocol at the paper's shapes, not this run's. A part
 that did not run (or left no records) says so instead of a table. Writes ``OUT/summary.md``
 and the parts' figures under ``OUT/figures/``.
@@ -23,9 +24,9 @@ def _has_records(folder: Path | None) -> bool:
 
 def fair44_lines(folder: Path) -> list[str]:
     """Paper Table 6 beside ours: one row per method."""
-    from stateaware.analysis.timing import PAPER_T6
-    from stateaware.analysis.timing_rows import cohort_clocks, mean_ms, method_rows
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.sections.timing import PAPER_T6
+    from stateaware.analysis.sections.timing_rows import cohort_clocks, mean_ms, method_rows
+    from stateaware.analysis.store.views import connect
 
     con = connect(folder)
     clock = cohort_clocks(con).get("fair44", "wall")
@@ -47,8 +48,8 @@ def fair44_lines(folder: Path) -> list[str]:
 
 def cifar_lines(folder: Path) -> list[str]:
     """Paper Table 9 beside ours: one row per method."""
-    from stateaware.analysis.application import PAPER_T9, table9_rows
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.sections.cifar_application import PAPER_T9, table9_rows
+    from stateaware.analysis.store.views import connect
 
     lines = [
         "| method | allocated MiB | mean encoder s | paper allocated MiB | paper mean encoder s |",
@@ -65,7 +66,7 @@ def cifar_lines(folder: Path) -> list[str]:
 def figures(folders: list[Path], out: Path) -> list[Path]:
     """The timing and application sections' figures for each part, under ``out``."""
     from stateaware.analysis import application, timing
-    from stateaware.analysis.views import connect
+    from stateaware.analysis.store.views import connect
 
     drawn: list[Path] = []
     for folder in folders:

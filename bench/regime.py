@@ -25,7 +25,7 @@ import time
 
 import torch
 from read_recording import ms_per_step  # bench/ is the script's own folder, first on sys.path
-from stateaware.analysis.timing import PAPER_T8, PAPER_T10  # the paper's tables, as the report quotes them
+from stateaware.analysis.sections.timing import PAPER_T8, PAPER_T10  # the paper's tables, as the report quotes them
 
 from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build
 

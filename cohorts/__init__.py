@@ -33,7 +33,7 @@ provides
 
 ``REPORT: tuple[str, ...]`` (optional)
     The report sections that render this kind's runs: importable module names (e.g.
-    ``("stateaware.analysis.timing",)``, or a module of your own). The launcher records
+    ``("stateaware.analysis.sections.timing",)``, or a module of your own). The launcher records
     them with the kind in the run's ``runs`` row when the run is planned, so the report
     picks sections by what each run recorded and never imports a kind (a kind may import
     torch; the analysis must not). Several kinds naming one section render it once, over
@@ -41,7 +41,7 @@ provides
     (Markdown from a DuckDB connection whose views hold only the runs of the kinds that
     name it) and optionally ``figures(con, out_dir) -> list[Path]``.
 
-    Without ``REPORT`` a kind still gets a section (``stateaware.analysis.generic``,
+    Without ``REPORT`` a kind still gets a section (``stateaware.analysis.sections.generic``,
     titled by its cohorts and kind): when its processes wrote ``timings`` rows, a
     per-method table (median measured step time on the run's declared clock, the other
     clock beside it, peak allocated bytes where recorded) and the cohort's prespecified
@@ -118,6 +118,6 @@ def report_sections(kind: str, module: ModuleType) -> tuple[str, ...]:
     ):
         raise ValueError(
             f"cohort kind {kind!r}: REPORT must be a tuple of section module names, got {declared!r}; "
-            'e.g. REPORT = ("stateaware.analysis.timing",), or leave it out for the generic section'
+            'e.g. REPORT = ("stateaware.analysis.sections.timing",), or leave it out for the generic section'
         )
     return tuple(dict.fromkeys(declared))

@@ -25,7 +25,7 @@ from stateaware.records.writer import RecordWriter
 __all__ = ["DIMENSIONS", "OPERATIONS", "PARAMS", "PROGRAMS", "REPORT", "expand", "program_maker", "run_suite"]
 
 #: The report section that renders both kinds (cohorts/__init__.py, REPORT).
-REPORT = ("stateaware.analysis.finite",)
+REPORT = ("stateaware.analysis.sections.finite_checks",)
 
 #: The paper's program count per suite.
 PROGRAMS = 1024

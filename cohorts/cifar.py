@@ -64,7 +64,7 @@ PARAMS = {
 __all__ = ["expand", "run", "summary"]
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
-REPORT = ("stateaware.analysis.application",)
+REPORT = ("stateaware.analysis.sections.cifar_application",)
 
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
@@ -91,8 +91,8 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 def summary(out: str, cohort: str) -> str:
     """What the command prints after a run: Table 9 beside the paper's, each seed's quality
     and score-file identity, the joint comparisons and Figure 3C's points, for the latest
-    cifar run under ``out`` (``stateaware.analysis.application.render``)."""
-    from stateaware.analysis import application
+    cifar run under ``out`` (``stateaware.analysis.sections.cifar_application.render``)."""
+    from stateaware.analysis.sections import cifar_application as application
     from stateaware.analysis.store.views import connect
 
     return application.render(connect(Path(out)))

@@ -41,7 +41,7 @@ PARAMS = {
 __all__ = ["PROGRAMS", "COMPLEX_STEP_PROGRAMS", "check_program", "engine_rows", "expand", "program_for", "run"]
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
-REPORT = ("stateaware.analysis.finite",)
+REPORT = ("stateaware.analysis.sections.finite_checks",)
 
 PROGRAMS = 1200
 COMPLEX_STEP_PROGRAMS = 96

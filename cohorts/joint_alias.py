@@ -36,7 +36,7 @@ PARAMS = {"programs": Param(int, minimum=1, maximum=MAX_PROGRAMS)}
 __all__ = ["PROGRAMS", "OPERATIONS", "check_program", "expand", "program_for", "run"]
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
-REPORT = ("stateaware.analysis.finite",)
+REPORT = ("stateaware.analysis.sections.finite_checks",)
 
 SEED_KEYS = 50
 PROGRAMS = SEED_KEYS * 3 * 2

@@ -31,7 +31,7 @@ PARAMS = {
 __all__ = ["expand", "run"]
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
-REPORT = ("stateaware.analysis.replay_semantics",)
+REPORT = ("stateaware.analysis.sections.replay_semantics",)
 
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:

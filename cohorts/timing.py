@@ -56,7 +56,7 @@ PARAMS = {
 __all__ = ["PARAMS", "expand", "run", "summary"]
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
-REPORT = ("stateaware.analysis.timing",)
+REPORT = ("stateaware.analysis.sections.timing",)
 
 
 def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> list[dict[str, Any]]:
@@ -87,6 +87,6 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 def summary(out: str, cohort: str) -> str:
     """What the command prints after a run: per method, mean step time, measured and
     predicted peak and fits, then the prespecified ratios with their intervals."""
-    from stateaware.analysis.timing import summary as timing_summary
+    from stateaware.analysis.sections.timing import summary as timing_summary
 
     return timing_summary(out, cohort)

@@ -83,7 +83,7 @@ def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[st
     if plan.specs and plan.specs[0].timing:
         # Imported here: only a timing run reads its stability, and the analysis' modules
         # are no part of a launch that is not timed.
-        from stateaware.analysis.stability import run_summary
+        from stateaware.analysis.stats.stability import run_summary
 
         stable = run_summary(plan.out, plan.run_id)
         if stable:

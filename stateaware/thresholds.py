@@ -1,7 +1,7 @@
 """The stability thresholds: when a timed process's steps are too noisy, waited or shared to trust.
 
 A leaf, so that both the run description (``stateaware.config``, which records the
-thresholds with each run) and the analysis (``stateaware.analysis.stability``, which
+thresholds with each run) and the analysis (``stateaware.analysis.stats.stability``, which
 applies them) import the one definition. Each value says why it is what it is.
 """
 

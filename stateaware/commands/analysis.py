@@ -296,7 +296,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     """Exit 0 when no run has a stability flag, 1 when any has."""
-    from stateaware.analysis.stability import Flag, describe, flags
+    from stateaware.analysis.stats.stability import Flag, describe, flags
     from stateaware.analysis.store.sql import format_result
     from stateaware.analysis.store.views import connect
 
@@ -326,7 +326,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     """The comparison table (or JSON); exit 2 naming the problem for runs that cannot be compared."""
-    from stateaware.analysis.compare import compare_runs, format_comparisons
+    from stateaware.analysis.stats.compare_runs import compare_runs, format_comparisons
 
     try:
         rows = compare_runs(
@@ -613,13 +613,13 @@ def create_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMPARE = "stateaware.analysis.compare"
+_COMPARE = "stateaware.analysis.stats.compare_runs"
 _STATS = "stateaware.analysis.stats"
 
 
 def _equivalence(text: str) -> float:
     """``--equivalence``, read by the comparison's own rule (imported only when the flag is given)."""
-    from stateaware.analysis.compare import parse_equivalence
+    from stateaware.analysis.stats.compare_runs import parse_equivalence
 
     return parse_equivalence(text)
 

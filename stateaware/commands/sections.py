@@ -31,7 +31,7 @@ def timing(argv: list[str] | None = None) -> int:
         "--draws", type=number(DRAWS), default=None, help="bootstrap draws for the comparisons (default: the analysis')"
     )
     args = parser.parse_args(argv)
-    from stateaware.analysis.timing import render, summary
+    from stateaware.analysis.sections.timing import render, summary
 
     results = args.results or default_results()
     if args.cohort:
@@ -52,7 +52,7 @@ def application(argv: list[str] | None = None) -> int:
     results_argument(parser)
     parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
     args = parser.parse_args(argv)
-    from stateaware.analysis.application import figure3c, render
+    from stateaware.analysis.sections.cifar_application import figure3c, render
     from stateaware.analysis.store.views import connect
 
     con = connect(args.results or default_results())

@@ -351,7 +351,7 @@ TABLE_COLUMNS: dict[str, Columns] = {
 # the README shows (``SELECT * FROM comparisons``) runs on any results directory.
 
 #: ``comparisons``: one row per prespecified comparison of a run
-#: (:mod:`stateaware.analysis.comparisons` computes and writes them).
+#: (:mod:`stateaware.analysis.stats.comparisons` computes and writes them).
 _COMPARISONS = Columns(
     [
         *(c for c in IDENTITY_COLUMNS if c.name in ("run_id", "cohort")),  # the record tables' own, so joins line up

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stateaware.analysis.compare import compare_runs
+from stateaware.analysis.stats.compare_runs import compare_runs
 
 from stateaware.records.writer import Identity, RecordWriter
 

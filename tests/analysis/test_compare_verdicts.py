@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stateaware.analysis.compare import (
+from stateaware.analysis.stats.compare_runs import (
     EQUIVALENCE,
     METRICS,
     VERDICTS,

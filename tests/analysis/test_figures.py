@@ -94,7 +94,7 @@ def test_figure3_places_every_method_shades_the_budget_and_highlights_joint(tmp_
     assert fig.colors["Joint (ours)"] == "#e07b00"
     assert fig.colors["Eager/whole planner"] == "#1f5fa8"
     # One colour per method, the palette's, in every figure (before, eager and regions shared grey).
-    from stateaware.analysis.palette import METHOD_COLOURS
+    from stateaware.analysis.figures import METHOD_COLOURS
 
     assert len(set(fig.colors.values())) == len(fig.colors)
     assert fig.colors["Eager"] == METHOD_COLOURS["eager"].lower() != fig.colors["Fixed regions"]

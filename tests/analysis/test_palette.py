@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from stateaware.analysis.palette import METHOD_COLOURS, colour
+from stateaware.analysis.figures import METHOD_COLOURS, colour
 
 
 def test_every_method_the_cohorts_run_has_its_own_colour():
@@ -18,7 +18,7 @@ def test_every_method_the_cohorts_run_has_its_own_colour():
 
 @given(st.text(min_size=1, max_size=30))
 def test_a_method_of_a_users_kind_keeps_one_colour(method):
-    from stateaware.analysis.palette import _OTHERS
+    from stateaware.analysis.figures import _OTHERS
 
     assert colour(method) == colour(method) and colour(method).startswith("#") and len(colour(method)) == 7
     assert colour(method) == METHOD_COLOURS[method] if method in METHOD_COLOURS else colour(method) in _OTHERS
@@ -32,7 +32,7 @@ def test_a_users_method_keeps_its_colour_from_run_to_run():
 
     methods = ["mine", "ours_v2", "baseline", "régions", "x"]
     code = (
-        "import sys; from stateaware.analysis.palette import colour; print(' '.join(colour(m) for m in sys.argv[1:]))"
+        "import sys; from stateaware.analysis.figures import colour; print(' '.join(colour(m) for m in sys.argv[1:]))"
     )
     picked = set()
     for seed in ("1", "2"):
@@ -53,7 +53,7 @@ def test_figure3c_colours_each_method_as_the_other_figures_do(tmp_path, monkeypa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from stateaware.analysis import application
+    from stateaware.analysis.sections import cifar_application as application
 
     procs = [
         {"seed": 1, "method": m, "observed": True, "peak_allocated_bytes": (i + 1) << 20, "encoder_seconds": 1.0 + i}

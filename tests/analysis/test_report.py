@@ -237,7 +237,7 @@ def test_a_kind_whose_report_is_not_a_tuple_is_refused_when_planned(compose, tmp
         tmp_path,
         monkeypatch,
         "tsa_bad_kind",
-        'REPORT = "stateaware.analysis.timing"\n' + _PLAIN_KIND,
+        'REPORT = "stateaware.analysis.sections.timing"\n' + _PLAIN_KIND,
         _yaml("tsa_bad_kind", "tsa_bad_kind.kind", 1),
     )
     with pytest.raises(ConfigError, match=r"cohort kind 'tsa_bad_kind.kind': REPORT must be a tuple of section"):

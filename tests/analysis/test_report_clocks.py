@@ -165,8 +165,8 @@ def test_the_method_table_and_figure1_show_the_declared_clocks_means(report):
 
 
 def test_the_comparisons_table_quotes_the_paper_beside_our_computed_ratio(report):
+    from stateaware.analysis.sections.timing import PAPER_RATIOS
     from stateaware.analysis.store.views import connect
-    from stateaware.analysis.timing import PAPER_RATIOS
 
     results, path, _ = report
     ((header, body),) = [(h, b) for h, b in _tables(path.read_text()) if h[0] == "comparison"]
@@ -184,7 +184,7 @@ def test_the_comparisons_table_quotes_the_paper_beside_our_computed_ratio(report
 
 
 def test_the_papers_ratios_are_looked_up_by_what_is_compared_and_print_as_the_paper_prints_them():
-    from stateaware.analysis.timing import PAPER_RATIOS, PAPER_T7, PAPER_T8, paper_ratio
+    from stateaware.analysis.sections.timing import PAPER_RATIOS, PAPER_T7, PAPER_T8, paper_ratio
 
     def row(cohort: str, numerator: str, denominator: str, metric: str, workload: str | None = None) -> dict:
         subset = f'{{"workload": "{workload}"}}' if workload else None

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from stateaware.analysis.comparisons import SCHEMA as COMPARISONS
-from stateaware.analysis.comparisons import comparisons_path
+from stateaware.analysis.stats.comparisons import SCHEMA as COMPARISONS
+from stateaware.analysis.stats.comparisons import comparisons_path
 from stateaware.analysis.store.sql import columns_read, query
 from stateaware.analysis.store.views import VIEWS, connect, snapshot
 

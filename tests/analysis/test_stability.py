@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from stateaware.analysis import stability
 from stateaware.analysis.__main__ import main as analysis_main
-from stateaware.analysis.comparisons import compute_comparisons, declared_clock_of
 from stateaware.analysis.report import build_report
+from stateaware.analysis.stats import stability
+from stateaware.analysis.stats.comparisons import compute_comparisons, declared_clock_of
 from stateaware.analysis.store.views import connect
 
 from stateaware.records.writer import Identity, RecordWriter

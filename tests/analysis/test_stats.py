@@ -328,7 +328,7 @@ PRESPECIFIED = [
 
 
 def test_comparisons_are_computed_from_measured_rows_and_queryable_as_a_view(tmp_path):
-    from stateaware.analysis.comparisons import comparisons_path, compute_comparisons, write_comparisons
+    from stateaware.analysis.stats.comparisons import comparisons_path, compute_comparisons, write_comparisons
     from stateaware.analysis.store.views import connect
 
     means = write_timing_run(tmp_path)
@@ -359,7 +359,7 @@ def test_comparisons_are_computed_from_measured_rows_and_queryable_as_a_view(tmp
 
 
 def test_a_partial_analysis_is_marked_and_counts_only_completed_processes(tmp_path):
-    from stateaware.analysis.comparisons import compute_comparisons, write_comparisons
+    from stateaware.analysis.stats.comparisons import compute_comparisons, write_comparisons
     from stateaware.analysis.store.verify import VerificationError
     from stateaware.analysis.store.views import connect
 
@@ -383,7 +383,7 @@ def test_the_analysis_modules_import_no_gpu_stack_and_defer_scipy_and_matplotlib
 
     code = (
         "import sys; import stateaware.analysis.stats, stateaware.analysis.store.verify, "
-        "stateaware.analysis.figures, stateaware.analysis.comparisons; "
+        "stateaware.analysis.figures, stateaware.analysis.stats.comparisons; "
         "print(sorted(m for m in ('torch', 'jax', 'scipy', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -7,7 +7,7 @@ the three decimals the paper prints: a dense cell's equal peaks are 1.000 there.
 
 from __future__ import annotations
 
-from stateaware.analysis.timing import PAPER_T10, _regions_table
+from stateaware.analysis.sections.timing import PAPER_T10, _regions_table
 
 
 def _row(workload: str, mib: int, fraction: float, live: int, *, time: float, peak: float, cpu: float | None = None):

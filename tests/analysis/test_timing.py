@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stateaware.analysis.timing import summary
+from stateaware.analysis.sections.timing import summary
 
 from stateaware.launch.manifest import write_manifest
 from stateaware.records.writer import Identity, RecordWriter
@@ -28,7 +28,7 @@ def test_the_summary_computes_the_comparisons_stored_with_the_run(tmp_path, card
             "run_id": "r",
             "cohort": "confirm32",
             "kind": "timing",
-            "report_sections": ["stateaware.analysis.timing"],
+            "report_sections": ["stateaware.analysis.sections.timing"],
             "source_hash": "test",
             "processes": 2,
             "launcher": "inline",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from stateaware.analysis.sections.timing_figures import figures, summaries
 from stateaware.analysis.store.views import connect
-from stateaware.analysis.timing_figures import figures, summaries
 
 from tests.cohorts.test_timing import cards, cohort, run_processes, tiny_hardware  # noqa: F401 (fixture)
 

@@ -66,7 +66,7 @@ def _write_run(out, comparisons, processes: int = 4):
 
 def test_the_summary_keeps_the_runs_comparisons_when_the_yaml_changes_after_the_run(tmp_path, monkeypatch):
     import stateaware.conf
-    from stateaware.analysis.timing import summary
+    from stateaware.analysis.sections.timing import summary
 
     out = tmp_path / "results"
     _write_run(out, STORED)
@@ -88,7 +88,7 @@ def test_the_summary_keeps_the_runs_comparisons_when_the_yaml_changes_after_the_
 
 
 def test_a_run_that_declared_no_comparisons_prints_none(tmp_path):
-    from stateaware.analysis.timing import summary
+    from stateaware.analysis.sections.timing import summary
 
     out = tmp_path / "results"
     _write_run(out, [])
@@ -97,7 +97,7 @@ def test_a_run_that_declared_no_comparisons_prints_none(tmp_path):
 
 def test_a_one_process_run_says_its_comparisons_need_more_processes_instead_of_failing(tmp_path):
     """The launch succeeded; its end-of-run summary must not turn that into a traceback."""
-    from stateaware.analysis.timing import summary
+    from stateaware.analysis.sections.timing import summary
 
     out = tmp_path / "results"
     _write_run(out, STORED, processes=1)

@@ -36,7 +36,7 @@ def test_the_budget_is_absolute_in_mib_and_a_card_of_other_shapes_is_refused():
 def test_the_method_list_is_the_one_moco_runs_and_the_analysis_names_it_without_torch():
     assert len(METHODS) == 7 and METHODS[4] == "deferred"
     code = (
-        "import sys; import stateaware.app.protocol, stateaware.analysis.application; "
+        "import sys; import stateaware.app.protocol, stateaware.analysis.sections.cifar_application; "
         "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -122,8 +122,8 @@ def test_cpu_dry_run_installs_offline_and_writes_the_eight_outputs(tmp_path: Pat
         assert "/site/" in line, line  # from the installed wheels, not the base site-packages
     assert "CUBLAS_WORKSPACE_CONFIG :4096:8" in env_txt
     summary = (out / "summary.md").read_text()
-    from stateaware.analysis.application import PAPER_T9
-    from stateaware.analysis.timing import PAPER_T6
+    from stateaware.analysis.sections.cifar_application import PAPER_T9
+    from stateaware.analysis.sections.timing import PAPER_T6
 
     fair_rows = [x for x in summary.splitlines() if x.startswith("| ") and x.split(" | ")[0][2:] in PAPER_T6]
     assert [r.split(" | ")[0][2:] for r in fair_rows[:7]] == list(PAPER_T6)

@@ -189,7 +189,7 @@ def test_epochs_peaks_and_policies_are_recorded(cohort_run):
 
 
 def test_report_renders_table9_beside_the_papers_and_figure3c(cohort_run, tmp_path):
-    from stateaware.analysis import application
+    from stateaware.analysis.sections import cifar_application as application
     from stateaware.analysis.store.views import connect
 
     out, _ = cohort_run
@@ -254,7 +254,7 @@ def test_a_frozen_card_of_other_shapes_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_quality_only_seed_runs_unobserved_and_stays_out_of_table9(tmp_path):
-    from stateaware.analysis import application
+    from stateaware.analysis.sections import cifar_application as application
     from stateaware.analysis.store.views import connect
 
     out = tmp_path / "results"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from stateaware.analysis.finite import render
+from stateaware.analysis.sections.finite_checks import render
 from stateaware.analysis.store.views import connect
 from stateaware.cohorts import load_kind
 

@@ -117,7 +117,7 @@ def test_hidden_families_decide_native_divergence(table):
 
 
 def test_table2_sql_and_render(results):
-    from stateaware.analysis.replay_semantics import render, rows
+    from stateaware.analysis.sections.replay_semantics import render, rows
     from stateaware.analysis.store.views import connect
 
     con = connect(results)

@@ -257,8 +257,8 @@ def test_three_workload_assigns_blocks_of_processes_and_applies_the_profiles_red
 
 
 def test_timing_report_prints_ours_beside_the_papers_columns(tmp_path, cards):
+    from stateaware.analysis.sections.timing import method_rows, render
     from stateaware.analysis.store.views import connect
-    from stateaware.analysis.timing import method_rows, render
 
     folder, frozen = cards
     hardware = tiny_hardware(folder, frozen)
@@ -277,8 +277,8 @@ def test_timing_report_prints_ours_beside_the_papers_columns(tmp_path, cards):
 def test_table8_rows_show_the_comparisons_they_are_given(tmp_path, cards):
     """The command's summary computes the comparisons before any report persisted them:
     render() takes them, and Table 8's interval column shows each workload's own."""
+    from stateaware.analysis.sections.timing import render
     from stateaware.analysis.store.views import connect
-    from stateaware.analysis.timing import render
 
     folder, frozen = cards
     hardware = tiny_hardware(folder, frozen)

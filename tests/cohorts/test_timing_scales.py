@@ -77,8 +77,8 @@ def test_each_timing_cohorts_records_and_report_header_carry_its_scale(tmp_path)
     # the CPU profile (two methods, one warm-up-free measured step, to keep it short), into one results
     # folder; then every table's rows and the report's header for each cohort.
     import duckdb
+    from stateaware.analysis.sections.timing import render
     from stateaware.analysis.store.views import connect
-    from stateaware.analysis.timing import render
 
     from tests.conftest import launch_small_run
 

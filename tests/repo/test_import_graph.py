@@ -230,9 +230,9 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("stateaware.run", "stateaware.cohorts"),
         ("stateaware.run", "stateaware.launch.params"),
         # Kinds whose end-of-run summaries read the views (their rows, as the analysis computes them).
-        ("stateaware.cohorts.cifar", "stateaware.analysis.application"),
+        ("stateaware.cohorts.cifar", "stateaware.analysis.sections.cifar_application"),
         ("stateaware.cohorts.cifar", "stateaware.analysis.store.views"),
-        ("stateaware.cohorts.timing", "stateaware.analysis.timing"),
+        ("stateaware.cohorts.timing", "stateaware.analysis.sections.timing"),
     }
 )
 

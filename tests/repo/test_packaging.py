@@ -30,8 +30,10 @@ def test_wheel_carries_every_frozen_card_and_sql_file(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for card in (REPO / "conf" / "cards").glob("*.json"):
         assert f"stateaware/conf/cards/{card.name}" in names
-    for sql in (REPO / "analysis" / "sql").glob("*.sql"):
-        assert f"stateaware/analysis/sql/{sql.name}" in names
+    queries = sorted((REPO / "analysis" / "sections" / "sql").glob("*.sql"))
+    assert queries, "no SQL files where the sections load them from"
+    for sql in queries:
+        assert f"stateaware/analysis/sections/sql/{sql.name}" in names
 
 
 def test_wheel_installs_the_console_scripts_pyproject_names(wheel: Path) -> None:

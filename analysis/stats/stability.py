@@ -151,7 +151,7 @@ def process_load(con: Any) -> list[dict[str, Any]]:
 
 
 def _run_settings(con: Any, overrides: Mapping[str, float | None] | None) -> dict[str, tuple[str, Thresholds]]:
-    from stateaware.analysis.comparisons import declared_clock_of
+    from stateaware.analysis.stats.comparisons import declared_clock_of
 
     return {
         run_id: (declared_clock_of(config), Thresholds.from_config(config, overrides))

@@ -1,6 +1,6 @@
 """The finite-program report: paper §6, §7 and Table 3 quantities from the ``records`` view.
 
-Every number in the "ours" column comes from SQL in ``analysis/sql/finite_*.sql`` run over
+Every number in the "ours" column comes from SQL in ``analysis/sections/sql/finite_*.sql`` run over
 the ``records`` view (the latest run of each cohort, by the ``runs`` view); the "paper"
 column quotes the paper's published figures for comparison and is labelled as such. Record
 convention (see ``cohorts/_finite_common.py``): one row per program x method or check,
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateaware.analysis.sql_files import SQL_DIR
+from stateaware.analysis.sections.paper import PAPER_FINITE as PAPER
+from stateaware.analysis.sections.queries import SQL_DIR
 
 __all__ = ["TITLE", "PAPER", "SQL_FILES", "quantities", "render"]
 
@@ -22,29 +23,6 @@ __all__ = ["TITLE", "PAPER", "SQL_FILES", "quantities", "render"]
 TITLE = "Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)"
 
 SQL_FILES = ("finite_derivative", "finite_bytes", "finite_engines", "finite_joint_alias")
-
-#: The paper's published figures (§6, §7, Table 3), quoted only in the "paper" column.
-PAPER: dict[str, str] = {
-    "derivative_programs": "1,024",
-    "graph": "outputs reproduced exactly",
-    "max_gradient_disagreement": "8.88e-16",
-    "control_detected": "every program",
-    "byte_programs": "1,024",
-    "snapshot": "every input",
-    "region_undo": "every input",
-    "wrong_rng": "every input",
-    "engine_programs": "1,200",
-    "engine_recoveries": "not stated",
-    "max_engine_gradient_error": "1.56e-15",
-    "complex_step_programs": "96",
-    "complex_step_coordinates": "4,544",
-    "max_complex_step_error": "9.99e-16 (Table 3); 1.00e-15 (§7)",
-    "joint_programs": "300",
-    "joint_recoveries": "1,500/1,500",
-    "max_joint_gradient_error": "4.44e-16",
-    "unsupported": "300",
-    "stored_operations": "4,800",
-}
 
 
 def _sql(name: str) -> str:

@@ -4,8 +4,8 @@ For each cohort with one logical budget per cell — the recorded config places 
 against the paper's anchors (``cohort.params.placement: relative``: fair44, confirm44,
 confirm32 and every cell of pressure; calibration and three_workload scale a selection
 budget instead) — the per-method summary comes from the same SQL as the timing tables
-(``analysis/sql/timing_methods.sql``: mean of per-process mean measured step times on the
-cohort's declared clock, :func:`~stateaware.analysis.timing_rows.cohort_clocks`, the same
+(``analysis/sections/sql/timing_methods.sql``: mean of per-process mean measured step times on the
+cohort's declared clock, :func:`~stateaware.analysis.sections.timing_rows.cohort_clocks`, the same
 clock as its comparisons; largest measured peak; the plan's logical budget); every axis and
 caption names that clock. Figure 1 carries the headline of the report's own estimator: the
 cohort's prespecified step-time comparison of joint (against the eager/whole control where
@@ -35,7 +35,7 @@ PLACED = "relative"
 
 def budgeted(con: Any) -> dict[str, bool]:
     """``cohort -> whether its latest recorded run places a logical budget`` (cohorts with a runs row)."""
-    from stateaware.analysis.run_config import cohort_config
+    from stateaware.analysis.store.run_config import cohort_config
 
     rows = con.execute("SELECT cohort, arg_max(config_yaml, started_at) FROM runs GROUP BY cohort").fetchall()
     return {cohort: (cohort_config(text).get("params") or {}).get("placement") == PLACED for cohort, text in rows}
@@ -46,7 +46,7 @@ def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int
 
     Each row's ``mean_ms`` is on its cohort's declared clock, named in the row's ``clock``.
     """
-    from stateaware.analysis.timing_rows import cohort_clocks, mean_ms, method_rows
+    from stateaware.analysis.sections.timing_rows import cohort_clocks, mean_ms, method_rows
 
     placed = budgeted(con)
     clocks = cohort_clocks(con)

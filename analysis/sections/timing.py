@@ -1,12 +1,12 @@
 """The timing report: paper Tables 4, 6, 7, 8 and 10 from the ``timings`` and ``policies`` views.
 
-Every "ours" number comes from ``analysis/sql/timing_methods.sql`` or
+Every "ours" number comes from ``analysis/sections/sql/timing_methods.sql`` or
 ``timing_regions.sql`` over the latest run of each timing cohort; the "paper" columns quote
 the paper's published H100 figures and are labelled as such. Peaks are measured bytes
 (``peak_source`` says which instrument); predictions are the static model's, printed
 beside them, never in their place. Sizes print in MiB below 4 GiB (the CPU profile) and in
 GiB above. Every time is on the cohort's declared clock and names it, the other clock beside
-it (:func:`~stateaware.analysis.timing_rows.cohort_clocks`); predicted times are the card's
+it (:func:`~stateaware.analysis.sections.timing_rows.cohort_clocks`); predicted times are the card's
 wall time, labelled so and printed next to the measured wall time. The comparisons table
 quotes the paper's ratio (:data:`PAPER_RATIOS`) beside ours where the paper reports one.
 This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
@@ -18,19 +18,27 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stateaware.analysis.stability import caveat, flags
-from stateaware.analysis.stats import interval_cells
-from stateaware.analysis.timing_rows import (  # re-exported: the tables' rows
+from stateaware.analysis.sections.paper import (  # re-exported: the paper's tables, as the report quotes them
+    PAPER_RATIOS,
+    PAPER_T4,
+    PAPER_T6,
+    PAPER_T7,
+    PAPER_T8,
+    PAPER_T10,
+    PaperRatio,
+)
+from stateaware.analysis.sections.timing_rows import (  # re-exported: the tables' rows
     cohort_clocks,
     mean_ms,
     method_rows,
     other_clock,
     region_rows,
 )
+from stateaware.analysis.stats.estimators import interval_cells
+from stateaware.analysis.stats.stability import caveat, flags
 
 __all__ = [
     "TITLE",
@@ -51,149 +59,6 @@ __all__ = [
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)"
-
-#: Paper Table 6 (44 GiB fair control, one H100 process): method -> (peak GiB, step ms, fits).
-PAPER_T6 = {
-    "eager": (46.063, 2865.83, "No"),
-    "whole": (42.063, 3919.70, "Yes"),
-    "regions": (26.200, 3867.19, "Yes"),
-    "functional": (42.063, 3932.56, "Yes"),
-    "agnostic": (45.313, 3068.25, "No"),
-    "eager_whole": (42.813, 3735.42, "Yes"),
-    "joint": (42.352, 3053.21, "Yes"),
-}
-
-#: Paper Table 7 (fifty H100 processes): cohort -> method -> (step ms, peak GiB, fits/50).
-PAPER_T7 = {
-    "confirm44": {
-        "eager": (2869.65, 46.063, 0),
-        "whole": (3940.38, 42.063, 50),
-        "regions": (3889.79, 26.200, 50),
-        "functional": (3942.81, 42.063, 50),
-        "agnostic": (3070.72, 45.313, 0),
-        "eager_whole": (3740.91, 42.813, 50),
-        "joint": (3061.39, 42.352, 50),
-    },
-    "confirm32": {
-        "eager": (2878.70, 46.063, 0),
-        "whole": (3945.99, 42.063, 0),
-        "regions": (3898.82, 26.200, 50),
-        "functional": (3952.28, 42.063, 0),
-        "agnostic": (3744.73, 42.813, 0),
-        "eager_whole": None,
-        "joint": (3704.54, 29.936, 50),
-    },
-}
-
-#: Paper Table 4 (activation pressure, 32 GiB): cell -> method -> "peak GiB / ms" or "Infeasible".
-PAPER_T4 = {
-    "small_sparse": dict(
-        zip(
-            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
-            ("1.22 / 8.73", "18.21 / 65.39", "1.35 / 25.38", "18.21 / 69.75", "1.22 / 8.69", "1.22 / 8.70"),
-            strict=True,
-        )
-    ),
-    "small_dense": dict(
-        zip(
-            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
-            ("2.38 / 38.37", "19.38 / 126.29", "19.38 / 140.10", "19.38 / 130.49", "2.38 / 38.40", "2.38 / 38.43"),
-            strict=True,
-        )
-    ),
-    "large_sparse": dict(
-        zip(
-            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
-            ("46.06 / 2882", "42.06 / 3937", "26.20 / 3908", "42.06 / 3960", "42.81 / 3750", "29.94 / 3698"),
-            strict=True,
-        )
-    ),
-    "large_dense": dict(
-        zip(
-            ("eager", "whole", "regions", "functional", "agnostic", "joint"),
-            ("46.08 / 2921", "42.33 / 4008", "42.33 / 4049", "42.33 / 4043", "43.08 / 3828", "Infeasible"),
-            strict=True,
-        )
-    ),
-}
-
-#: Paper Table 8: workload -> (time ratio [interval], peak ratio [interval]) as printed.
-PAPER_T8 = {
-    "feature_queue": (".3954 [.3905,.4020]", ".05055 [.05055,.05055]"),
-    "prototype_memory": (".6085 [.6078,.6091]", ".15035 [.15030,.15039]"),
-    "unrolled_recurrence": (".4895 [.4890,.4900]", ".06476 [.06476,.06476]"),
-}
-
-#: Paper Table 10: (workload, MiB, write fraction, live) -> (peak/whole, time/whole, peak/eager, time/eager).
-PAPER_T10 = {
-    ("feature_queue", 64, 0.001, 1): (0.669, 1.134, 1.002, 2.263),
-    ("feature_queue", 64, 0.001, 64): (0.099, 1.189, 1.353, 3.292),
-    ("feature_queue", 64, 1.0, 1): (1.000, 1.405, 1.497, 2.752),
-    ("feature_queue", 64, 1.0, 64): (1.000, 1.199, 11.660, 3.273),
-    ("feature_queue", 1024, 0.001, 1): (0.376, 0.443, 1.002, 2.227),
-    ("feature_queue", 1024, 0.001, 64): (0.051, 0.390, 2.612, 2.965),
-    ("feature_queue", 1024, 1.0, 1): (1.000, 1.105, 1.937, 3.562),
-    ("feature_queue", 1024, 1.0, 64): (1.000, 1.111, 21.407, 3.632),
-    ("prototype_memory", 64, 0.001, 1): (0.717, 1.050, 1.003, 2.197),
-    ("prototype_memory", 64, 0.001, 64): (0.193, 1.190, 2.232, 3.231),
-    ("prototype_memory", 64, 1.0, 1): (1.000, 1.132, 1.398, 1.552),
-    ("prototype_memory", 64, 1.0, 64): (1.000, 1.168, 10.141, 2.851),
-    ("prototype_memory", 1024, 0.001, 1): (0.526, 0.583, 1.004, 2.197),
-    ("prototype_memory", 1024, 0.001, 64): (0.150, 0.608, 4.349, 2.423),
-    ("prototype_memory", 1024, 1.0, 1): (1.000, 1.061, 1.489, 2.691),
-    ("prototype_memory", 1024, 1.0, 64): (1.000, 1.071, 13.649, 2.702),
-    ("unrolled_recurrence", 64, 0.001, 1): (0.716, 1.147, 1.002, 2.282),
-    ("unrolled_recurrence", 64, 0.001, 64): (0.111, 1.190, 1.295, 3.269),
-    ("unrolled_recurrence", 64, 1.0, 1): (1.000, 1.144, 1.398, 2.326),
-    ("unrolled_recurrence", 64, 1.0, 64): (1.000, 1.205, 10.152, 3.269),
-    ("unrolled_recurrence", 1024, 0.001, 1): (0.524, 0.495, 1.001, 2.183),
-    ("unrolled_recurrence", 1024, 0.001, 64): (0.065, 0.488, 1.908, 2.285),
-    ("unrolled_recurrence", 1024, 1.0, 1): (1.000, 1.093, 1.903, 3.279),
-    ("unrolled_recurrence", 1024, 1.0, 64): (1.000, 1.105, 20.899, 3.311),
-}
-
-
-@dataclass(frozen=True)
-class PaperRatio:
-    """One ratio the paper prints: its estimate and, where the paper gives one, its interval."""
-
-    estimate: float
-    lower: float | None = None
-    upper: float | None = None
-    places: int = 3  # decimal places as the paper prints them (0.950, not 0.95)
-
-    def text(self) -> str:
-        """``0.3954 [0.3905, 0.4020]``, or the estimate alone where the paper prints no interval."""
-        if self.lower is None or self.upper is None:
-            return f"{self.estimate:.{self.places}f}"
-        return f"{self.estimate:.{self.places}f} [{self.lower:.{self.places}f}, {self.upper:.{self.places}f}]"
-
-
-#: The paper's (arXiv 2611.00590) headline ratios, keyed like a prespecified comparison:
-#: ``(cohort, numerator, denominator, quantity, workload)`` with ``quantity`` ``time`` (step
-#: time; the paper's H100 clock is synchronized wall time) or ``peak`` (peak allocated bytes)
-#: and ``workload`` the comparison's ``where`` (None for all rows). Keyed by what is compared,
-#: not by the comparison's name, so a renamed comparison still finds its paper value.
-#: Quoted only in the comparisons table's *paper* column, never in ours.
-PAPER_RATIOS: dict[tuple[str, str, str, str, str | None], PaperRatio] = {
-    # §11, 44 GiB budget: joint vs the correctly costed eager/whole control (Table 7 means:
-    # 3061.39 / 3740.91 ms); the paper prints the estimate without an interval.
-    ("confirm44", "joint", "eager_whole", "time", None): PaperRatio(0.818),
-    # §11, 32 GiB budget, where eager/whole is infeasible: joint vs fixed regions (3704.54 / 3898.82 ms).
-    ("confirm32", "joint", "regions", "time", None): PaperRatio(0.950),
-    # Table 8: regions/whole per workload, time and peak, with the paper's intervals (PAPER_T8).
-    **{
-        ("three_workload", "regions", "whole", quantity, workload): ratio
-        for workload, quantity, ratio in (
-            ("feature_queue", "time", PaperRatio(0.3954, 0.3905, 0.4020, places=4)),
-            ("feature_queue", "peak", PaperRatio(0.05055, 0.05055, 0.05055, places=5)),
-            ("prototype_memory", "time", PaperRatio(0.6085, 0.6078, 0.6091, places=4)),
-            ("prototype_memory", "peak", PaperRatio(0.15035, 0.15030, 0.15039, places=5)),
-            ("unrolled_recurrence", "time", PaperRatio(0.4895, 0.4890, 0.4900, places=4)),
-            ("unrolled_recurrence", "peak", PaperRatio(0.06476, 0.06476, 0.06476, places=5)),
-        )
-    },
-}
 
 
 def paper_ratio(comparison: dict[str, Any]) -> PaperRatio | None:
@@ -483,7 +348,7 @@ def _comparison_rows(con: Any) -> list[dict[str, Any]]:
 def render(con: Any, cohorts: list[str] | None = None, comparisons: list[dict[str, Any]] | None = None) -> str:
     """Markdown: every timing cohort present (or those named), ours beside the paper's.
 
-    ``comparisons`` (rows of ``stateaware.analysis.stats`` results plus ``cohort``) default
+    ``comparisons`` (rows of ``stateaware.analysis.stats.estimators`` results plus ``cohort``) default
     to the ``comparisons`` view that ``analysis report`` persists.
     """
     methods = method_rows(con)
@@ -554,8 +419,8 @@ def _cautions(con: Any) -> dict[str, tuple[str, str]]:
 
 def figures(con: Any, out: Path) -> list[tuple[Path, str]]:
     """Figures 1 and 3 of every budgeted cohort cell, each with its caption
-    (:func:`stateaware.analysis.timing_figures.captioned`)."""
-    from stateaware.analysis.timing_figures import captioned
+    (:func:`stateaware.analysis.sections.timing_figures.captioned`)."""
+    from stateaware.analysis.sections.timing_figures import captioned
 
     return captioned(con, out)
 
@@ -564,7 +429,7 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
     fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
     as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
-    from stateaware.analysis.comparisons import comparisons_of, compute_comparisons, declared_clock_of
+    from stateaware.analysis.stats.comparisons import comparisons_of, compute_comparisons, declared_clock_of
     from stateaware.analysis.store.views import connect
 
     con = connect(results, cohorts=[cohort])  # this cohort's partitions only: a big store costs nothing more

@@ -9,7 +9,7 @@ its steps are averaged first, as everywhere in the analysis):
 
 - **paired** when both runs have exactly the same process indices for that method and
   cell: the geometric mean of the per-process ratios ``B_i / A_i`` with the paired process
-  bootstrap of :func:`stateaware.analysis.stats.paired_ratio` — the same inference as the
+  bootstrap of :func:`stateaware.analysis.stats.estimators.paired_ratio` — the same inference as the
   prespecified comparisons. Pairing by index is what a re-run of one cohort means (same
   seeds, same process parameters);
 - **unpaired** otherwise: ``exp(mean log B - mean log A)`` with an independent bootstrap of
@@ -30,7 +30,7 @@ margin (``--equivalence``, default 2 %):
 ================  ===========================================================================
 ``unreliable``    either run has more than a quarter of the row's processes flagged
                   ``loaded`` or ``waited`` (for the method), or the method is flagged
-                  ``unstable`` in either run (``stateaware.analysis.stability``): the interval
+                  ``unstable`` in either run (``stateaware.analysis.stats.stability``): the interval
                   describes a disturbed machine, not the program
 ``slower``        the interval lies above 1 (``larger`` for a metric that is not a time)
 ``faster``        the interval lies below 1 (``smaller`` for a metric that is not a time)
@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from stateaware.analysis.stats import ALPHA, DRAWS, MIN_PROCESSES, bonferroni_confidence, paired_ratio
+from stateaware.analysis.stats.estimators import ALPHA, DRAWS, MIN_PROCESSES, bonferroni_confidence, paired_ratio
 
 from stateaware.clocks import CLOCKS
 
@@ -81,7 +81,7 @@ METRICS = ("step_ms", "cpu_ms", "peak_allocated_bytes", "peak_reserved_bytes")
 
 #: The default equivalence margin ``d``: an interval within ``[0.98, 1.02]`` that contains 1
 #: is ``same``. 2 % is the size of the effects the prespecified ratios resolve on a quiet
-#: machine (``stateaware.analysis.stability.MAX_CV``), so a tighter "same" would claim more
+#: machine (``stateaware.analysis.stats.stability.MAX_CV``), so a tighter "same" would claim more
 #: than a re-run of the same code can show.
 EQUIVALENCE = 0.02
 
@@ -292,7 +292,7 @@ def _declared_metric(con: Any, run_a: str, run_b: str, columns: set[str]) -> tup
     Raises ``ValueError`` when the runs declare different clocks or a run recorded a clock
     this code does not know; both messages say how ``--metric`` settles it.
     """
-    from stateaware.analysis.comparisons import declared_clock_of
+    from stateaware.analysis.stats.comparisons import declared_clock_of
 
     recorded = dict(
         con.execute(
@@ -335,7 +335,7 @@ def _declared_metric(con: Any, run_a: str, run_b: str, columns: set[str]) -> tup
 
 def _stability(con: Any, run_a: str, run_b: str) -> dict[tuple[str, str], dict[str, set[int]]]:
     """``{(run_id, kind or kind/method): process indices}`` of every stability flag of the two runs."""
-    from stateaware.analysis.stability import flags
+    from stateaware.analysis.stats.stability import flags
 
     found: dict[tuple[str, str], dict[str, set[int]]] = {}
     for flag in flags(con):  # each run's own thresholds, from its recorded config

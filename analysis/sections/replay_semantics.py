@@ -1,6 +1,6 @@
 """The semantic cohort's report: paper §5 and Table 2 from the ``records`` view.
 
-Every count in the "ours" columns comes from ``analysis/sql/table2.sql`` over the
+Every count in the "ours" columns comes from ``analysis/sections/sql/table2.sql`` over the
 ``records`` view (the latest run of each cohort). The "paper" columns quote the paper's
 published Table 2 for comparison and are labelled as such; nothing from them enters our
 columns. Rows follow the paper's order; a (backend, method) the records lack shows as
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from stateaware.analysis.sections.paper import PAPER_TABLE2
 
 __all__ = ["TITLE", "PAPER_TABLE2", "ROWS", "SQL_FILE", "rows", "render"]
 
@@ -35,23 +37,6 @@ ROWS: dict[tuple[str, str], str] = {
     ("jax", "inplace_checkpoint"): "JAX native in-place checkpoint",
     ("jax", "holder_eager"): "JAX impure-holder eager",
     ("jax", "holder_checkpoint"): "JAX impure-holder checkpoint",
-}
-
-#: The paper's published Table 2 (M, R, D), quoted only in the columns labelled "paper".
-PAPER_TABLE2: dict[tuple[str, str], tuple[int, int, int]] = {
-    ("torch", "functional"): (500, 0, 0),
-    ("torch", "eager"): (400, 100, 0),
-    ("torch", "reentrant"): (200, 100, 200),
-    ("torch", "nonreentrant"): (200, 100, 200),
-    ("torch", "reentrant_norng"): (0, 100, 400),
-    ("torch", "nonreentrant_norng"): (0, 100, 400),
-    ("torch", "transactional"): (400, 100, 0),
-    ("jax", "functional"): (500, 0, 0),
-    ("jax", "checkpoint"): (500, 0, 0),
-    ("jax", "inplace_eager"): (0, 500, 0),
-    ("jax", "inplace_checkpoint"): (0, 500, 0),
-    ("jax", "holder_eager"): (200, 0, 0),
-    ("jax", "holder_checkpoint"): (0, 200, 0),
 }
 
 

@@ -1,6 +1,6 @@
 """The CIFAR-100 dense-queue application report: Table 9 and Figure 3C data (paper §12).
 
-Reads the latest ``cifar`` run through ``analysis/sql/app_*.sql``:
+Reads the latest ``cifar`` run through ``analysis/sections/sql/app_*.sql``:
 
 * Table 9 — per method: allocated and reserved peak MiB (least–largest over seeds),
   mean complete-encoder seconds with the per-seed min–max, beside the paper's H100
@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stateaware.analysis.sql_files import rows_of
+from stateaware.analysis.sections.paper import PAPER_T9, PAPER_T9_TIME_RATIOS
+from stateaware.analysis.sections.queries import rows_of
 
 from stateaware.app.protocol import METHODS as _METHODS  # torch-free, unlike stateaware.app.moco
 from stateaware.records.writer import write_bytes_atomic
@@ -39,25 +40,6 @@ __all__ = [
 
 #: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
 TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
-
-#: Paper Table 9 (five observed H100 seeds 2702–2706): method -> (allocated MiB, reserved MiB,
-#: mean encoder seconds, "min–max seconds").
-PAPER_T9 = {
-    "eager": (1389.35, 1924.00, 1857.47, "1844.03–1866.87"),
-    "whole": (1004.62, 1410.00, 1841.10, "1821.24–1864.30"),
-    "regions": (1004.74, 1410.00, 1842.40, "1834.85–1854.06"),
-    "functional": (1004.62, 1410.00, 1847.51, "1837.14–1862.65"),
-    "deferred": (1389.41, 1924.00, 1842.81, "1833.59–1850.69"),
-    "agnostic": (1005.48, 1410.00, 1856.22, "1841.82–1882.82"),
-    "joint": (1229.74, 1602.00, 1855.90, "1835.37–1878.18"),
-}
-
-#: Paper §12 complete-encoder time ratios of joint planning (geometric mean, seed range); its
-#: allocated ratios are those of Table 9's allocated column (identical across seeds).
-PAPER_T9_TIME_RATIOS = {
-    "joint/whole": (1.008024, "0.984483–1.019058"),
-    "joint/deferred": (1.007065, "0.995213–1.020972"),
-}
 
 
 def process_rows(con: Any) -> list[dict[str, Any]]:
@@ -176,7 +158,7 @@ def figure3c(con: Any, path: Path | str) -> Path:
     procs = [p for p in process_rows(con) if p["observed"] and p["peak_allocated_bytes"] is not None]
     if not procs:
         raise ValueError("no cifar processes with an allocated peak to plot")
-    from stateaware.analysis.palette import colour
+    from stateaware.analysis.figures import colour
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in _METHODS:

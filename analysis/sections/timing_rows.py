@@ -1,7 +1,7 @@
-"""The timing cohorts' per-method and per-cell rows, from ``analysis/sql/timing_*.sql``.
+"""The timing cohorts' per-method and per-cell rows, from ``analysis/sections/sql/timing_*.sql``.
 
-One home for the rows both the timing tables (:mod:`stateaware.analysis.timing`) and
-Figures 1 and 3 (:mod:`stateaware.analysis.timing_figures`) are drawn from, so neither
+One home for the rows both the timing tables (:mod:`stateaware.analysis.sections.timing`) and
+Figures 1 and 3 (:mod:`stateaware.analysis.sections.timing_figures`) are drawn from, so neither
 imports the other for them — and one home for the clock each cohort's times are shown on
 (:func:`cohort_clocks`), so a table and the figure beside it never disagree about it.
 Needs only DuckDB (and OmegaConf to read a run's config).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateaware.analysis.sql_files import rows_of
+from stateaware.analysis.sections.queries import rows_of
 
 from stateaware.cost_runtime import METHODS
 
@@ -39,10 +39,10 @@ def cohort_clocks(con: Any) -> dict[str, str]:
     per-method means and the figures use it too: a table whose means were on one clock and
     whose ratios on another would show numbers that cannot be reconciled. A run whose
     records hold no CPU times (kept before they were recorded) falls back to ``wall``, as
-    :func:`stateaware.analysis.comparisons.compute_comparisons` does; a cohort without a
+    :func:`stateaware.analysis.stats.comparisons.compute_comparisons` does; a cohort without a
     ``runs`` row (no recorded config) is absent, and callers read it as ``wall``.
     """
-    from stateaware.analysis.comparisons import declared_clock_of
+    from stateaware.analysis.stats.comparisons import declared_clock_of
 
     rows = con.execute(
         "WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id, "

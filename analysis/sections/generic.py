@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.analysis.figures import step_times
-from stateaware.analysis.stability import caveat, flags
-from stateaware.analysis.stats import interval_cells
+from stateaware.analysis.stats.estimators import interval_cells
+from stateaware.analysis.stats.stability import caveat, flags
 
 from stateaware.records.schema import TABLES
 
@@ -46,7 +46,7 @@ def title_for(kind: str, cohorts: list[str]) -> str:
 
 
 def _clock(con: Any, run_id: str) -> str:
-    from stateaware.analysis.comparisons import declared_clock_of
+    from stateaware.analysis.stats.comparisons import declared_clock_of
 
     try:
         return declared_clock_of(
@@ -146,7 +146,7 @@ def _runs(con: Any) -> list[tuple[str, str, int, bool]]:
 
 def render(con: Any) -> str:
     """Markdown for every run in ``con``: its timing table and comparisons, or its row counts;
-    a timed run with stability flags says so beside its numbers (:func:`stateaware.analysis.stability.caveat`)."""
+    a timed run with stability flags says so beside its numbers (:func:`stateaware.analysis.stats.stability.caveat`)."""
     found = flags(con)
     lines: list[str] = []
     for run_id, cohort, processes, timed in _runs(con):

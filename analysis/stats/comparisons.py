@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from stateaware.analysis.stats import ALPHA, DRAWS, Comparison, ComparisonResult, compare
+from stateaware.analysis.stats.estimators import ALPHA, DRAWS, Comparison, ComparisonResult, compare
 from stateaware.analysis.store.verify import RunVerification, Verification, verify
 
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
@@ -226,7 +226,7 @@ def declared_clock_of(config_yaml: str | None) -> str:
     ``cohort.comparisons_clock`` if set, else ``cpu`` on a one-thread CPU profile and
     ``wall`` otherwise (``stateaware.clocks.declared_clock``); ``wall`` without a config.
     """
-    from stateaware.analysis.run_config import config_of
+    from stateaware.analysis.store.run_config import config_of
 
     doc = config_of(config_yaml)
     return declared_clock(doc.get("cohort") or {}, doc.get("hardware") or {})
