@@ -33,7 +33,7 @@ from stateaware.config import ConfigError, register_configs
 
 if TYPE_CHECKING:
     from stateaware.launch.launcher import RunPlan, Summary
-    from stateaware.run import RunSpec
+    from stateaware.run_spec import RunSpec
 
 __all__ = ["main", "run"]
 
@@ -41,13 +41,13 @@ register_configs()
 
 
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
-    """Check ``cfg`` once (``stateaware.run.RunSpec.from_config``), then plan and launch its run
+    """Check ``cfg`` once (``stateaware.run_spec.RunSpec.from_config``), then plan and launch its run
     (``stateaware.launch.session``); the process exit status: 0, 1 or 2 (see ``_invalid_input``)."""
     from stateaware.cohorts import user_code
     from stateaware.launch.launcher import plan_run
     from stateaware.launch.session import dry_run_table, launch_compared, launch_single
     from stateaware.records.writer import as_disk_full, disk_full
-    from stateaware.run import RunSpec
+    from stateaware.run_spec import RunSpec
     from stateaware.source import source_hash
 
     spec = None

@@ -176,7 +176,7 @@ def test_a_kind_with_no_section_and_no_timings_gets_one_line_of_counts(compose, 
 def test_a_kind_whose_report_is_not_a_tuple_is_refused_when_planned(compose, tmp_path, monkeypatch):
     from stateaware.config import ConfigError
     from stateaware.launch.launcher import plan_run
-    from stateaware.run import RunSpec
+    from stateaware.run_spec import RunSpec
 
     search = _kind_dir(
         tmp_path,

@@ -23,7 +23,13 @@ ROOTS = {"stateaware": "stateaware", "cohorts": "stateaware.cohorts", "analysis"
 
 #: Modules of ``stateaware/`` that may import the orchestration (the launcher, the command
 #: line, the config layer). ``records/`` is not among them: it needs none of it.
-ORCHESTRATION = ("stateaware.launch", "stateaware.cli", "stateaware.config", "stateaware.run", "stateaware.__main__")
+ORCHESTRATION = (
+    "stateaware.launch",
+    "stateaware.cli",
+    "stateaware.config",
+    "stateaware.run_spec",
+    "stateaware.__main__",
+)
 
 #: What the library never imports (DESIGN.md, "Who may import whom").
 FORBIDDEN_IN_LIBRARY = ("stateaware.cohorts", "hydra", "omegaconf", "submitit")
@@ -197,7 +203,7 @@ PACKAGE_ORDER: tuple[tuple[str, ...], ...] = (
     # The record store: its files, names, checks and one run's state.
     ("stateaware.records",),
     # The run description: the composed config and the run spec made from it.
-    ("stateaware.config", "stateaware.run"),
+    ("stateaware.config", "stateaware.run_spec"),
     # The launcher and the cohort kinds (siblings: the launcher loads a kind by its name).
     ("stateaware.launch", "stateaware.cohorts"),
     # The analysis of a results folder.
@@ -213,8 +219,8 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         # The run description checks a cohort's params against its kind (load_kind, Param): the
         # kind contract is still in cohorts/ and launch/ (a leaf of kind contracts is next; it
         # must keep pickled specs loadable by an older revision's workers, which compare_to= starts).
-        ("stateaware.run", "stateaware.cohorts"),
-        ("stateaware.run", "stateaware.launch.params"),
+        ("stateaware.run_spec", "stateaware.cohorts"),
+        ("stateaware.run_spec", "stateaware.launch.params"),
         # Kinds whose end-of-run summaries read the views (their rows, as the analysis computes them).
         ("stateaware.cohorts.cifar", "stateaware.analysis.application"),
         ("stateaware.cohorts.cifar", "stateaware.analysis.store.views"),

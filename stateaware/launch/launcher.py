@@ -49,7 +49,7 @@ from stateaware.launch.worker import (
 from stateaware.names import check_inside
 from stateaware.records.run_scan import DAMAGED, damaged_parts, latest_statuses, quarantine_run, run_state
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 from stateaware.text import index_ranges
 
 __all__ = [
@@ -330,7 +330,7 @@ def _run_throttled(
     poll_s: float,
 ) -> None:
     """At most ``limit`` processes at once; with ``slots`` (``launcher.cpus`` cut by
-    :meth:`~stateaware.run.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
+    :meth:`~stateaware.run_spec.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
     running processes hold, so processes running side by side never share a CPU."""
     queue = deque(pending)
     running: dict[Any, ProcessSpec] = {}

@@ -23,7 +23,7 @@ from stateaware.names import check_inside
 from stateaware.records.damage import quarantine
 from stateaware.records.part_names import run_folder
 from stateaware.records.writer import Identity, RecordWriter, write_bytes_atomic
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 
 __all__ = ["manifest_path", "collect_manifest", "write_manifest", "git_state", "versions"]
 
