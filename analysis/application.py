@@ -37,7 +37,7 @@ __all__ = [
     "main",
 ]
 
-#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+#: The report section's heading (a kind names this module in REPORT: stateaware.kinds.Kind).
 TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
 
 #: Paper Table 9 (five observed H100 seeds 2702–2706): method -> (allocated MiB, reserved MiB,

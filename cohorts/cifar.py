@@ -48,8 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.app.protocol import process_pairs
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params); the protocol block of the

@@ -11,8 +11,7 @@ import hashlib
 import tracemalloc
 
 from stateaware.clocks import StepTime, collector_paused, time_step, timing_rows
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params). The size bound keeps the

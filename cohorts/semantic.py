@@ -17,8 +17,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

@@ -34,8 +34,7 @@ from typing import Any
 
 from stateaware.cost_runtime import METHODS
 from stateaware.cost_runtime.cells import GRIDS, cells_of, check_references, effective_params, process_cells
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params); see the module docstring.

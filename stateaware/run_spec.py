@@ -49,6 +49,7 @@ from stateaware.config import (
     available_cohorts,
     resolve_hardware,
 )
+from stateaware.kinds import check_params, load_kind
 from stateaware.names import InvalidName, check_name
 
 __all__ = ["RunSpec", "LauncherSpec"]
@@ -370,16 +371,12 @@ def _budget_values(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def _kind_params(cohort: dict[str, Any]) -> None:
     """The kind importable, and the cohort's ``params`` as the kind's ``PARAMS`` declare them."""
-    from stateaware.cohorts import load_kind
-
     try:
         kind = load_kind(cohort["kind"])
     except ValueError as exc:
         raise ConfigError(f"cohort.kind={cohort['kind']!r} (cohort {cohort['name']!r}): {exc}") from None
     declared = getattr(kind, "PARAMS", None)
     if declared is not None:
-        from stateaware.launch.params import check_params
-
         try:
             check_params(cohort["params"], declared, cohort["name"])
         except ValueError as exc:

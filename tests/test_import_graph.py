@@ -196,7 +196,8 @@ def test_the_forbidden_names_are_found_at_any_depth(tmp_path, source, found):
 PACKAGE_ORDER: tuple[tuple[str, ...], ...] = (
     # Leaves: plain rules and constants, the standard library and small third-party ones only.
     ("stateaware", "stateaware.names", "stateaware.units", "stateaware.clocks", "stateaware.exits",
-     "stateaware.hardware", "stateaware.source", "stateaware.text", "stateaware.thresholds", "stateaware.conf"),
+     "stateaware.hardware", "stateaware.source", "stateaware.text", "stateaware.thresholds", "stateaware.conf",
+     "stateaware.kinds"),
     # The library: what a user imports into a training script.
     ("stateaware.torch_replay", "stateaware.finite", "stateaware.semantic_programs", "stateaware.jax_replay",
      "stateaware.planner", "stateaware.auto", "stateaware.integrations", "stateaware.cost_runtime", "stateaware.app"),
@@ -216,11 +217,6 @@ PACKAGE_ORDER: tuple[tuple[str, ...], ...] = (
 #: may only shrink: an edge not listed fails, and a listed edge that is gone fails too (delete it).
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # The run description checks a cohort's params against its kind (load_kind, Param): the
-        # kind contract is still in cohorts/ and launch/ (a leaf of kind contracts is next; it
-        # must keep pickled specs loadable by an older revision's workers, which compare_to= starts).
-        ("stateaware.run_spec", "stateaware.cohorts"),
-        ("stateaware.run_spec", "stateaware.launch.params"),
         # Kinds whose end-of-run summaries read the views (their rows, as the analysis computes them).
         ("stateaware.cohorts.cifar", "stateaware.analysis.application"),
         ("stateaware.cohorts.cifar", "stateaware.analysis.store.views"),

@@ -142,8 +142,8 @@ def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
     The kind's ``expand`` checks what the cohort's params refer to (cells, anchors, cards);
     its ``ValueError`` becomes a :class:`~stateaware.config.ConfigError`, before anything launches.
     """
-    from stateaware.cohorts import load_kind, report_sections
     from stateaware.config import ConfigError
+    from stateaware.kinds import load_kind, report_sections
 
     cohort, hardware, processes = run.cohort_config, run.hardware, run.processes
     run_id = run.run_id or _default_run_id(cohort, processes, hardware, source_hash)
@@ -217,7 +217,7 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
     ``summary.not_started`` lists what did not start. The caller holds the run's lock
     (:mod:`stateaware.records.runlock`).
     """
-    from stateaware.cohorts import user_code
+    from stateaware.kinds import user_code
 
     summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending))
     pending = plan.pending
@@ -276,7 +276,7 @@ def launch_pair(
     ``plan_b.source_hash``). One process at a time, so the two sides never share the
     machine; a full disk stops both queues. The caller holds both runs' locks.
     """
-    from stateaware.cohorts import user_code
+    from stateaware.kinds import user_code
 
     summaries = tuple(Summary(p.run_id, p.cohort, skipped=len(p.specs) - len(p.pending)) for p in (plan_a, plan_b))
     pending = [{s.process_index: s for s in p.pending} for p in (plan_a, plan_b)]

@@ -159,7 +159,7 @@ _OWN_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("config_yaml", "string"),
         ("launches", "int32"),  # 1, plus one per resume of the same run
         # The cohort kind (its module: a name in stateaware.cohorts or a dotted path) and the
-        # report sections it declares (module names, cohorts/__init__.py ``REPORT``), written
+        # report sections it declares (module names, the kind's ``REPORT``: stateaware.kinds.Kind), written
         # when the run is planned so the report never imports a kind. Null before version 5.
         ("kind", "string"),
         ("report_sections", "list<item: string>"),
