@@ -37,7 +37,7 @@ def test_unknown_run_ids_are_named(compose, tmp_path):
         build_report(tmp_path, run_ids=["nope"])
 
 
-# --- Sections come from the recorded kind (issue 16) -------------------------------------------
+# --- Sections come from the recorded kind ------------------------------------------------------
 
 _TIMED_KIND = """
 from stateaware.clocks import StepTime, time_step, timing_rows
@@ -308,7 +308,7 @@ def test_a_report_of_one_run_reads_no_other_runs_parts_but_their_listing(compose
     assert "`second`" in report  # still listed among the runs not rendered
 
 
-# --- Explicit run choice (issue 25) ---------------------------------------------------------------
+# --- Explicit run choice ------------------------------------------------------------------------
 
 
 def test_the_latest_complete_run_is_rendered_and_the_others_are_listed_with_their_run_id(compose, tmp_path):

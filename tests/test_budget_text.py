@@ -1,4 +1,4 @@
-"""Issue 25: budgets that cannot be misread, and the progress line's final count.
+"""Budgets that cannot be misread, and the progress line's final count.
 
 A budget typed as text without a unit is bytes, so ``--budget 50`` meant 50 bytes:
 silently infeasible, exit 0. ``parse_budget_text``, the one reader of budget text on the

@@ -1,4 +1,4 @@
-"""Who may import whom (DESIGN.md), checked by reading every module's imports.
+"""Who may import whom (docs/architecture.md), checked by reading every module's imports.
 
 The scan is ``ast`` over every module of ``stateaware/``, ``cohorts/`` (installed as
 ``stateaware.cohorts``) and ``analysis/`` (``stateaware.analysis``). An import anywhere in
@@ -31,7 +31,7 @@ ORCHESTRATION = (
     "stateaware.__main__",
 )
 
-#: What the library never imports (DESIGN.md, "Who may import whom").
+#: What the library never imports: it runs inside a user's training script, without the orchestration.
 FORBIDDEN_IN_LIBRARY = ("stateaware.cohorts", "hydra", "omegaconf", "submitit")
 
 #: What the analysis never imports: it runs where the results are, without the GPU stack.

@@ -28,7 +28,7 @@ from tests.slurm_cluster import cluster_down_reason
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parent.parent
-#: 50 in CI; the environment variable runs the same test at another size (300: issue 27).
+#: 50 in CI; the environment variable runs the same test at another size (300: a cluster's larger arrays).
 PROCESSES = int(os.environ.get("STATEAWARE_SLURM_PROCESSES", "50"))
 
 
