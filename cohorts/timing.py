@@ -1,7 +1,7 @@
 """The timing cohort kind: profile or load a card, plan, check, then time every method.
 
 A thin adapter: the protocol lives in the library (``stateaware.cost_runtime.cells`` for
-grids, cells, cards and budgets; ``stateaware.cost_runtime.process`` for what one process
+grids, cells, cards and budgets; ``stateaware.cost_runtime.timing_process`` for what one process
 runs). One process runs one workload cell (paper §8–§11): it obtains the cell's profile card
 (the frozen card its hardware profile names, or a profiling pass in this process), places
 the budget, plans every method on the card, records the plans (``policies``; infeasible
@@ -69,9 +69,9 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
-    """One timing process (``stateaware.cost_runtime.process.run_cell``); an inline run leaves
+    """One timing process (``stateaware.cost_runtime.timing_process.run_cell``); an inline run leaves
     its caller's thread count as it was."""
-    from stateaware.cost_runtime.process import run_cell
+    from stateaware.cost_runtime.timing_process import run_cell
 
     run_cell(
         spec.params,

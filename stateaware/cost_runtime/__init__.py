@@ -6,7 +6,7 @@ the CUDA allocator or the CPU profiler), ``runner`` (semantic checks, measured s
 ``profile`` (the profiling pass that writes a card), ``frozen_cards`` and ``freeze`` (frozen
 cards named by digest), ``plans`` (per-method policies and budget positions), ``cells`` (the
 timing protocol: grids, cell -> shape, card choice, budget placement, on plain dicts) and
-``process`` (what one timing process runs). Import the module you need; this package
+``timing_process`` (what one timing process runs). Import the module you need; this package
 imports nothing heavy.
 """
 
