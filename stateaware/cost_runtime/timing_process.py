@@ -64,9 +64,9 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
 
     from stateaware.clocks import timing_rows
     from stateaware.cost_runtime.cells import anchor_cell_of, card_for, cost_runtime_of, place_budget, shape_of
+    from stateaware.cost_runtime.method_steps import measure as measure_method
+    from stateaware.cost_runtime.method_steps import semantic_checks
     from stateaware.cost_runtime.plans import plan_methods
-    from stateaware.cost_runtime.runner import measure as measure_method
-    from stateaware.cost_runtime.runner import semantic_checks
     from stateaware.planner.records import policy_row, profile_rows
 
     cost_runtime = cost_runtime_of(hardware)
