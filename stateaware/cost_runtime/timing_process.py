@@ -17,10 +17,21 @@ The steps, in order:
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import random
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
+from stateaware.clocks import timing_rows
 from stateaware.cost_runtime import METHODS
+from stateaware.cost_runtime.cells import anchor_cell_of, card_for, cost_runtime_of, place_budget, shape_of
+from stateaware.cost_runtime.method_steps import measure as measure_method
+from stateaware.cost_runtime.method_steps import semantic_checks
+from stateaware.cost_runtime.plans import plan_methods
+from stateaware.planner.records import policy_row, profile_rows
 
 __all__ = ["run_cell"]
 
@@ -45,8 +56,6 @@ def run_cell(
     back afterwards. A fresh process keeps it until it exits, so its ``processes`` row
     records the threads it timed with.
     """
-    import torch
-
     threads = torch.get_num_threads()
     try:
         _run_cell(params, hardware, write, seed=seed, cohort=cohort)
@@ -56,19 +65,6 @@ def run_cell(
 
 
 def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *, seed: int, cohort: str) -> None:
-    import dataclasses
-    import json
-    import random
-
-    import torch
-
-    from stateaware.clocks import timing_rows
-    from stateaware.cost_runtime.cells import anchor_cell_of, card_for, cost_runtime_of, place_budget, shape_of
-    from stateaware.cost_runtime.method_steps import measure as measure_method
-    from stateaware.cost_runtime.method_steps import semantic_checks
-    from stateaware.cost_runtime.plans import plan_methods
-    from stateaware.planner.records import policy_row, profile_rows
-
     cost_runtime = cost_runtime_of(hardware)
     if cost_runtime.get("threads"):
         torch.set_num_threads(int(cost_runtime["threads"]))
