@@ -29,7 +29,15 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from stateaware.auto.fit import DEFAULT_PLANNER
+from stateaware.auto.fit import fit as _fit  # not `fit`: that name is the submodule
+from stateaware.planner import plan as _plan
+from stateaware.planner.budget import budget_on_card
 from stateaware.planner.planners import Plan
+
+# NOTE [ Lazy imports ]
+# ``import stateaware.auto`` does not import torch (a planning or analysis process may use
+# the cards and plans without it): the modules that do — the profiler, the segment
+# selection, the wrapper — are imported by the functions that use them, each marked lazy.
 
 if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
     from stateaware.auto.segment import SegmentSpec
@@ -76,9 +84,9 @@ def profile(
     compiled (``stateaware.auto.compiled``). ``ValueError`` for a model already wrapped by
     DDP or FSDP (``stateaware.auto.wrapper.refuse_distributed``): apply stateaware first, then wrap.
     """
-    from stateaware.auto.profiler import profile as _profile
-    from stateaware.auto.segment import select_segments
-    from stateaware.auto.wrapper import refuse_distributed
+    from stateaware.auto.profiler import profile as _profile  # lazy
+    from stateaware.auto.segment import select_segments  # lazy
+    from stateaware.auto.wrapper import refuse_distributed  # lazy
 
     refuse_distributed(model, "profile")
     names = select_segments(model, segments)
@@ -93,8 +101,6 @@ def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPl
     (``"50%"``: halfway between the least peak any policy of the card achieves and
     all-eager's, whatever the planner; see ``stateaware.planner.budget``). An infeasible plan is returned, not raised.
     """
-    from stateaware.planner import plan as _plan
-    from stateaware.planner.budget import budget_on_card
 
     chosen = _plan(card, budget_on_card(budget, card), planner)
     return AutoPlan(**{f.name: getattr(chosen, f.name) for f in fields(Plan)}, card=card)
@@ -102,14 +108,14 @@ def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPl
 
 def apply(model: Any, plan: AutoPlan) -> Any:
     """Run each segment of ``model`` under ``plan``'s option, in place; returns ``model``."""
-    from stateaware.auto.wrapper import apply as _apply
+    from stateaware.auto.wrapper import apply as _apply  # lazy
 
     return _apply(model, plan)
 
 
 def remove(model: Any) -> Any:
     """Undo ``apply``: every segment runs its own ``forward`` again; returns ``model``."""
-    from stateaware.auto.wrapper import remove as _remove
+    from stateaware.auto.wrapper import remove as _remove  # lazy
 
     return _remove(model)
 
@@ -141,7 +147,7 @@ def wrap(
     compiled regionally, in place and once, profiled and planned compiled, and our replay
     runs the compiled segment (``stateaware.auto.compiled``); ``remove`` undoes it.
     """
-    from stateaware.auto.wrapper import refuse_distributed
+    from stateaware.auto.wrapper import refuse_distributed  # lazy
 
     refuse_distributed(model, "wrap")
     card = profile(model, example_inputs, segments=segments, state=state, repeats=repeats, compile=compile)
@@ -154,9 +160,8 @@ def fit_applied(
 ) -> AutoPlan:
     """The budget loop of ``wrap`` on a profiled ``card`` of ``model``: each candidate plan is
     applied, one step of ``model(*example_inputs)`` measured, and the plan removed again."""
-    from stateaware.auto.fit import fit
-    from stateaware.auto.profiler import measure_step
-    from stateaware.auto.wrapper import apply_policy, remove
+    from stateaware.auto.profiler import measure_step  # lazy
+    from stateaware.auto.wrapper import apply_policy, remove  # lazy
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
 
@@ -167,13 +172,13 @@ def fit_applied(
         finally:
             remove(model)
 
-    chosen: AutoPlan = fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
+    chosen: AutoPlan = _fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
     return chosen
 
 
 def step_peak_bytes(model: Any, example_inputs: Any, step: Any = None) -> int:
     """The measured peak of one forward and backward step; see ``stateaware.auto.profile``."""
-    from stateaware.auto.profiler import step_peak_bytes as _step_peak
+    from stateaware.auto.profiler import step_peak_bytes as _step_peak  # lazy
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     return _step_peak(model, inputs, step)
