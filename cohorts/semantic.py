@@ -19,6 +19,7 @@ from typing import Any
 
 from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
+from stateaware.semantic_programs import run_seed
 
 #: Checked when the run is planned (stateaware.launch.params).
 PARAMS = {
@@ -48,8 +49,6 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     """Write every record of this process's seed keys, one part per key."""
-    from stateaware.semantic_programs import run_seed
-
     seeds = spec.params.get("seeds") or [spec.seed]
     backends = tuple(spec.params.get("backends", ("torch", "jax")))
     if "jax" in backends and spec.launcher != "inline":
@@ -71,7 +70,7 @@ def _share_jax_compilations(folder: Path) -> None:
     fixes its cache when it first compiles, so an inline run would leave the caller's
     interpreter writing into this run's folder for the rest of its life.
     """
-    import jax
+    import jax  # lazy: JAX loads only in the worker that runs this kind
 
     folder.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(folder))
