@@ -26,10 +26,11 @@ from typing import Any
 import torch
 
 from stateaware.clocks import timing_rows
-from stateaware.cost_runtime import METHODS
+from stateaware.cost_runtime import (
+    METHODS,
+    method_steps,  # called through the module: tests replace its functions
+)
 from stateaware.cost_runtime.cells import anchor_cell_of, card_for, cost_runtime_of, place_budget, shape_of
-from stateaware.cost_runtime.method_steps import measure as measure_method
-from stateaware.cost_runtime.method_steps import semantic_checks
 from stateaware.cost_runtime.plans import plan_methods
 from stateaware.planner.records import policy_row, profile_rows
 
@@ -111,7 +112,7 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     semantic_batch = cost_runtime.get("semantic_batch")
     checked = dataclasses.replace(shape, batch=min(shape.batch, int(semantic_batch))) if semantic_batch else shape
     note["semantic_batch"] = checked.batch
-    checks = semantic_checks(checked, executable, seed=seed, device=device)
+    checks = method_steps.semantic_checks(checked, executable, seed=seed, device=device)
     write(
         "records",
         [
@@ -140,7 +141,9 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     for method in order:
         if method not in passed:
             continue  # infeasible (policies row says so) or failed its check (records row says so)
-        times, peak = measure_method(shape, executable[method], seed=seed, warmup=warmup, steps=steps, device=device)
+        times, peak = method_steps.measure(
+            shape, executable[method], seed=seed, warmup=warmup, steps=steps, device=device
+        )
         write(
             "timings",
             timing_rows(
