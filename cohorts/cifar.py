@@ -74,9 +74,8 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     """One (seed, method) process (``stateaware.app.cifar_process.run_pair``); its files go under
     ``<out>/artifacts/<cohort>/<run id>/seed=<seed>/<method>``."""
-    from stateaware.app.cifar_process import (
-        run_pair,  # lazy: it imports torch; the submitting process loads this kind without it
-    )
+    # lazy: it imports torch; the submitting process loads this kind without it
+    from stateaware.app.cifar_process import run_pair
 
     artifacts = (
         Path(spec.out)

@@ -71,9 +71,8 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     """One timing process (``stateaware.cost_runtime.timing_process.run_cell``); an inline run leaves
     its caller's thread count as it was."""
-    from stateaware.cost_runtime.timing_process import (
-        run_cell,  # lazy: it imports torch; the submitting process loads this kind without it
-    )
+    # lazy: it imports torch; the submitting process loads this kind without it
+    from stateaware.cost_runtime.timing_process import run_cell
 
     run_cell(
         spec.params,
