@@ -13,7 +13,7 @@ become the images' text.
 
 NOTE [ Sections come from the recorded kind ]
 Each run's ``runs`` row records its cohort ``kind`` and the ``report_sections`` the kind
-declares (``REPORT``, see ``cohorts/__init__.py``); the report renders each named section
+declares (``REPORT``, see ``stateaware.kinds.Kind``); the report renders each named section
 module once, over the runs that name it (a DuckDB connection whose views hold only those
 runs), in the paper's order for the paper's sections and in order of appearance for any
 other. A run of a kind that declares none gets :mod:`stateaware.analysis.sections.generic`, one
@@ -243,7 +243,7 @@ def _section_module(name: str, run: SelectedRun) -> Any:
     if not callable(getattr(module, "render", None)) or not isinstance(getattr(module, "TITLE", None), str):
         raise ValueError(
             f"report section {name!r} (declared by kind {run.kind!r}) needs TITLE: str and "
-            "render(con) -> str; see cohorts/__init__.py, REPORT"
+            "render(con) -> str; see stateaware.kinds.ReportSection"
         )
     return module
 

@@ -16,8 +16,8 @@ seeded model:
 Timing pairs in time: the methods take turns step by step for ``--steps`` rounds and the
 median thread CPU time (``time.thread_time``) per method is kept, so a busy machine slows
 every method alike. The peak is one step's measured peak (``stateaware.auto.step_peak_bytes``:
-the CPU profiler's memory records, the CUDA allocator on a GPU). The speed targets of
-issue 24 are printed at the end: ours with nothing declared at most 1.00x torch's time,
+the CPU profiler's memory records, the CUDA allocator on a GPU). The speed targets are
+printed at the end: ours with nothing declared at most 1.00x torch's time,
 ours with the block declared at most 1.10x.
 
 Usage: ``python bench/bench_models.py [--steps 7] [--models resnet18,gpt2,...]``.

@@ -1,4 +1,4 @@
-"""Pinned side by side vs one at a time: does the headline ratio agree? (issue 28)
+"""Pinned side by side vs one at a time: does the headline ratio agree?
 
 ``python bench/bench_parallel.py`` (not in CI) runs ``confirm44`` twice in one invocation on
 this machine's CPU profile — one process at a time (the default of a timing cohort), then

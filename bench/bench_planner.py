@@ -17,7 +17,7 @@ Sections
      (2^16 policies) and n = 10 three-option cards (3^10).
   3. a plain two-objective knapsack that ignores temporary memory (every q set to 0):
      on how many cards its policy exceeds the budget once max q is counted.
-  4. the joint planner against the dynamic program as it was before issue 4 (kept as the
+  4. the joint planner against the dynamic program as it was before its speed-up (commit e49bfd1, kept as the
      reference in tests/planner/test_frontier_reference.py), on section 1's cards: both
      times side by side, and a check that every plan is identical.
 
@@ -176,7 +176,7 @@ def bench_reference(sizes: list[int], cards: int, seed: int) -> None:
     from tests.planner.test_frontier_reference import _reference_pareto_frontier
 
     current = planners_module.pareto_frontier
-    print("\n4. joint planner now vs the program before issue 4 (same cards as 1; seconds)")
+    print("\n4. joint planner now vs the program before its speed-up (same cards as 1; seconds)")
     print(
         f"{'family':9s} {'n':>5s} {'before med':>11s} {'before max':>11s} {'now med':>9s} {'now max':>9s} "
         f"{'med ratio':>10s} {'max ratio':>10s} {'plans':>10s}"

@@ -12,7 +12,7 @@ through the record writer. Then, timed:
    20,000 paired process-bootstrap draws each, Bonferroni m = 6;
 4. ``write``: the comparisons table, atomically.
 
-Target (issue 5): all four under 10 s on 2 cores. Side by side, the same six intervals
+Target: all four under 10 s on 2 cores. Side by side, the same six intervals
 from a plain NumPy resampler, so the ratio shows what ``scipy.stats.bootstrap`` costs us;
 and the import time of the analysis modules in a fresh interpreter.
 

@@ -75,7 +75,7 @@ print(con.execute(query).fetchall())
 #: Runs a warm-up command checks: a store's runs in chunks of this many keep every CPU busy.
 WARM_RUNS = 15
 
-#: The issue's targets (issue 26), each a ratio to its floor.
+#: The targets, each a ratio to its floor (the cost a query may add over reading its rows alone).
 TARGETS = {"one-run query": 1.5, "whole-store query": 1.5, "compacted query": 1.2, "report one run": 3.0}
 
 
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
 
     target = run_id(0)
     lines = [
-        f"# The record store at lab scale (CPU, {time.strftime('%Y-%m-%d')}, issue 26)",
+        f"# The record store at lab scale (CPU, {time.strftime('%Y-%m-%d')})",
         "",
         f"`python bench/bench_store.py {' '.join(argv if argv is not None else sys.argv[1:])}`: {PROCESSES}-process "
         f"`{COHORT}` runs replicated from one real run, 501 parts each; medians of {args.reps} fresh "

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import ProcessSpec
 
 __all__ = ["MAX_PROGRAMS", "base_row", "detail", "program_range", "slice_expand"]
 

@@ -18,13 +18,12 @@ from stateaware.cohorts._finite_common import MAX_PROGRAMS, program_range, slice
 
 from stateaware.finite.generate import FAMILIES, random_program
 from stateaware.finite.program import Program
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 __all__ = ["DIMENSIONS", "OPERATIONS", "PARAMS", "PROGRAMS", "REPORT", "expand", "program_maker", "run_suite"]
 
-#: The report section that renders both kinds (cohorts/__init__.py, REPORT).
+#: The report section that renders both kinds (REPORT: stateaware.kinds.Kind).
 REPORT = ("stateaware.analysis.sections.finite_checks",)
 
 #: The paper's program count per suite.

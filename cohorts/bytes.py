@@ -24,7 +24,7 @@ from stateaware.cohorts._finite_suite import PARAMS, PROGRAMS, REPORT, expand, p
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
 from stateaware.finite.replay import region_undo, snapshot_replay, wrong_rng_replay
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 __all__ = ["PARAMS", "PROGRAMS", "REPORT", "check_program", "expand", "program_for", "run"]

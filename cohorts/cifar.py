@@ -1,7 +1,7 @@
 """The CIFAR-100 dense-queue application cohort kind (paper §12, Table 9, Figure 3C).
 
 A thin adapter: the protocol lives in the library (``stateaware.app.protocol``: methods,
-processes, per-profile knobs, card and budget; ``stateaware.app.process``: what one
+processes, per-profile knobs, card and budget; ``stateaware.app.cifar_process``: what one
 process runs). One process is one (training seed, method) pair — the paper's unit of
 observation is a complete encoder process per method — so process ``i`` runs seed ``seeds[i // 7]`` with
 method ``METHODS[i % 7]`` (``expand``). It loads the archive, fixes the split, profiles
@@ -48,8 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.app.protocol import process_pairs
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params); the protocol block of the
@@ -73,9 +72,10 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
-    """One (seed, method) process (``stateaware.app.process.run_pair``); its files go under
+    """One (seed, method) process (``stateaware.app.cifar_process.run_pair``); its files go under
     ``<out>/artifacts/<cohort>/<run id>/seed=<seed>/<method>``."""
-    from stateaware.app.process import run_pair
+    # lazy: it imports torch; the submitting process loads this kind without it
+    from stateaware.app.cifar_process import run_pair
 
     artifacts = (
         Path(spec.out)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import tracemalloc
 
+import numpy as np
+
 from stateaware.clocks import StepTime, collector_paused, time_step, timing_rows
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params). The size bound keeps the
@@ -25,8 +26,6 @@ PARAMS = {
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
-    import numpy as np
-
     size, warmup, steps = int(spec.params["size"]), int(spec.params["warmup"]), int(spec.params["steps"])
     rng = np.random.default_rng(spec.seed)
     a, b = rng.standard_normal((size, size)), rng.standard_normal((size, size))

@@ -27,7 +27,7 @@ from stateaware.cohorts._finite_suite import PARAMS, PROGRAMS, REPORT, expand, p
 from stateaware.finite.derivatives import forward_jacobian, gradient_tolerance, graph_output, reverse_versions
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 __all__ = ["PARAMS", "PROGRAMS", "REPORT", "check_program", "expand", "program_for", "run"]

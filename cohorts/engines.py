@@ -26,8 +26,7 @@ from stateaware.finite.engines import ENGINES, verify_engine
 from stateaware.finite.generate import PATTERNS, WRITES, workload_program
 from stateaware.finite.interpret import Trace, execute
 from stateaware.finite.program import Program
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

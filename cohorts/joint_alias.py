@@ -26,8 +26,7 @@ from stateaware.finite.derivatives import forward_jacobian
 from stateaware.finite.generate import PATTERNS, integer_write_variant, workload_program
 from stateaware.finite.interpret import execute
 from stateaware.finite.program import Program
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params).

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from stateaware.launch.params import Param
+from stateaware.kinds import Param
 
 PARAMS: dict[str, Param] = {}  # it takes none
 

@@ -17,10 +17,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.write_paths import make_folder
 from stateaware.records.writer import RecordWriter
+from stateaware.semantic_programs import run_seed
 
 #: Checked when the run is planned (stateaware.launch.params).
 PARAMS = {
@@ -50,8 +50,6 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
     """Write every record of this process's seed keys, one part per key."""
-    from stateaware.semantic_programs import run_seed
-
     seeds = spec.params.get("seeds") or [spec.seed]
     backends = tuple(spec.params.get("backends", ("torch", "jax")))
     if "jax" in backends and spec.launcher != "inline":
@@ -74,7 +72,7 @@ def _share_jax_compilations(out: Path, folder: Path) -> None:
     interpreter writing into this run's folder for the rest of its life.
     """
     make_folder(folder, out)  # JAX writes there: no link below out may send it elsewhere
-    import jax
+    import jax  # lazy: JAX loads only in the worker that runs this kind
 
     jax.config.update("jax_compilation_cache_dir", str(folder))
     # Every program here compiles in well under JAX's defaults (1 s, and a minimum entry

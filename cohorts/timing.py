@@ -1,7 +1,7 @@
 """The timing cohort kind: profile or load a card, plan, check, then time every method.
 
 A thin adapter: the protocol lives in the library (``stateaware.cost_runtime.cells`` for
-grids, cells, cards and budgets; ``stateaware.cost_runtime.process`` for what one process
+grids, cells, cards and budgets; ``stateaware.cost_runtime.timing_process`` for what one process
 runs). One process runs one workload cell (paper §8–§11): it obtains the cell's profile card
 (the frozen card its hardware profile names, or a profiling pass in this process), places
 the budget, plans every method on the card, records the plans (``policies``; infeasible
@@ -34,8 +34,7 @@ from typing import Any
 
 from stateaware.cost_runtime import METHODS
 from stateaware.cost_runtime.cells import GRIDS, cells_of, check_references, effective_params, process_cells
-from stateaware.launch.params import Param
-from stateaware.launch.spec import ProcessSpec
+from stateaware.kinds import Param, ProcessSpec
 from stateaware.records.writer import RecordWriter
 
 #: Checked when the run is planned (stateaware.launch.params); see the module docstring.
@@ -70,9 +69,10 @@ def expand(cohort: dict[str, Any], hardware: dict[str, Any], processes: int) -> 
 
 
 def run(spec: ProcessSpec, writer: RecordWriter) -> None:
-    """One timing process (``stateaware.cost_runtime.process.run_cell``); an inline run leaves
+    """One timing process (``stateaware.cost_runtime.timing_process.run_cell``); an inline run leaves
     its caller's thread count as it was."""
-    from stateaware.cost_runtime.process import run_cell
+    # lazy: it imports torch; the submitting process loads this kind without it
+    from stateaware.cost_runtime.timing_process import run_cell
 
     run_cell(
         spec.params,

@@ -39,7 +39,7 @@ from stateaware.records.write_paths import writable
 
 if TYPE_CHECKING:
     from stateaware.launch.launcher import RunPlan, Summary
-    from stateaware.run import RunSpec
+    from stateaware.run_spec import RunSpec
 
 __all__ = ["main", "run"]
 
@@ -47,13 +47,13 @@ register_configs()
 
 
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
-    """Check ``cfg`` once (``stateaware.run.RunSpec.from_config``), then plan and launch its run
+    """Check ``cfg`` once (``stateaware.run_spec.RunSpec.from_config``), then plan and launch its run
     (``stateaware.launch.session``); the process exit status: 0, 1 or 2 (see ``_invalid_input``)."""
-    from stateaware.cohorts import user_code
+    from stateaware.kinds import user_code
     from stateaware.launch.launcher import plan_run
     from stateaware.launch.session import dry_run_table, launch_compared, launch_single
     from stateaware.records.writer import as_disk_full, disk_full
-    from stateaware.run import RunSpec
+    from stateaware.run_spec import RunSpec
     from stateaware.source import source_hash
 
     spec = None
@@ -89,7 +89,7 @@ def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[st
         if stable:
             yield stable
     if summary.exit_code == 0:
-        from stateaware.cohorts import load_kind
+        from stateaware.kinds import load_kind
 
         summarize = getattr(load_kind(spec.kind), "summary", None)
         if summarize is not None:

@@ -2,7 +2,7 @@
 
 Hydra composes ``conf/config.yaml`` with one option from each group (``cohort/``,
 ``launcher/``, ``hardware/``) onto these dataclasses, so a value of the wrong type fails at
-composition. :meth:`stateaware.run.RunSpec.from_config` then checks everything else (keys
+composition. :meth:`stateaware.run_spec.RunSpec.from_config` then checks everything else (keys
 added with ``+``, ranges, names, a writable ``out``, an importable cohort kind), once,
 before anything launches, with a message that names the field and the allowed values.
 """

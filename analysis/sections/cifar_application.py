@@ -38,7 +38,7 @@ __all__ = [
     "figure3c",
 ]
 
-#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+#: The report section's heading (a kind names this module in REPORT: stateaware.kinds.Kind).
 TITLE = "CIFAR-100 dense-queue application (§12, Table 9, Figure 3C)"
 
 

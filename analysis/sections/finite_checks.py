@@ -19,7 +19,7 @@ from stateaware.analysis.sections.queries import SQL_DIR
 
 __all__ = ["TITLE", "PAPER", "SQL_FILES", "quantities", "render"]
 
-#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+#: The report section's heading (a kind names this module in REPORT: stateaware.kinds.Kind).
 TITLE = "Independent derivative, byte, engine and joint-alias checks (§6, §7, Table 3)"
 
 SQL_FILES = ("finite_derivative", "finite_bytes", "finite_engines", "finite_joint_alias")

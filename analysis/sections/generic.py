@@ -1,4 +1,4 @@
-"""The report section of a cohort kind that declares none (``cohorts/__init__.py``, ``REPORT``).
+"""The report section of a cohort kind that declares none (``REPORT``, see ``stateaware.kinds.Kind``).
 
 Per run of the connection (the report hands it the runs of one kind):
 

@@ -17,7 +17,7 @@ from stateaware.analysis.sections.paper import PAPER_TABLE2
 
 __all__ = ["TITLE", "PAPER_TABLE2", "ROWS", "SQL_FILE", "rows", "render"]
 
-#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+#: The report section's heading (a kind names this module in REPORT: stateaware.kinds.Kind).
 TITLE = "Replay semantics in PyTorch and JAX (§5, Table 2)"
 
 SQL_FILE = Path(__file__).with_name("sql") / "table2.sql"

@@ -57,7 +57,7 @@ __all__ = [
     "summary",
 ]
 
-#: The report section's heading (a kind names this module in REPORT: cohorts/__init__.py).
+#: The report section's heading (a kind names this module in REPORT: stateaware.kinds.Kind).
 TITLE = "Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Figures 1 and 3)"
 
 

@@ -128,7 +128,7 @@ def compute_comparisons(
     """Verify ``run_id``, then compute its prespecified comparisons from ``table``.
 
     Uses only the completed processes' rows and, where ``table`` has a ``warmup`` column,
-    only measured steps (warm-ups never enter a timing, DESIGN.md "Timing hygiene").
+    only measured steps (warm-ups never enter a timing: they time compilation and cold caches).
     Per-process means are taken in SQL (``avg`` per process, method and ``where``
     columns), so a 900,000-row cohort crosses into Python as a few hundred rows.
     ``verification`` reuses a :func:`~stateaware.analysis.store.verify.verify` result the caller

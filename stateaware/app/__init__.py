@@ -10,7 +10,7 @@
 ``scores``  the frozen-encoder linear probe and the canonical test-score file.
 ``protocol``  the cohort's protocol on plain dicts: methods, processes, per-profile knobs,
             card shape check and budget (imports nothing heavy).
-``process``   what one (seed, method) process runs, writing through a callable.
+``cifar_process``  what one (seed, method) process runs, writing through a callable.
 ``encoder_card``  the encoder's profile card and its freeze command.
 
 Heavy imports (torch, torchvision) live in those modules; this package imports nothing.

@@ -31,9 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 from stateaware.auto.errors import ModelStepError
 from stateaware.auto.fit import DEFAULT_PLANNER, REPLANS, BudgetNotKept
+from stateaware.auto.fit import fit as _fit  # not `fit`: that name is the submodule
 from stateaware.auto.progress import Progress, progress_line
+from stateaware.planner import plan as _plan
 from stateaware.planner.budget import budget_on_card, parse_budget_text
 from stateaware.planner.planners import Plan
+
+# NOTE [ Lazy imports ]
+# ``import stateaware.auto`` does not import torch (a planning or analysis process may use
+# the cards and plans without it): the modules that do — the profiler, the segment
+# selection, the wrapper — are imported by the functions that use them, each marked lazy.
 
 if TYPE_CHECKING:  # the segment module imports torch; `import stateaware.auto` does not
     from stateaware.auto.segment import SegmentSpec
@@ -94,9 +101,9 @@ def profile(
     ``progress``: one line on stderr counting the measurements, with an ETA; None (the
     default) shows it only when stderr is a terminal, False never (``stateaware.auto.progress``).
     """
-    from stateaware.auto.profiler import profile as _profile
-    from stateaware.auto.segment import select_segments
-    from stateaware.auto.wrapper import refuse_distributed
+    from stateaware.auto.profiler import profile as _profile  # lazy
+    from stateaware.auto.segment import select_segments  # lazy
+    from stateaware.auto.wrapper import refuse_distributed  # lazy
 
     refuse_distributed(model, "profile")
     names = select_segments(model, segments)
@@ -115,7 +122,6 @@ def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPl
     reader (``parse_budget_text``: ``"50"`` is refused asking "did you mean 50%?"). An
     infeasible plan is returned, not raised.
     """
-    from stateaware.planner import plan as _plan
 
     parse_budget_text(budget, field="budget")  # its errors and its warning above 100%, named as passed
     chosen = _plan(card, budget_on_card(budget, card), planner)
@@ -124,14 +130,14 @@ def plan(card: Any, budget: int | str, planner: str = DEFAULT_PLANNER) -> AutoPl
 
 def apply(model: Any, plan: AutoPlan) -> Any:
     """Run each segment of ``model`` under ``plan``'s option, in place; returns ``model``."""
-    from stateaware.auto.wrapper import apply as _apply
+    from stateaware.auto.wrapper import apply as _apply  # lazy
 
     return _apply(model, plan)
 
 
 def remove(model: Any) -> Any:
     """Undo ``apply``: every segment runs its own ``forward`` again; returns ``model``."""
-    from stateaware.auto.wrapper import remove as _remove
+    from stateaware.auto.wrapper import remove as _remove  # lazy
 
     return _remove(model)
 
@@ -168,7 +174,7 @@ def wrap(
     counting profiling's measurements and the budget loop's, with an ETA; None (the
     default) shows it only when stderr is a terminal, False never (``stateaware.auto.progress``).
     """
-    from stateaware.auto.wrapper import refuse_distributed
+    from stateaware.auto.wrapper import refuse_distributed  # lazy
 
     refuse_distributed(model, "wrap")
     parse_budget_text(budget, field="budget", warn=False)  # a misread budget costs no profiling
@@ -195,9 +201,8 @@ def fit_applied(
     """The budget loop of ``wrap`` on a profiled ``card`` of ``model``: each candidate plan is
     applied, one step of ``model(*example_inputs)`` measured, and the plan removed again.
     ``progress`` counts those steps (at most ``stateaware.auto.fit.REPLANS`` + 1), as ``wrap``'s."""
-    from stateaware.auto.fit import fit
-    from stateaware.auto.profiler import measure_step
-    from stateaware.auto.wrapper import apply_policy, remove
+    from stateaware.auto.profiler import measure_step  # lazy
+    from stateaware.auto.wrapper import apply_policy, remove  # lazy
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     line, owned = progress_line(progress, REPLANS + 1, "stateaware.auto: keeping the budget")
@@ -213,7 +218,7 @@ def fit_applied(
             line.step()
 
     try:
-        chosen: AutoPlan = fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
+        chosen: AutoPlan = _fit(card, budget, planner, measure, lambda **doc: AutoPlan(**doc, card=card))
         line.reach(end)
     finally:
         if owned:
@@ -223,7 +228,7 @@ def fit_applied(
 
 def step_peak_bytes(model: Any, example_inputs: Any, step: Any = None) -> int:
     """The measured peak of one forward and backward step; see ``stateaware.auto.profile``."""
-    from stateaware.auto.profiler import step_peak_bytes as _step_peak
+    from stateaware.auto.profiler import step_peak_bytes as _step_peak  # lazy
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     return _step_peak(model, inputs, step)

@@ -44,9 +44,9 @@ import torch
 from stateaware.auto.compiled import compile_options, compiled_forward, segments_compiled
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.errors import model_step_error
+from stateaware.auto.model_snapshot import ModelSnapshot
 from stateaware.auto.progress import Progress, progress_line
 from stateaware.auto.segment import relative, run_segment
-from stateaware.auto.snapshot import ModelSnapshot
 from stateaware.auto.wrapper import apply_policy, original_forward, remove
 from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchronize
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance

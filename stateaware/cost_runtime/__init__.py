@@ -2,11 +2,11 @@
 
 Modules: ``workloads`` (the three workloads and their segments), ``methods`` (the seven
 methods on the transactional checkpoint), ``measure`` (synchronized step time; peaks from
-the CUDA allocator or the CPU profiler), ``runner`` (semantic checks, measured steps),
+the CUDA allocator or the CPU profiler), ``method_steps`` (semantic checks, measured steps),
 ``profile`` (the profiling pass that writes a card), ``frozen_cards`` and ``freeze`` (frozen
 cards named by digest), ``plans`` (per-method policies and budget positions), ``cells`` (the
 timing protocol: grids, cell -> shape, card choice, budget placement, on plain dicts) and
-``process`` (what one timing process runs). Import the module you need; this package
+``timing_process`` (what one timing process runs). Import the module you need; this package
 imports nothing heavy.
 """
 

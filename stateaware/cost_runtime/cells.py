@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from stateaware.cost_runtime.frozen_cards import FrozenCardError, load_frozen
+from stateaware.cost_runtime.plans import budget_at, position_of
+from stateaware.planner.profile_card import card_from_dict
+
 __all__ = [
     "GRIDS",
     "WORKLOADS",
@@ -138,8 +142,6 @@ def check_references(params: dict[str, Any], hardware: dict[str, Any], cells: li
     ``cells`` use (``card: frozen`` or ``auto``) exists and still hashes to its digest, and
     ``card: frozen`` has one named for every cell.
     """
-    from stateaware.cost_runtime.frozen_cards import FrozenCardError, load_frozen
-
     anchor = params.get("anchor_cell")
     if anchor is not None:
         try:
@@ -191,7 +193,7 @@ def process_cells(cohort_params: dict[str, Any], hardware: dict[str, Any], proce
 
 def shape_of(cell: dict[str, Any]) -> Any:
     """The ``stateaware.cost_runtime.workloads.Shape`` of a cell (imports torch)."""
-    from stateaware.cost_runtime.workloads import Shape
+    from stateaware.cost_runtime.workloads import Shape  # lazy: it imports torch; planning a run does not
 
     return Shape(
         workload=cell["workload"],
@@ -215,8 +217,6 @@ def card_for(
     measure) or ``measure``. A frozen card measured for another shape than the cell's is
     refused (``FrozenCardError``): its costs would describe another program.
     """
-    from stateaware.cost_runtime.frozen_cards import FrozenCardError, load_frozen
-    from stateaware.planner.profile_card import card_from_dict
 
     section = cost_runtime_of(hardware)
     name = cell["cell"]
@@ -241,7 +241,7 @@ def card_for(
             f"(hardware.params.cost_runtime.frozen_cards.{name}); freeze one first: "
             f"python -m stateaware.cost_runtime.freeze --cell {name} --hardware {hardware_name}"
         )
-    from stateaware.cost_runtime.profile import profile_card
+    from stateaware.cost_runtime.profile import profile_card  # lazy: it imports torch; planning a run does not
 
     doc = profile_card(
         shape_of(cell),
@@ -284,8 +284,6 @@ def place_budget(params: dict[str, Any], hardware: dict[str, Any], anchor_card: 
     budget's position between ``anchor_gib`` on ``anchor_card`` (NOTE [ Budget positions ]
     in ``stateaware.cost_runtime.plans``).
     """
-    from stateaware.cost_runtime.plans import budget_at, position_of
-
     section = cost_runtime_of(hardware)
     gib = float(params["budget_gib"])
     if section.get("budget_rule", "absolute") == "absolute":

@@ -1,7 +1,7 @@
 """Measured step time and peak memory: CUDA allocator on GPU, ``torch.profiler`` on CPU.
 
-Every peak here is an observation of real allocations, never a prediction (DESIGN.md,
-"Budgets are logical"); ``PEAK_SOURCES`` names where each came from.
+Every peak here is an observation of real allocations, never a prediction (a budget is
+checked against what was measured, not modelled); ``PEAK_SOURCES`` names where each came from.
 
 NOTE [ CPU peaks from the profiler ]
     With ``profile_memory=True`` the profiler records one raw ``[memory]`` event per
@@ -28,7 +28,7 @@ NOTE [ The profiler's USDT lines on stderr ]
     one: on a machine where no CUDA device is visible, kineto probes for one when the first
     window closes, even for a CPU-only profile, and logs ``ERROR: ... gpuGetDeviceCount
     failed with code 35`` (no driver). That line says nothing about the measurement, and
-    every CPU run printed it once per process (issue 28), so it is dropped too, only there.
+    every CPU run printed it once per process, so it is dropped too, only there.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def _measure(
 
 
 def _eager_step_peak(shape: Shape, *, seed: int, device: torch.device) -> int:
-    from stateaware.cost_runtime.runner import measure
+    from stateaware.cost_runtime.method_steps import measure
 
     _, peak = measure(shape, ("eager",) * shape.live_segments, seed=seed, warmup=1, steps=0, device=device)
     return peak.allocated_bytes

@@ -254,8 +254,8 @@ def enable(
     model without such layers; ``stateaware.auto.fit.BudgetNotKept`` (a ``ValueError``)
     for a budget no plan keeps.
     """
+    from stateaware.auto.model_snapshot import ModelSnapshot
     from stateaware.auto.profiler import check_arguments, profile
-    from stateaware.auto.snapshot import ModelSnapshot
 
     hf_enable = getattr(type(model), "activation_checkpointing_enable", None) or getattr(
         type(model), "gradient_checkpointing_enable", None

@@ -35,8 +35,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import submitit
+
+from stateaware.config import ConfigError
+from stateaware.hardware import visible_gpus
+from stateaware.kinds import load_kind, report_sections, user_code
 from stateaware.launch.bootstrap import FromSnapshot, RequeueableFromSnapshot
 from stateaware.launch.collect import collect
+from stateaware.launch.slurm import run_array, slurm_executor
 from stateaware.launch.snapshot import started_clean, take_snapshot
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import (
@@ -50,7 +56,7 @@ from stateaware.launch.worker import (
 from stateaware.records.run_scan import DAMAGED, damaged_parts, latest_statuses, quarantine_run, run_state
 from stateaware.records.write_paths import writable
 from stateaware.records.writer import DiskFullError, as_disk_full, disk_full
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 from stateaware.text import index_ranges
 
 __all__ = [
@@ -146,8 +152,6 @@ def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
     The kind's ``expand`` checks what the cohort's params refer to (cells, anchors, cards);
     its ``ValueError`` becomes a :class:`~stateaware.config.ConfigError`, before anything launches.
     """
-    from stateaware.cohorts import load_kind, report_sections
-    from stateaware.config import ConfigError
 
     cohort, hardware, processes = run.cohort_config, run.hardware, run.processes
     run_id = run.run_id or _default_run_id(cohort, processes, hardware, run.launcher.name, source_hash)
@@ -190,23 +194,17 @@ def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
 
 
 def _executor(run: RunSpec, folder: Path, timing: bool, snapshot: Path | None, run_id: str) -> Any:
-    import submitit
-
     launcher = run.launcher
     writable(run.out, folder)  # submitit makes it and writes its logs there
     if launcher.name == "inline":
         return submitit.DebugExecutor(folder)
     if launcher.name == "local":
-        from stateaware.hardware import visible_gpus
-
         executor = submitit.LocalExecutor(folder)
         gpus = [g.index for g in visible_gpus()]
         # submitit sets CUDA_VISIBLE_DEVICES to the first gpus_per_node GPUs (none by
         # default): pass them all, so a local GPU stays visible to the processes.
         executor.update_parameters(timeout_min=launcher.timeout_min, gpus_per_node=len(gpus), visible_gpus=tuple(gpus))
         return executor
-    from stateaware.launch.slurm import slurm_executor
-
     return slurm_executor(launcher, folder, timing, snapshot, cohort=run.cohort, run_id=run_id)
 
 
@@ -221,7 +219,6 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
     ``summary.not_started`` lists what did not start. The caller holds the run's lock
     (:mod:`stateaware.records.runlock`).
     """
-    from stateaware.cohorts import user_code
 
     summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending))
     pending = plan.pending
@@ -244,8 +241,6 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
     with code:
         try:
             if run.launcher.name == "slurm":
-                from stateaware.launch.slurm import run_array
-
                 task = RequeueableFromSnapshot(str(snapshot), plan.source_hash) if snapshot else None
                 summary.submitted = run_array(
                     executor,
@@ -285,7 +280,6 @@ def launch_pair(
     ``plan_b.source_hash``). One process at a time, so the two sides never share the
     machine; a full disk stops both queues. The caller holds both runs' locks.
     """
-    from stateaware.cohorts import user_code
 
     summaries = tuple(Summary(p.run_id, p.cohort, skipped=len(p.specs) - len(p.pending)) for p in (plan_a, plan_b))
     pending = [{s.process_index: s for s in p.pending} for p in (plan_a, plan_b)]
@@ -341,7 +335,7 @@ def _run_throttled(
     task: Callable[[ProcessSpec], ProcessResult] = run_or_raise,
 ) -> None:
     """At most ``limit`` processes at once; with ``slots`` (``launcher.cpus`` cut by
-    :meth:`~stateaware.run.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
+    :meth:`~stateaware.run_spec.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
     running processes hold, so processes running side by side never share a CPU. ``task``: what a
     fresh process runs (:class:`~stateaware.launch.bootstrap.FromSnapshot` on a snapshot)."""
     queue = deque(pending)

@@ -24,7 +24,7 @@ from stateaware.records.damage import quarantine
 from stateaware.records.part_names import run_folder
 from stateaware.records.write_paths import writable
 from stateaware.records.writer import Identity, RecordWriter, write_bytes_atomic
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 
 __all__ = ["MAX_MANIFEST_BYTES", "manifest_path", "collect_manifest", "write_manifest", "git_state", "versions"]
 

@@ -21,7 +21,8 @@ NOTE [ Side B's code ]
     (:func:`stateaware.launch.snapshot.take_snapshot`). Side B runs with A's process
     parameters (the cohort's ``expand`` of the code launched): the comparison is of code,
     not of configs. A tree whose config schema differs from ours — the fields of the
-    ``ProcessSpec`` each process is handed (``stateaware/launch/spec.py``) — or that lacks
+    ``ProcessSpec`` each process is handed (``stateaware/kinds/process_spec.py``, or
+    ``stateaware/launch/spec.py`` in a revision older than the kind contract's leaf) — or that lacks
     the cohort's YAML, is refused: its processes could not read what they are sent.
 """
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stateaware.config import ConfigError
+from stateaware.kinds import process_spec
 from stateaware.launch.bootstrap import ENTRY
 from stateaware.records.write_paths import make_folder, writable
 from stateaware.source import SOURCE_SUFFIXES, hash_files
@@ -175,15 +177,27 @@ def _config_fields(path: Path) -> dict[str, list[str]]:
     }
 
 
-def _check_config(ref: str, root: Path, cohort: str) -> None:
-    import stateaware.launch.spec as ours
+#: Where a revision defines ``ProcessSpec``: the kind contract's leaf, or the launcher in a
+#: revision older than that leaf (whose workers still unpickle the specs this one sends).
+_PROCESS_SPEC_FILES = ("stateaware/kinds/process_spec.py", "stateaware/launch/spec.py")
 
+
+def _process_spec_fields(root: Path) -> list[str] | None:
+    """The field names of ``ProcessSpec`` in the source tree ``root`` (``None``: no such class)."""
+    for rel in _PROCESS_SPEC_FILES:
+        if (root / rel).is_file() and "ProcessSpec" in (fields := _config_fields(root / rel)):
+            return fields["ProcessSpec"]
+    return None
+
+
+def _check_config(ref: str, root: Path, cohort: str) -> None:
     # What side B's workers read is a ProcessSpec this launcher pickled: its fields are the
     # config schema the two sides must share (the cohort's params go through it as plain data).
-    theirs = root / "stateaware" / "launch" / "spec.py"
-    if not theirs.is_file() or _config_fields(theirs) != _config_fields(Path(ours.__file__)):
+    ours = _process_spec_fields(Path(process_spec.__file__).parents[2])  # the tree this code runs from
+    theirs = _process_spec_fields(root)
+    if theirs is None or theirs != ours:
         raise ConfigError(
-            f"compare_to={ref!r}: its process spec (stateaware/launch/spec.py, what each process is given) has "
+            f"compare_to={ref!r}: its process spec (ProcessSpec, what each process is given) has "
             "other fields than this code's, so its processes could not read what this launcher sends. Tip: "
             "compare against a revision with the same ProcessSpec fields"
         )

@@ -25,7 +25,7 @@ from stateaware.launch.pair import other_code, pair_id, run_ids
 from stateaware.records.run_scan import latest_statuses
 from stateaware.records.runlock import run_lock
 from stateaware.records.writer import DiskFullError
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 
 __all__ = ["dry_run_table", "launch_compared", "launch_single"]
 

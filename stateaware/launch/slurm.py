@@ -38,7 +38,7 @@ from stateaware.launch.worker import ProcessResult, run_or_raise
 from stateaware.records.writer import write_bytes_atomic
 
 if TYPE_CHECKING:  # the launcher settings type only: the status command imports this module too
-    from stateaware.run import LauncherSpec
+    from stateaware.run_spec import LauncherSpec
 
 __all__ = [
     "slurm_executor",

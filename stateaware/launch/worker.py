@@ -224,7 +224,7 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
     writer = RecordWriter(spec.out, identity_of(spec), {"attempt": str(attempt)})
     _remove_stale_temporaries(spec)
 
-    from stateaware.cohorts import load_kind, user_code
+    from stateaware.kinds import load_kind, user_code
     from stateaware.source import UserCodeError, source_hash
 
     try:

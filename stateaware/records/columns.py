@@ -4,7 +4,7 @@ The one definition of the tables (:mod:`stateaware.records.schema` describes the
 their Arrow schemas from this). It imports nothing but the standard library, so a reader
 that needs only the columns — ``analysis sql`` answering from checked parts, whose footers
 the part-check cache already holds — starts without pyarrow and numpy (about 0.15 s of a
-0.3 s query on the store's bench, issue 26).
+0.3 s query on the store's bench, ``bench/bench_store.py``).
 
 A column's type is the text Arrow prints for it (``str(pa.int32())`` is ``"int32"``), so a
 :class:`Columns` is read like a ``pyarrow.Schema`` where only names and types matter
@@ -79,15 +79,15 @@ class Columns(tuple[Column, ...]):
 #: 3: records.outcome may be ``error`` (an unexpected exception; before, it read ``reject``);
 #: 4: timings.cpu_ms, epochs.cpu_seconds; processes: the system context (load, CPUs,
 #:    affinity, governor, other processes' CPU share, torch threads, GPU clocks and
-#:    temperature) — issue 17;
-#: 5: runs.kind and runs.report_sections (the report picks sections by them, issue 16);
+#:    temperature: what loaded a measurement);
+#: 5: runs.kind and runs.report_sections (the report picks sections by them);
 #:    records.check renamed records.check_name (``check`` is a DuckDB keyword: see RENAMED);
 #: 6: processes.parts_json (what a process's attempt wrote, so verification and resume can
-#:    count its rows — issue 23);
+#:    count its rows);
 #: 7: runs.pair_id and runs.side (the two runs of an interleaved comparison, ``compare_to=``:
-#:    side ``a`` the code launched, side ``b`` the code compared to it — issue 25);
+#:    side ``a`` the code launched, side ``b`` the code compared to it);
 #: 8: processes.stdout_path and processes.stderr_path (the attempt's log files), and the
-#:    ``requeued`` status (an attempt Slurm requeued, recorded by the next one — issue 27).
+#:    ``requeued`` status (an attempt Slurm requeued, recorded by the next one).
 SCHEMA_VERSION = 8
 
 #: Columns renamed since an older schema version: old name -> (new name, version that renamed
@@ -159,7 +159,7 @@ _OWN_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("config_yaml", "string"),
         ("launches", "int32"),  # 1, plus one per resume of the same run
         # The cohort kind (its module: a name in stateaware.cohorts or a dotted path) and the
-        # report sections it declares (module names, cohorts/__init__.py ``REPORT``), written
+        # report sections it declares (module names, the kind's ``REPORT``: stateaware.kinds.Kind), written
         # when the run is planned so the report never imports a kind. Null before version 5.
         ("kind", "string"),
         ("report_sections", "list<item: string>"),
@@ -265,7 +265,7 @@ _OWN_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("peak_allocated_bytes", "int64"),
         ("peak_reserved_bytes", "int64"),
         # Where the peak came from: cuda_allocator | torch_profiler | memtracker — never a
-        # prediction (DESIGN.md, "Budgets are logical").
+        # prediction (a budget is checked against what was measured).
         ("peak_source", "string"),
         ("device", "string"),
         ("seed", "int64"),

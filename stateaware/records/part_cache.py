@@ -18,8 +18,8 @@ then kept in memory only, as it is when the folder cannot be written at all).
 - The folder holds one JSON file per run (its ``cohort=C/run_id=R`` partition, whatever the
   table), named by the SHA-256 of that partition, and one for the parts in no run's
   partition: a query pruned to one run loads and saves that run's file only, so its cost
-  does not grow with the store's history (issue 26: one file of every part made a one-run
-  query at 60,000 parts 1.6× the same query on a store of that run alone). A file is read
+  does not grow with the store's history (``bench/bench_store.py``: one file of every part
+  made a one-run query at 60,000 parts 1.6× the same query on a store of that run alone). A file is read
   the first time a scan asks about one of its parts, and written only if that scan learnt
   something new about them.
 

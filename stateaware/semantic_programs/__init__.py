@@ -12,7 +12,7 @@ from stateaware.semantic_programs.families import (
     PRECISIONS,
     TORCH_METHODS,
 )
-from stateaware.semantic_programs.runner import CHECK, records_per_seed, run_seed
+from stateaware.semantic_programs.seed_key import CHECK, records_per_seed, run_seed
 
 __all__ = [
     "FAMILIES",

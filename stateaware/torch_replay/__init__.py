@@ -8,10 +8,10 @@ segment that wrote state it did not declare. ``route()`` runs every non-reentran
 whether they run in a replay.
 """
 
-from stateaware.torch_replay._keywords import transaction
 from stateaware.torch_replay._learned_reads import READ_RECORDING, set_read_recording
 from stateaware.torch_replay._replaying import is_replaying
 from stateaware.torch_replay._route import ROUTE_STATES, Route, route
+from stateaware.torch_replay._transaction import transaction
 from stateaware.torch_replay.checkpoint import (
     DETERMINISM_CHECKS,
     ReplayError,

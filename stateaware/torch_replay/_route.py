@@ -22,7 +22,7 @@ import torch
 import torch.utils.checkpoint as _tuc
 
 from stateaware.torch_replay import _reach
-from stateaware.torch_replay._keywords import Transaction
+from stateaware.torch_replay._transaction import Transaction
 from stateaware.torch_replay.checkpoint import _UNSET, transaction_steps
 
 __all__ = ["route", "Route", "ROUTE_STATES"]

@@ -24,11 +24,11 @@ from stateaware.torch_replay import _host_rng, _learned_reads
 from stateaware.torch_replay import _torch_compat as compat
 from stateaware.torch_replay._bindings import Bindings, frozen, has_containers
 from stateaware.torch_replay._generators import GeneratorState
-from stateaware.torch_replay._keywords import Transaction, check_collision
 from stateaware.torch_replay._reach import _roots, describe, module_devices, named_subtree, names, subtree
 from stateaware.torch_replay._reads import Reads, Touched, rebind_mark, rebound_since
 from stateaware.torch_replay._replaying import replaying
 from stateaware.torch_replay._state import ModuleState, TrainingModes, _unchanged, plain_tensors
+from stateaware.torch_replay._transaction import Transaction, check_collision
 from stateaware.torch_replay.preserve import (
     PRESERVE_MODES,
     Region,
@@ -144,7 +144,7 @@ _RngState: TypeAlias = tuple[torch.Tensor, str, list[int], list[torch.Tensor]]
 #: ``_autocast_state``'s result: (device type, enabled, dtype) per type, and the cache flag.
 _AutocastState: TypeAlias = tuple[list[tuple[str, bool, torch.dtype]], bool]
 
-_UNSET: Any = object()  # `state`/`preserve` not passed (see _keywords)
+_UNSET: Any = object()  # `state`/`preserve` not passed (see _transaction)
 
 
 class _StopReplay(Exception):
@@ -419,7 +419,7 @@ def transaction_steps(
             f"determinism_check={determinism_check!r}; valid values are: "
             f"{', '.join(DETERMINISM_CHECKS)} (default 'default')"
         )
-    if isinstance(function, Transaction):  # every keyword is the function's (see _keywords)
+    if isinstance(function, Transaction):  # every keyword is the function's (see _transaction)
         for key, value in (("state", state), ("preserve", preserve)):
             if value is not _UNSET:
                 kwargs[key] = value

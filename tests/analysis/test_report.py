@@ -38,7 +38,7 @@ def test_unknown_run_ids_are_named(compose, tmp_path):
         build_report(tmp_path, run_ids=["nope"])
 
 
-# --- Sections come from the recorded kind (issue 16) -------------------------------------------
+# --- Sections come from the recorded kind ------------------------------------------------------
 
 _TIMED_KIND = """
 from stateaware.clocks import StepTime, time_step, timing_rows
@@ -231,7 +231,7 @@ def test_a_kind_with_no_section_and_no_timings_gets_one_line_of_counts(compose, 
 def test_a_kind_whose_report_is_not_a_tuple_is_refused_when_planned(compose, tmp_path, monkeypatch):
     from stateaware.config import ConfigError
     from stateaware.launch.launcher import plan_run
-    from stateaware.run import RunSpec
+    from stateaware.run_spec import RunSpec
 
     search = _kind_dir(
         tmp_path,
@@ -363,7 +363,7 @@ def test_a_report_of_one_run_reads_no_other_runs_parts_but_their_listing(compose
     assert "`second`" in report  # still listed among the runs not rendered
 
 
-# --- Explicit run choice (issue 25) ---------------------------------------------------------------
+# --- Explicit run choice ------------------------------------------------------------------------
 
 
 def test_the_latest_complete_run_is_rendered_and_the_others_are_listed_with_their_run_id(compose, tmp_path):

@@ -17,7 +17,7 @@ carry no kind), so the report also shows that old results still find their secti
 
 The source hash and the results path are masked: both change with every commit.
 
-The golden was re-captured on purpose for issue 25 (what the report shows), with these
+The golden was re-captured on purpose (what the report shows), with these
 changes and no others: the head says which runs it rendered (the latest complete run of each
 cohort); every time column of the timing tables names its clock (``ours step ms (wall)``,
 ``ours step ms (cpu)`` beside it, ``predicted ms (wall)``, ``paper ms (wall, H100)``), one

@@ -331,7 +331,7 @@ def test_a_method_whose_check_errors_is_recorded_as_error_not_timed_and_fails_ve
     from stateaware.analysis.store.verify import VerificationError, verify
     from stateaware.analysis.store.views import connect
 
-    from stateaware.cost_runtime import runner
+    from stateaware.cost_runtime import method_steps as runner
 
     real = runner.semantic_checks
 

@@ -1,4 +1,4 @@
-"""Issue 25: budgets that cannot be misread, and the progress line's final count.
+"""Budgets that cannot be misread, and the progress line's final count.
 
 A budget typed as text without a unit is bytes, so ``--budget 50`` meant 50 bytes:
 silently infeasible, exit 0. ``parse_budget_text``, the one reader of budget text on the
@@ -146,7 +146,7 @@ def test_a_config_budget_without_a_unit_is_refused_naming_the_key(tmp_path, over
 
 @pytest.mark.parametrize("value", ["50%", "2MiB", "512KiB", 2 * MiB, "150%"])
 def test_config_budgets_with_a_unit_or_percent_pass_the_budget_check(value, capsys):
-    from stateaware.run import _budgets
+    from stateaware.run_spec import _budgets
 
     _budgets({"cohort": {"params": {"budget": value}}, "hardware": {"params": {"selection_budget": value}}})
     warnings = capsys.readouterr().err.splitlines()
@@ -161,7 +161,7 @@ def test_config_budgets_with_a_unit_or_percent_pass_the_budget_check(value, caps
 
 
 def test_keys_that_name_their_unit_keep_their_numbers(capsys):
-    from stateaware.run import _budgets
+    from stateaware.run_spec import _budgets
 
     # budget_gib: 44 is GiB and budget_bytes: 50 is bytes by the key's own name
     _budgets({"cohort": {"params": {"budget_gib": 44, "budget_bytes": 50}}})

@@ -126,9 +126,8 @@ def test_an_atomic_write_that_fills_the_disk_names_its_file(tmp_path, disks, mon
 
 
 def test_a_kinds_own_write_that_fills_the_disk_names_the_results_folder(tmp_path, monkeypatch):
-    import stateaware.cohorts as cohorts
-    from stateaware.cohorts import user_code
-
+    import stateaware.kinds as kinds
+    from stateaware.kinds import user_code
     from stateaware.launch.spec import ProcessSpec
     from stateaware.launch.worker import run_one_process
     from stateaware.source import source_hash
@@ -136,7 +135,7 @@ def test_a_kinds_own_write_that_fills_the_disk_names_the_results_folder(tmp_path
     def run(spec, writer):
         raise _enospc()  # e.g. numpy.save of a checkpoint: no file name in the error
 
-    monkeypatch.setattr(cohorts, "load_kind", lambda name: types.SimpleNamespace(run=run))
+    monkeypatch.setattr(kinds, "load_kind", lambda name: types.SimpleNamespace(run=run))
     out = tmp_path / "out"
     spec = ProcessSpec(
         run_id="r1",

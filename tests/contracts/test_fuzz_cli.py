@@ -156,14 +156,14 @@ _EDGES = ["nan", "inf", "-inf", "-1", "0", "1", str(2**63), str(-(2**63) - 1), "
 
 
 def _numeric_fields() -> list[str]:
-    from stateaware.run import NUMBERS
+    from stateaware.run_spec import NUMBERS
 
     return [key.replace("*", "demo") for key in NUMBERS]  # a mapping's entries: one of them, named
 
 
 @pytest.fixture(scope="module")
 def composed() -> dict:
-    """The resolved config of ``cohort=demo hardware=cpu``, as :func:`~stateaware.run.check_numbers` reads it."""
+    """The resolved config of ``cohort=demo hardware=cpu``, as :func:`~stateaware.run_spec.check_numbers` reads it."""
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
@@ -198,7 +198,7 @@ def test_a_numeric_field_accepts_only_a_finite_number_integral_where_it_counts(c
     import math
 
     from stateaware.config import ConfigError, fields_of_type
-    from stateaware.run import MAX_SEED, check_numbers
+    from stateaware.run_spec import MAX_SEED, check_numbers
 
     integers = set(fields_of_type(int))
 

@@ -1,4 +1,4 @@
-"""Issue 24, item 2: the contract's last silent edges, each now right or an error.
+"""The contract's last silent edges, each now right or an error.
 
 Every test has a negative control: the mechanism switched off (monkeypatched to a no-op)
 and the gradient is then wrong, or no error is raised.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stateaware.cost_runtime import runner
+from stateaware.cost_runtime import method_steps as runner
 from stateaware.cost_runtime.workloads import Shape
 
 SHAPE = Shape(

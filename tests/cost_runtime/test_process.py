@@ -1,4 +1,4 @@
-"""stateaware.cost_runtime.process: one timing process as a library call, rows via ``write``."""
+"""stateaware.cost_runtime.timing_process: one timing process as a library call, rows via ``write``."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ HARDWARE = {
 
 
 def test_a_process_writes_plans_its_card_checks_and_timings_through_the_callable():
-    from stateaware.cost_runtime.process import run_cell
+    from stateaware.cost_runtime.timing_process import run_cell
 
     written: list[tuple[str, list[dict], str]] = []
     params = {

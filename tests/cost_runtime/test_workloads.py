@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from stateaware.cost_runtime.method_steps import CONTROL, semantic_checks
 from stateaware.cost_runtime.methods import FUNCTIONAL, METHODS, forward, uniform_policy
-from stateaware.cost_runtime.runner import CONTROL, semantic_checks
 from stateaware.cost_runtime.workloads import WORKLOADS, Shape, build, seed_step, step_rows
 
 

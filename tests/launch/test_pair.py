@@ -101,11 +101,11 @@ def test_a_b_with_a_quarter_more_work_is_slower_and_each_side_keeps_its_code(tmp
 
 def test_a_tree_with_another_process_spec_or_no_such_cohort_is_refused(tmp_path, env):
     other = _tree(tmp_path / "other", slower=False)
-    spec = other / "stateaware" / "launch" / "spec.py"
+    spec = other / "stateaware" / "kinds" / "process_spec.py"
     spec.write_text(spec.read_text().replace("    cpus: tuple[int, ...] | None = None\n", "    gpus: int = 0\n"))
     done = _launch(tmp_path / "results", "x", other, env)
     assert done.returncode == 2
-    assert "its process spec (stateaware/launch/spec.py" in done.stderr and "other fields" in done.stderr
+    assert "its process spec (ProcessSpec" in done.stderr and "other fields" in done.stderr
     done = _launch(tmp_path / "results", "x", tmp_path / "nowhere", env)
     assert done.returncode == 2 and "not a path to a source tree nor a git revision" in done.stderr
 

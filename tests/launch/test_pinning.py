@@ -130,7 +130,7 @@ def test_a_timing_cohort_refuses_more_processes_at_once_than_cpus(compose, tmp_p
 def test_cpu_slots_cut_the_cpus_into_disjoint_groups_in_order(cpus, parallel):
     import dataclasses
 
-    from stateaware.run import LauncherSpec
+    from stateaware.run_spec import LauncherSpec
 
     spec = LauncherSpec(**{f.name: None for f in dataclasses.fields(LauncherSpec)})
     spec = dataclasses.replace(spec, cpus=tuple(sorted(cpus)), max_parallel=parallel)

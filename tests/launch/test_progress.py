@@ -16,7 +16,7 @@ from tqdm import tqdm
 import stateaware.launch.launcher as launcher
 from stateaware.launch.slurm import DEFAULT_LIMITS
 from stateaware.launch.worker import ProcessResult
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 
 COUNTS = re.compile(r"(\d+)/(\d+) .*done=(\d+) failed=(\d+) running=(\d+)")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stateaware.launch.launcher import plan_run
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 
 
 def _run_id(compose, tmp_path, *overrides: str) -> str:

@@ -24,7 +24,7 @@ from stateaware.launch.slurm import (
     split_arrays,
 )
 from stateaware.launch.spec import ProcessSpec
-from stateaware.run import RunSpec
+from stateaware.run_spec import RunSpec
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "sbatch_golden.txt"
 

@@ -82,7 +82,7 @@ def _wrap_outcome(monkeypatch, budget):
 )
 @given(text=spellings())
 def test_every_surface_reads_a_spelling_as_the_one_reader_does(text, monkeypatch):
-    from stateaware.run import ConfigError, _budgets
+    from stateaware.run_spec import ConfigError, _budgets
 
     card = load_card(CARD)
     api, api_err = _read(text, "budget")

@@ -1,7 +1,7 @@
 """The dynamic program against its previous implementation, kept here as the reference.
 
 ``_reference_pareto_frontier`` is ``pareto_frontier`` and ``Bounds`` as they were before
-the speed-up of issue 4 (commit e49bfd1): every multiplier evaluated for every candidate,
+the speed-up of commit e49bfd1: every multiplier evaluated for every candidate,
 one ``np.unique`` and a Python loop per ``q`` level in the dominance sweep, a search of
 the threshold grid per candidate. The current program must return the *same* frontier,
 bit for bit — triples, back-pointers, ``largest`` and ``truncated`` — so every plan,

@@ -15,6 +15,9 @@ from stateaware.analysis import MOVED
 
 #: old module -> (new module, names users import from the old one)
 FORWARDED = {
+    "stateaware.launch.params": ("stateaware.kinds.params", ("Param", "check_params")),
+    "stateaware.launch.spec": ("stateaware.kinds.process_spec", ("ProcessSpec",)),
+    "stateaware.cohorts": ("stateaware.kinds.loading", ("load_kind", "kind_module", "user_code", "report_sections")),
     "stateaware.launch.runlock": (
         "stateaware.records.runlock",
         ("RunLocked", "TamperedPath", "describe_entry", "launcher_folder", "lock_path", "run_lock"),

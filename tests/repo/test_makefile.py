@@ -1,4 +1,4 @@
-"""The Makefile's front door: `make run` passes Hydra overrides through ARGS (issue 28)."""
+"""The Makefile's front door: `make run` passes Hydra overrides through ARGS."""
 
 from __future__ import annotations
 

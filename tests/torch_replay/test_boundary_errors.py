@@ -1,4 +1,4 @@
-"""Issue 24, item 3: errors at the checkpoint's boundary are ours, naming cause and fix.
+"""Errors at the checkpoint's boundary are ours, naming cause and fix.
 
 Each test has a negative control: with our check switched off, the user gets torch's
 (or Python's) unrelated error instead.

@@ -460,7 +460,7 @@ def test_a_state_parameter_filled_positionally_leaves_state_keyword_ours():
 def test_a_closure_made_per_call_reads_its_signature_once(monkeypatch):
     # checkpoint(lambda t: block(t), x, state=[...]) in a loop: a new function object per
     # call with one code object; its parameters are read once, not once per call.
-    import stateaware.torch_replay._keywords as keywords
+    import stateaware.torch_replay._transaction as keywords
 
     reads = []
     signature = keywords.inspect.signature

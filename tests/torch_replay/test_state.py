@@ -1,4 +1,4 @@
-"""stateaware.torch_replay.checkpoint at the contract's edge (issue 14): read-only state,
+"""stateaware.torch_replay.checkpoint at the contract's edge: read-only state,
 generators, non-leaf in-place writes, module state beyond buffer bytes, wrapper subclasses,
 per-call cost on deep models, shared snapshots. Eager (uncheckpointed) runs are the reference."""
 

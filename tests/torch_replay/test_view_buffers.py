@@ -1,4 +1,4 @@
-"""Issue 24, item 1: declaring a module works whatever its buffers view.
+"""Declaring a module works whatever its buffers view.
 
 torchvision's Swin block registers ``relative_position_index`` as a view (``.flatten()``
 of a tensor no module holds), so it could be neither declared nor excluded. A declared

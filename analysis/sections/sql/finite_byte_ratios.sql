@@ -1,4 +1,4 @@
--- Retained-byte ratios of the engine study, by write density (closing note of issue 7).
+-- Retained-byte ratios of the engine study, by write density.
 -- Per program: region_journal / whole, region_journal / eager and guarded_region / whole
 -- retained bytes; reported as the geometric mean over programs and the min/max.
 -- Rows: records with check_name = 'engines' (one per program x engine; seed = the program).

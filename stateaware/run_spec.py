@@ -50,7 +50,7 @@ from stateaware.config import (
     available_cohorts,
     resolve_hardware,
 )
-from stateaware.launch.params import Param, check_params
+from stateaware.kinds import Param, check_params, load_kind
 from stateaware.names import InvalidName, check_name
 
 __all__ = ["RunSpec", "LauncherSpec", "NUMBERS", "MAX_SEED", "check_numbers"]
@@ -422,8 +422,6 @@ def _budget_values(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def _kind_params(cohort: dict[str, Any]) -> None:
     """The kind importable, and the cohort's ``params`` as the kind's ``PARAMS`` declare them."""
-    from stateaware.cohorts import load_kind
-
     try:
         kind = load_kind(cohort["kind"])
     except ValueError as exc:

@@ -17,10 +17,22 @@ The steps, in order:
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import random
 from collections.abc import Callable
 from typing import Any
 
-from stateaware.cost_runtime import METHODS
+import torch
+
+from stateaware.clocks import timing_rows
+from stateaware.cost_runtime import (
+    METHODS,
+    method_steps,  # called through the module: tests replace its functions
+)
+from stateaware.cost_runtime.cells import anchor_cell_of, card_for, cost_runtime_of, place_budget, shape_of
+from stateaware.cost_runtime.plans import plan_methods
+from stateaware.planner.records import policy_row, profile_rows
 
 __all__ = ["run_cell"]
 
@@ -45,8 +57,6 @@ def run_cell(
     back afterwards. A fresh process keeps it until it exits, so its ``processes`` row
     records the threads it timed with.
     """
-    import torch
-
     threads = torch.get_num_threads()
     try:
         _run_cell(params, hardware, write, seed=seed, cohort=cohort)
@@ -56,19 +66,6 @@ def run_cell(
 
 
 def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *, seed: int, cohort: str) -> None:
-    import dataclasses
-    import json
-    import random
-
-    import torch
-
-    from stateaware.clocks import timing_rows
-    from stateaware.cost_runtime.cells import anchor_cell_of, card_for, cost_runtime_of, place_budget, shape_of
-    from stateaware.cost_runtime.plans import plan_methods
-    from stateaware.cost_runtime.runner import measure as measure_method
-    from stateaware.cost_runtime.runner import semantic_checks
-    from stateaware.planner.records import policy_row, profile_rows
-
     cost_runtime = cost_runtime_of(hardware)
     if cost_runtime.get("threads"):
         torch.set_num_threads(int(cost_runtime["threads"]))
@@ -115,7 +112,7 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     semantic_batch = cost_runtime.get("semantic_batch")
     checked = dataclasses.replace(shape, batch=min(shape.batch, int(semantic_batch))) if semantic_batch else shape
     note["semantic_batch"] = checked.batch
-    checks = semantic_checks(checked, executable, seed=seed, device=device)
+    checks = method_steps.semantic_checks(checked, executable, seed=seed, device=device)
     write(
         "records",
         [
@@ -144,7 +141,9 @@ def _run_cell(params: dict[str, Any], hardware: dict[str, Any], write: Write, *,
     for method in order:
         if method not in passed:
             continue  # infeasible (policies row says so) or failed its check (records row says so)
-        times, peak = measure_method(shape, executable[method], seed=seed, warmup=warmup, steps=steps, device=device)
+        times, peak = method_steps.measure(
+            shape, executable[method], seed=seed, warmup=warmup, steps=steps, device=device
+        )
         write(
             "timings",
             timing_rows(

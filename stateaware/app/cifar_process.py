@@ -17,9 +17,30 @@ counter reads, and the encoder checkpoint; the probe is separate (paper §12).
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import torch
+
+from stateaware.app import data, moco, train
+from stateaware.app import encoder_card as app_card
+from stateaware.app.protocol import (
+    budget_bytes,
+    check_card_shape,
+    protocol_from,
+    protocol_of,
+    split_sizes,
+    workload_columns,
+)
+from stateaware.cost_runtime.frozen_cards import load_frozen
+from stateaware.cost_runtime.plans import fixed_plan
+from stateaware.cost_runtime.plans import plan as plan_of
+from stateaware.planner.records import policy_row, profile_rows
 
 __all__ = ["run_pair"]
 
@@ -33,17 +54,12 @@ def run_pair(
     """Run the process ``params`` (``train_seed``, ``method``, ``archive`` and the cohort's
     params) on ``hardware``, with deterministic algorithms (restored afterwards); files go
     under ``artifacts`` (inside ``out``, whose relative paths the ``artifacts`` rows record)."""
-    from stateaware.app import train
-    from stateaware.app.protocol import protocol_of
-
     proto_cfg = protocol_of(params, hardware)
     with train.deterministic(proto_cfg.get("threads")):
         _run_pair(params, proto_cfg, hardware, write, out=Path(out), artifacts=Path(artifacts))
 
 
 def _images(array):
-    import torch
-
     return torch.from_numpy(array).permute(0, 3, 1, 2).contiguous()
 
 
@@ -60,21 +76,6 @@ def _run_pair(
     out: Path,
     artifacts: Path,
 ) -> None:
-    import dataclasses
-    import json
-    import tempfile
-    import time
-
-    import torch
-
-    from stateaware.app import data, moco, train
-    from stateaware.app import encoder_card as app_card
-    from stateaware.app.protocol import budget_bytes, check_card_shape, protocol_from, split_sizes, workload_columns
-    from stateaware.cost_runtime.frozen_cards import load_frozen
-    from stateaware.cost_runtime.plans import fixed_plan
-    from stateaware.cost_runtime.plans import plan as plan_of
-    from stateaware.planner.records import policy_row, profile_rows
-
     method, seed = str(params["method"]), int(params["train_seed"])
     if method not in moco.METHODS:
         raise ValueError(f"params.method={method!r}; valid methods are: {', '.join(moco.METHODS)}")
