@@ -10,7 +10,7 @@ import pytest
 from stateaware.cli import literal_text
 from tests.cli_inprocess import run_stateaware_in
 
-WORKER = ("stateaware/launch/spec.py", "stateaware/launch/worker.py")
+WORKER = ("stateaware/kinds/process_spec.py", "stateaware/launch/worker.py")
 
 
 @pytest.mark.parametrize("typed", ["1e3", "true", "1.50", "1_0"])

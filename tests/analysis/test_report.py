@@ -182,8 +182,8 @@ def test_a_generic_report_leads_with_how_sure_it_is(compose, tmp_path, monkeypat
     )
     out = tmp_path / "out"
     # every process's step times vary (CV > 0), and nothing else can be flagged: unstable, 2 of 2
-    strict = ["analysis.stability.max_cv=1e-9", "analysis.stability.max_wall_over_cpu=1e9"]
-    strict.append("analysis.stability.max_other_share=1e9")
+    strict = ["analysis.stability.max_cv=1e-9", "analysis.stability.max_wall_over_cpu=1e6"]
+    strict.append("analysis.stability.max_other_share=1e6")
     cfg = compose(
         search, "cohort=tsa_sure_kind", "launcher=inline", f"out={out}", "cohort.comparisons_clock=cpu", *strict
     )

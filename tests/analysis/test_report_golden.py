@@ -28,7 +28,7 @@ Table 9 header says its encoder times are wall time (``mean encoder s (wall)``).
 CIFAR block the timing section once showed, removed by the sections-by-kind change, is
 absent from the re-captured golden too.)
 
-It was re-captured on purpose again for issue 43 (a report that leads with how sure it is),
+It was re-captured on purpose again for a report that leads with how sure it is,
 with these changes and no others: the results folder is named relative to the report (the
 ``Results:`` line, masked here as before); the method tables' ``feasible`` and
 ``fits/processes`` headers read ``plan feasible`` and ``measured fits/processes``, and the

@@ -128,7 +128,7 @@ def test_dry_run_launches_nothing(compose, tmp_path, capsys):
     [
         ("processes=0", "processes=0", "an integer in [1, 100,000]"),
         ("+cohort.params.budget_gib=-1", "cohort.params.budget_gib=-1", "non-negative size:"),
-        ("+cohort.params.budget='-3GiB'", "cohort.params.budget='-3GiB'", "non-negative size:"),
+        ("+cohort.params.budget='-3GiB'", "cohort.params.budget='-3GiB'", "budgets are non-negative"),
         ("launcher.max_parallel=0", "launcher.max_parallel=0", "an integer in [1, 100,000] (or null)"),
         ("wait=false", "wait=False", "unless launcher=slurm"),
         ("cohort.kind=no_such_kind", "cohort.kind='no_such_kind'", "no module"),

@@ -344,4 +344,7 @@ def test_runs_compacted_in_parallel_end_as_one_at_a_time_in_the_same_order(three
 def test_jobs_below_one_is_invalid_input(results):
     done = _compact(results, "--jobs", "0")
     assert done.status == 2 and not done.traceback
-    assert done.error_lines[-1] == "error: invalid --jobs 0: allowed values are whole numbers from 1"
+    assert done.error_lines[-1] == (
+        "python -m stateaware.analysis compact: error: argument --jobs: allowed values are an integer in "
+        "[1, 1024], got '0'; see python -m stateaware.analysis compact --help"
+    )
