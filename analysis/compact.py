@@ -33,7 +33,7 @@ def compact(
     warn: Callable[[str], None] | None = None,
     jobs: int = 1,
 ) -> tuple[list[RunCompaction], list[CompactError]]:
-    """Compact every run of ``results`` (or those of ``run_ids``): :func:`compact_run` for each.
+    """Compact every run of ``results`` (or those of ``run_ids``): ``compact_run`` for each.
 
     One line per run goes to ``say``, in run order; a run refused or failed is collected (and
     its line goes to ``warn``, default stderr) while the others go on. Progress over the tables
@@ -95,7 +95,7 @@ def _compact_quietly(
     include_incomplete: bool,
     progress: Callable[[str], None] | None = None,
 ) -> RunCompaction | CompactError:
-    """:func:`compact_run` for :func:`compact`, here or in a worker process: its refusal is
+    """``compact_run`` for ``compact``, here or in a worker process: its refusal is
     returned, not raised, so that the caller reports it in run order like any other outcome."""
     try:
         return compact_run(

@@ -1,9 +1,9 @@
 """The paper's Figures 1 and 3, drawn from per-method summaries computed from the records.
 
-* :func:`figure1` — mean step time per method as horizontal bars; bars whose measured
+* ``figure1`` — mean step time per method as horizontal bars; bars whose measured
   peak exceeds the logical budget are hatched; each bar is labelled with its time and
   peak ("3.06 s, 42.4 GiB"), plus "over budget" where that applies.
-* :func:`figure3` — peak allocated memory against mean step time per method, the
+* ``figure3`` — peak allocated memory against mean step time per method, the
   region above the logical budget shaded, the joint planner highlighted (orange) and the
   correctly costed eager/whole control marked (blue).
 
@@ -255,7 +255,7 @@ def figure3(
 ) -> Figure3:
     """Draw Figure 3 to ``path`` (PNG): peak allocated vs mean step time, one point per method.
 
-    ``ylabel`` defaults to "Mean step time (<unit>)", ``<unit>`` replaced as in :func:`figure1`.
+    ``ylabel`` defaults to "Mean step time (<unit>)", ``<unit>`` replaced as in ``figure1``.
 
     Allocation above ``budget_bytes`` is shaded: above a *logical*, unenforced budget, not
     a device out-of-memory event. The joint planner is orange, the correctly costed

@@ -16,9 +16,9 @@ Each run's ``runs`` row records its cohort ``kind`` and the ``report_sections`` 
 declares (``REPORT``, see ``stateaware.kinds.Kind``); the report renders each named section
 module once, over the runs that name it (a DuckDB connection whose views hold only those
 runs), in the paper's order for the paper's sections and in order of appearance for any
-other. A run of a kind that declares none gets :mod:`stateaware.analysis.sections.generic`, one
+other. A run of a kind that declares none gets ``stateaware.analysis.sections.generic``, one
 section per kind. A run recorded before version 5 of the records (no ``kind`` column)
-reads its kind from ``config_yaml`` and its sections from :data:`SECTIONS_OF_OLD_KINDS`.
+reads its kind from ``config_yaml`` and its sections from ``SECTIONS_OF_OLD_KINDS``.
 A section recorded under a module's old name renders as the module's today
 (NOTE [ Moved modules keep their old names ] in ``stateaware.analysis``).
 No cohort name decides anything here, and the report never imports a kind.
@@ -265,7 +265,7 @@ class UnstableError(RuntimeError):
 def _loaded(results: Path, run_ids: list[str], parts: Any) -> Any:
     """A read-only connection over ``run_ids`` (of the snapshot ``parts``) whose every table
     DuckDB read itself, each row's file kept (NOTE [ Tables DuckDB reads itself ] in
-    :mod:`stateaware.analysis.store.views`): once per connection rather than through Arrow query by
+    ``stateaware.analysis.store.views``): once per connection rather than through Arrow query by
     query. A one-run report of 501 parts took 6.2-7.1 s through Arrow and 4.0-4.4 s so, its
     Markdown and figures byte for byte the same."""
     from stateaware.analysis.store.views import LOAD_EVERY_TABLE, connect
@@ -284,10 +284,10 @@ def build_report(
 ) -> Path:
     """Write ``report.md`` (and figures) under ``out`` (default ``<results>/report``); return its path.
 
-    Raises :class:`~stateaware.analysis.store.verify.VerificationError` naming every problem
+    Raises ``VerificationError`` naming every problem
     when a selected run is not fit for analysis and ``allow_partial`` is false, and with
-    ``strict`` :class:`UnstableError` naming every stability flag of the selected runs
-    (:mod:`stateaware.analysis.stats.stability`) before anything is written.
+    ``strict`` ``UnstableError`` naming every stability flag of the selected runs
+    (``stateaware.analysis.stats.stability``) before anything is written.
     """
     results = Path(results)
     out = Path(out) if out is not None else results / "report"

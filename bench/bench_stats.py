@@ -6,7 +6,7 @@ measured steps per method and process — 900,000 timing rows in 900 Parquet par
 through the record writer. Then, timed:
 
 1. ``connect``: the DuckDB views over the results directory;
-2. ``verify``: every rule of :func:`stateaware.analysis.store.verify.verify` over those rows;
+2. ``verify``: every rule of ``stateaware.analysis.store.verify.verify`` over those rows;
 3. ``compare``: the measured rows of the completed processes read through DuckDB, and the
    six prespecified comparisons (regions/whole step time and peak per workload) at
    20,000 paired process-bootstrap draws each, Bonferroni m = 6;

@@ -18,7 +18,7 @@ query would check afresh):
 
 - whole-store query: ``analysis sql`` of a per-method geometric mean of ``timings`` vs the
   floor, DuckDB reading the same files itself through
-  ``read_parquet(glob, hive_partitioning=true)`` (:data:`FLOOR`, no check, no views);
+  ``read_parquet(glob, hive_partitioning=true)`` (``FLOOR``, no check, no views);
 - one-run query: the same with ``--run-id`` vs the same query on the one-run store;
 - ``report --run-id`` of one run vs the same report on the one-run store (the floor of a
   report is the report itself where no other run exists: its bootstrap and rendering are
@@ -186,7 +186,7 @@ def link_store(pool: Path, store: Path, runs: Sequence[int]) -> int:
 
 def warm_cache(stores: Sequence[Path], env: dict[str, str]) -> None:
     """Check every part of ``stores`` once (every page read), so the timings are the steady
-    state: ``sql --run-id`` over chunks of at most :data:`WARM_RUNS` runs, a worker per CPU,
+    state: ``sql --run-id`` over chunks of at most ``WARM_RUNS`` runs, a worker per CPU,
     the chunks sharing one part-check cache file per run (nothing to merge)."""
     chunks = []
     for store in stores:

@@ -4,8 +4,8 @@
 
 Ours come from the records through the analysis' own queries (``timing_methods.sql``,
 ``app_table9.sql``); the paper's from the labelled constants of the analysis
-(:data:`~stateaware.analysis.sections.timing.PAPER_T6`,
-:data:`~stateaware.analysis.sections.cifar_application.PAPER_T9`),
+(``PAPER_T6``,
+``PAPER_T9``),
 in columns headed "paper" — its H100 protocol at the paper's shapes, not this run's. A part
 that did not run (or left no records) says so instead of a table. Writes ``OUT/summary.md``
 and the parts' figures under ``OUT/figures/``.

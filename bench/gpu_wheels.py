@@ -6,8 +6,8 @@
     python3 bench/gpu_wheels.py install --wheels .gpu-wheels/cp312 --target SITE   # offline, on the GPU
 
 The GPU image has Python 3.12 with torch, torchvision, numpy, pyarrow, scipy, matplotlib and
-tqdm, and nothing else the cohorts need. ``lock`` resolves :data:`NEEDED` (their ranges read
-from pyproject's extras) for each of :data:`LOCKED_PYTHONS` on manylinux x86-64 and writes
+tqdm, and nothing else the cohorts need. ``lock`` resolves ``NEEDED`` (their ranges read
+from pyproject's extras) for each of ``LOCKED_PYTHONS`` on manylinux x86-64 and writes
 ``bench/gpu-wheels.lock``: a pip requirements file pinning the whole transitive closure, with
 the SHA-256 of every wheel it may use (one per Python for compiled ones). A requirement
 published only as a source archive (antlr4-python3-runtime 4.9.x) is pinned by the archive's
@@ -17,7 +17,7 @@ hash and built into a wheel by ``fetch``.
 by the lock's hash (``$STATEAWARE_GPU_WHEELS`` or ``~/.cache/stateaware/gpu-wheels``), so a
 second fetch is offline; then copies them to ``--dest``, builds this checkout's own wheel
 there (the image has no setuptools) and writes ``lock.txt``: every file's SHA-256 and the
-checkout's source hash (:mod:`stateaware.source`'s rule).
+checkout's source hash (``stateaware.source``'s rule).
 
 ``install`` runs under the GPU's own interpreter with the standard library alone: it checks
 each file against ``lock.txt``, installs them with ``pip --no-index --no-deps --target``,
@@ -85,7 +85,7 @@ def _pip(python: str = sys.executable) -> list[str]:
 
 
 def requirements() -> list[str]:
-    """:data:`NEEDED` with pyproject's ranges, e.g. ``hydra-core>=1.3,<1.4``."""
+    """``NEEDED`` with pyproject's ranges, e.g. ``hydra-core>=1.3,<1.4``."""
     with open(REPO / "pyproject.toml", "rb") as f:
         extras = tomllib.load(f)["project"]["optional-dependencies"]
     found = []
@@ -105,7 +105,7 @@ def _platform_args(python: str) -> list[str]:
 
 
 def _sdists(folder: Path, pins: dict[str, str] | None = None) -> dict[str, Path]:
-    """Download the :data:`SDIST_ONLY` archives into ``folder``: name -> archive."""
+    """Download the ``SDIST_ONLY`` archives into ``folder``: name -> archive."""
     out = {}
     for name, spec in SDIST_ONLY.items():
         target = folder / name
@@ -156,7 +156,7 @@ def _resolve(python: str, built: Path, pins: dict[str, str]) -> dict[str, tuple[
 
 
 def lock(path: Path = LOCK) -> str:
-    """Resolve :func:`requirements` for every :data:`LOCKED_PYTHONS` (the later ones held to
+    """Resolve ``requirements`` for every ``LOCKED_PYTHONS`` (the later ones held to
     the first one's versions) and write the lock to ``path``; returns its text."""
     hashes: dict[str, set[str]] = {}
     versions: dict[str, str] = {}
@@ -240,7 +240,7 @@ def fill_cache(python: str, path: Path = LOCK) -> tuple[Path, bool]:
 
 def checkout_hash(repo: Path = REPO) -> str:
     """The source hash of the checkout's files, named as an install names them (the rule of
-    :mod:`stateaware.source`, loaded from its file: no stateaware import needed)."""
+    ``stateaware.source``, loaded from its file: no stateaware import needed)."""
     spec = importlib.util.spec_from_file_location("_stateaware_source", repo / "stateaware" / "source.py")
     assert spec is not None and spec.loader is not None
     source = importlib.util.module_from_spec(spec)

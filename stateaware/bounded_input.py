@@ -1,9 +1,9 @@
 """Inputs read to a bound: the one reader for every input a command reads itself.
 
-:func:`read_bounded` reads at most ``bound + 1`` bytes of a file, a FIFO, a device or
+``read_bounded`` reads at most ``bound + 1`` bytes of a file, a FIFO, a device or
 standard input, so ``/dev/zero`` or a multi-gigabyte file given as ``--file`` ends in one
 line instead of filling memory, and a FIFO that no writer opens ends after ``wait`` seconds
-instead of hanging. A refusal is :class:`InputError` (a ``ValueError``): one line naming
+instead of hanging. A refusal is ``InputError`` (a ``ValueError``): one line naming
 the input and the bound, which every command reports as invalid input (exit 2).
 
 # NOTE [ Never block on a path ]
@@ -45,10 +45,10 @@ class InputError(ValueError):
 def read_bounded(
     source: str | os.PathLike[str], *, what: str, bound: int, wait: float = WAIT_SECONDS, regular_only: bool = False
 ) -> bytes:
-    """The bytes of ``source`` (a path, or :data:`STDIN`), at most ``bound`` of them.
+    """The bytes of ``source`` (a path, or ``STDIN``), at most ``bound`` of them.
 
     ``what`` names the input in messages (``--file q.sql``, ``standard input``). Raises
-    :class:`InputError` when the input holds more than ``bound`` bytes (read: at most
+    ``InputError`` when the input holds more than ``bound`` bytes (read: at most
     ``bound + 1``), is a folder, cannot be opened or read, or — given by path and not a
     regular file — stays silent for ``wait`` seconds (NOTE [ Never block on a path ]).
     ``regular_only``: refuse anything but a regular file once it is open, never reading it.

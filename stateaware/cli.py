@@ -1,7 +1,7 @@
 """The entry point: ``python -m stateaware cohort=NAME [key=value ...]``.
 
 Hydra composes the config (``--cfg job`` prints it, ``--help`` lists the groups), then
-:func:`run` validates it, writes the run manifest and launches the pending processes.
+``run`` validates it, writes the run manifest and launches the pending processes.
 Useful overrides::
 
     processes=3              fewer or more processes than the cohort's default
@@ -111,7 +111,7 @@ def _invalid_input() -> tuple[type[BaseException], ...]:
 
 
 #: Hydra's own variable: set, its run_and_report re-raises composition errors (instead of
-#: printing a trimmed traceback and exiting 1), so :func:`_compose_error` can say them in
+#: printing a trimmed traceback and exiting 1), so ``_compose_error`` can say them in
 #: one line with exit 2. Restored before the run starts, so processes never inherit it;
 #: a user who set it gets Hydra's full trace, as Hydra documents.
 _FULL_ERROR = "HYDRA_FULL_ERROR"
@@ -119,7 +119,7 @@ _HELP_TIP = "python -m stateaware --help lists the groups; --cfg job prints the 
 
 
 def _under_out(out: str, below: str) -> str:
-    """``out/below`` once :func:`~stateaware.records.write_paths.writable` allows it, for Hydra's
+    """``out/below`` once ``writable`` allows it, for Hydra's
     own folders (``hydra.sweep.dir``): Hydra resolves the setting right before it makes the
     folder, so a link below ``out`` on the way ends the command in one line before Hydra writes."""
     try:
@@ -265,7 +265,7 @@ HYDRA_ALLOWED = ("hydra.verbose", "hydra.mode")
 
 
 def _check_hydra_overrides(overrides: list[str]) -> None:
-    """Refuse an override of Hydra's own settings outside :data:`HYDRA_ALLOWED` (one line, exit 2).
+    """Refuse an override of Hydra's own settings outside ``HYDRA_ALLOWED`` (one line, exit 2).
 
     An override that does not parse is left to Hydra, whose message says why."""
     from stateaware.exits import fail
@@ -292,7 +292,7 @@ def literal_text(argv: list[str]) -> list[str]:
     ``run_id=1e3`` as the float 1000.0 (stored as ``"1000.0"``), ``run_id=true`` as ``True``,
     ``compare_to=0123abc``'s digits-only cousins as numbers, and refuses ``compare_to=HEAD~3``,
     ``main^`` or ``HEAD@{1}`` outright (``~``, ``^``, ``@{`` are its syntax). So an override of
-    a field the schema types as text (:func:`stateaware.config.fields_of_type`) whose value
+    a field the schema types as text (``stateaware.config.fields_of_type``) whose value
     Hydra would not read as that very text is passed on quoted; ``null``, a sweep
     (``run_id=a,b``), an interpolation and text already quoted are left as they are. In a
     YAML file, quote such a value yourself (``run_id: "1e3"``).

@@ -32,7 +32,7 @@ NOTE [ No garbage collection inside a timed step ]
     1,024 MiB, 64 live), one step of a method took 431 ms where its others took ~200 ms,
     and its 213.9 ms were a generation-2 collection; a 1-live step of 2 ms can absorb a
     30 ms generation-1 one. So, as ``timeit`` does, a series of timed steps runs with the
-    collector paused (:func:`collector_paused`). Memory freed by reference counting
+    collector paused (``collector_paused``). Memory freed by reference counting
     (tensors, autograd graphs) is freed as ever; only cyclic garbage waits for the series
     to end. No collection runs before the series either: a full one costs that process
     ~0.2 s per method (seven per confirm44 process) and would change no measurement.

@@ -2,7 +2,7 @@
 
 Hydra composes ``conf/config.yaml`` with one option from each group (``cohort/``,
 ``launcher/``, ``hardware/``) onto these dataclasses, so a value of the wrong type fails at
-composition. :meth:`stateaware.run_spec.RunSpec.from_config` then checks everything else (keys
+composition. ``stateaware.run_spec.RunSpec.from_config`` then checks everything else (keys
 added with ``+``, ranges, names, a writable ``out``, an importable cohort kind), once,
 before anything launches, with a message that names the field and the allowed values.
 """
@@ -214,9 +214,9 @@ def hardware_file(
 ) -> dict[str, Any]:
     """``<conf>/hardware/<name>.yaml`` as plain data, as a run of cohort ``cohort`` gets it.
 
-    Its ``scale`` is :func:`cohort_scale`'s, set before the file's interpolations resolve,
+    Its ``scale`` is ``cohort_scale``'s, set before the file's interpolations resolve,
     so a field that follows it (``byte_scale: ${...scale}``) does as in a run
-    (:func:`resolve_hardware`). A missing file is a ``ConfigError`` as :func:`conf_file`'s.
+    (``resolve_hardware``). A missing file is a ``ConfigError`` as ``conf_file``'s.
     """
     _, node = _conf_node("hardware", name, conf_dir)
     node.scale = cohort_scale(node, cohort)
@@ -238,7 +238,7 @@ def _conf_node(group: str, name: str, conf_dir: str | os.PathLike[str] | None) -
 def cohort_scale(hardware: Any, cohort: str | None) -> float:
     """The byte scale of cohort ``cohort``'s shapes on hardware profile ``hardware`` (a dict
     or ``DictConfig``): its entry of ``hardware.scales`` when it has one, else
-    ``hardware.scale`` (1.0 when absent). A run records it (:func:`resolve_hardware`), and so
+    ``hardware.scale`` (1.0 when absent). A run records it (``resolve_hardware``), and so
     does a card frozen for the cohort (``python -m stateaware.cost_runtime.freeze --cohort``)."""
     scales = hardware.get("scales") or {}
     if cohort is not None and cohort in scales:
@@ -248,7 +248,7 @@ def cohort_scale(hardware: Any, cohort: str | None) -> float:
 
 def resolve_hardware(cfg: DictConfig) -> DictConfig:
     """``cfg`` with ``hardware=auto`` replaced by the profile this machine gets, and
-    ``hardware.scale`` set to the cohort's (:func:`cohort_scale`)."""
+    ``hardware.scale`` set to the cohort's (``cohort_scale``)."""
     resolved = cfg
     if cfg.hardware.name == "auto":
         from stateaware.hardware import choose_profile

@@ -1,8 +1,8 @@
 """How every command line ends: one line for an error, 130 for Ctrl-C, quiet on a closed pipe.
 
 The three entry points (``python -m stateaware``, ``python -m stateaware.analysis``,
-``python -m stateaware.plan``) run their ``main`` through :func:`run_main`, and parse
-arguments with :class:`OneLineParser`, so
+``python -m stateaware.plan``) run their ``main`` through ``run_main``, and parse
+arguments with ``OneLineParser``, so
 
 - invalid input ends in ONE line on stderr naming the field or file (exit 2, ``INVALID``);
 - Ctrl-C prints ``interrupted; re-run the same command to resume`` (exit 130): records

@@ -1,10 +1,10 @@
 """Names are never paths: the one rule for every value that becomes a file or folder name.
 
 A run id, a cohort or kind name, a method name, a Slurm job name, a part name: anything a
-user or a config sets that ends up as a path component is checked by :func:`check_name`
+user or a config sets that ends up as a path component is checked by ``check_name``
 where it is read, and every path the launcher, the workers and the analysis write is
-checked to lie inside the results directory before it is written (:func:`check_inside`,
-through :func:`stateaware.records.write_paths.writable`, which refuses links below it too).
+checked to lie inside the results directory before it is written (``check_inside``,
+through ``stateaware.records.write_paths.writable``, which refuses links below it too).
 
 The rule is ``[A-Za-z0-9][A-Za-z0-9._-]{0,99}``: one path component of at most 100 ASCII
 characters, so ``/``, ``\\``, ``..``, ``.``, ``=``, ``%``, spaces, control characters and a
@@ -46,7 +46,7 @@ def is_name(value: object) -> bool:
 
 
 def check_name(field: str, value: object) -> str:
-    """``value`` itself when it follows the name rule; else :class:`InvalidName` naming ``field``.
+    """``value`` itself when it follows the name rule; else ``InvalidName`` naming ``field``.
 
     ``field`` is how the user set it (``run_id``, ``cohort.name``, ``cohort.params.methods[2]``),
     so the one-line error says what to change.
@@ -71,10 +71,10 @@ def check_name(field: str, value: object) -> str:
 
 def check_inside(out: Path | str, path: Path | str) -> Path:
     """``path`` resolved, when it lies inside ``out`` (both resolved, symlinks followed); else
-    :class:`PathOutsideError` naming both.
+    ``PathOutsideError`` naming both.
 
     Call it on every path about to be written under a results directory: a name that passed
-    :func:`check_name` cannot leave ``out``, and a symlink planted inside ``out`` that points
+    ``check_name`` cannot leave ``out``, and a symlink planted inside ``out`` that points
     elsewhere is caught here. ``path`` need not exist yet (its existing ancestors are resolved).
     """
     root = Path(os.path.realpath(out))

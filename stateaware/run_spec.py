@@ -1,29 +1,29 @@
 """The run description: the composed Hydra config, checked once at the door and frozen.
 
-``python -m stateaware`` composes a config with Hydra, and :meth:`RunSpec.from_config`
-turns it into a :class:`RunSpec` — every field, name and path checked there, each error a
-:class:`~stateaware.config.ConfigError` naming the field and what is allowed. The launcher
+``python -m stateaware`` composes a config with Hydra, and ``RunSpec.from_config``
+turns it into a ``RunSpec`` — every field, name and path checked there, each error a
+``ConfigError`` naming the field and what is allowed. The launcher
 plans the run's processes from a ``RunSpec`` and hands each worker only its
-:class:`~stateaware.launch.spec.ProcessSpec`; nothing after the door reads a live config
+``ProcessSpec``; nothing after the door reads a live config
 again. (The analysis reads a run's stored ``config_yaml``, not a live config.)
 
 What is checked, in order:
 
 - **no unknown key**, however it was spelled (``bogus=1``, ``+bogus=1``, ``++bogus=1``,
   ``+cohort.bogus=1``): every key must be a field of the schema
-  (:mod:`stateaware.config`), except inside the free-form mappings (``cohort.params``,
+  (``stateaware.config``), except inside the free-form mappings (``cohort.params``,
   ``hardware.params``, ``hardware.scales``, ``launcher.additional_parameters``), whose keys
   the cohort's kind checks (``PARAMS``) or Slurm does;
 - **names are never paths**: ``run_id``, ``cohort.name`` and each part of ``cohort.kind``
-  follow :func:`stateaware.names.check_name`; Slurm settings hold no control characters;
-- every numeric field by one rule (:data:`NUMBERS`: integral where it
+  follow ``stateaware.names.check_name``; Slurm settings hold no control characters;
+- every numeric field by one rule (``NUMBERS``: integral where it
   counts, finite, in range; the seeds within 64 bits), then choices (launcher, hardware),
   sizes of every ``*budget*`` key, the comparisons' clock, pinned CPUs;
 - the cohort's kind importable and its ``params`` as its ``PARAMS`` declare them;
 - ``out`` creatable, writable and with ``min_free_mib`` MiB free.
 
 What refers to the cohort's own world (a cell, an anchor, a card) is checked next, when
-the run is planned (:func:`stateaware.launch.launcher.plan_run`, by the kind's ``expand``),
+the run is planned (``stateaware.launch.launcher.plan_run``, by the kind's ``expand``),
 still before anything launches.
 """
 
@@ -89,15 +89,15 @@ def _numbers() -> dict[str, Param]:
 
 
 #: Every numeric field of the schema (``*``: each value of that mapping) → its type and range,
-#: as a cohort kind declares its params (:class:`~stateaware.launch.params.Param`): an ``int``
-#: integral, a ``float`` finite, neither a boolean. :func:`check_numbers` checks them all.
+#: as a cohort kind declares its params (``Param``): an ``int``
+#: integral, a ``float`` finite, neither a boolean. ``check_numbers`` checks them all.
 NUMBERS: dict[str, Param] = _numbers()
 
 
 def check_numbers(data: dict[str, Any]) -> None:
-    """Every field of :data:`NUMBERS` in the resolved config ``data`` within its type and range, and
-    the last process's seed (``cohort.seed + processes - 1``) within :data:`MAX_SEED`; else
-    :class:`ConfigError` naming the field, the value and the allowed values, in one line."""
+    """Every field of ``NUMBERS`` in the resolved config ``data`` within its type and range, and
+    the last process's seed (``cohort.seed + processes - 1``) within ``MAX_SEED``; else
+    ``ConfigError`` naming the field, the value and the allowed values, in one line."""
     for key, param in NUMBERS.items():
         path = key.removesuffix(".*")
         node: Any = data
@@ -122,7 +122,7 @@ def check_numbers(data: dict[str, Any]) -> None:
 class LauncherSpec:
     """How the run's processes are executed (``launcher.*``), checked.
 
-    The fields are those of :class:`stateaware.config.LauncherConfig`; ``cpus`` is parsed
+    The fields are those of ``stateaware.config.LauncherConfig``; ``cpus`` is parsed
     into a sorted tuple of CPUs this process may use (``None``: not pinned).
     """
 
@@ -160,7 +160,7 @@ class LauncherSpec:
         With ``max_parallel=2 cpus=0-3`` the two processes at a time get ``0-1`` and ``2-3``;
         with ``cpus=0,2`` (one CPU of each of two physical cores) they get ``0`` and ``2``.
         Consecutive listed CPUs stay together and the groups differ in size by at most one.
-        More processes at once than CPUs (a non-timing cohort only; :meth:`RunSpec.from_config`
+        More processes at once than CPUs (a non-timing cohort only; ``RunSpec.from_config``
         refuses it for a timing one) makes groups of one CPU, shared by the fewest.
         """
         if not self.cpus:
@@ -175,7 +175,7 @@ class LauncherSpec:
 class RunSpec:
     """One run, as the command line asked for it: every field checked, nothing left to guess.
 
-    Made once, by :meth:`from_config`, in the CLI; the launcher, the manifest and the
+    Made once, by ``from_config``, in the CLI; the launcher, the manifest and the
     Slurm executor take only this. ``cohort_config`` and ``hardware`` are plain, resolved
     data (a kind's ``expand`` takes them); ``config`` is the whole resolved config, as the
     run's manifest and ``runs.config_yaml`` record it. The mappings are copies the spec
@@ -205,7 +205,7 @@ class RunSpec:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> RunSpec:
-        """Check the composed config ``cfg`` and freeze it; :class:`ConfigError` naming the first bad field.
+        """Check the composed config ``cfg`` and freeze it; ``ConfigError`` naming the first bad field.
 
         ``cfg`` is what Hydra composed (``hardware=auto`` is resolved here, to the profile
         this machine gets). Creates ``out`` if absent (it must be writable).
@@ -371,7 +371,7 @@ def _clock(cohort: dict[str, Any], hardware: dict[str, Any]) -> None:
 def _budgets(data: dict[str, Any]) -> None:
     """Every ``*budget*`` key a size. A key ending in ``budget`` takes budget text (its
     unit written, or ``P%``), read by the planner's one reader,
-    :func:`~stateaware.planner.budget.parse_budget_text`: a unitless number there below
+    ``parse_budget_text``: a unitless number there below
     1 MiB is refused naming the key (NOTE [ Unitless budgets ]). ``…budget_bytes`` and
     ``…budget_gib`` name their unit in the key and take a non-negative size."""
     from stateaware.planner.budget import UnitlessBudget, parse_budget_text

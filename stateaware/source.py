@@ -58,7 +58,7 @@ def source_files(user_code: Sequence[str] = ()) -> list[tuple[str, Path]]:
     """``(package-relative name, path)`` of every file the source hash covers, sorted.
 
     ``user_code``: top-level module names of the user's code the run executes (see the
-    module docstring); their files come after the same rules (:func:`user_code_files`).
+    module docstring); their files come after the same rules (``user_code_files``).
     """
     dirs = {name: _package_dir(name) for name in _ROOTS}
     nested = set(dirs.values()) - {dirs["stateaware"]}
@@ -83,7 +83,7 @@ def user_code_files(module: str) -> list[tuple[str, Path]]:
     ``*.yaml``, ``*.sql`` and ``*.json`` file under its folder (``mylab/...``), hidden
     files and ``__pycache__`` excluded. Found through ``sys.path`` without importing it,
     so a process whose path puts a snapshot first finds the snapshot's copy. Raises
-    :class:`UserCodeError` when ``module`` is dotted, is ``stateaware`` (already
+    ``UserCodeError`` when ``module`` is dotted, is ``stateaware`` (already
     counted), is not importable, or is not Python source (a built-in or compiled module).
     """
     if "." in module or module == "stateaware":
@@ -118,5 +118,5 @@ def hash_files(named: Iterable[tuple[str, Path]]) -> str:
 
 
 def source_hash(user_code: Sequence[str] = ()) -> str:
-    """SHA-256 (hex) over :func:`source_files` (with ``user_code``); see the module docstring for the rule."""
+    """SHA-256 (hex) over ``source_files`` (with ``user_code``); see the module docstring for the rule."""
     return hash_files(source_files(user_code))

@@ -146,7 +146,7 @@ def _runs(con: Any) -> list[tuple[str, str, int, bool]]:
 
 def render(con: Any) -> str:
     """Markdown for every run in ``con``: its timing table and comparisons, or its row counts;
-    a timed run with stability flags says so beside its numbers (:func:`stateaware.analysis.stats.stability.caveat`)."""
+    a timed run with stability flags says so beside its numbers (``stateaware.analysis.stats.stability.caveat``)."""
     found = flags(con)
     lines: list[str] = []
     for run_id, cohort, processes, timed in _runs(con):

@@ -6,9 +6,9 @@ the paper's published H100 figures and are labelled as such. Peaks are measured 
 (``peak_source`` says which instrument); predictions are the static model's, printed
 beside them, never in their place. Sizes print in MiB below 4 GiB (the CPU profile) and in
 GiB above. Every time is on the cohort's declared clock and names it, the other clock beside
-it (:func:`~stateaware.analysis.sections.timing_rows.cohort_clocks`); predicted times are the card's
+it (``cohort_clocks``); predicted times are the card's
 wall time, labelled so and printed next to the measured wall time. The comparisons table
-quotes the paper's ratio (:data:`PAPER_RATIOS`) beside ours where the paper reports one.
+quotes the paper's ratio (``PAPER_RATIOS``) beside ours where the paper reports one.
 This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
 
     python -m stateaware.analysis.timing --results DIR [--cohort confirm44]
@@ -419,7 +419,7 @@ def _cautions(con: Any) -> dict[str, tuple[str, str]]:
 
 def figures(con: Any, out: Path) -> list[tuple[Path, str]]:
     """Figures 1 and 3 of every budgeted cohort cell, each with its caption
-    (:func:`stateaware.analysis.sections.timing_figures.captioned`)."""
+    (``stateaware.analysis.sections.timing_figures.captioned``)."""
     from stateaware.analysis.sections.timing_figures import captioned
 
     return captioned(con, out)

@@ -5,7 +5,7 @@ against the paper's anchors (``cohort.params.placement: relative``: fair44, conf
 confirm32 and every cell of pressure; calibration and three_workload scale a selection
 budget instead) — the per-method summary comes from the same SQL as the timing tables
 (``analysis/sections/sql/timing_methods.sql``: mean of per-process mean measured step times on the
-cohort's declared clock, :func:`~stateaware.analysis.sections.timing_rows.cohort_clocks`, the same
+cohort's declared clock, ``cohort_clocks``, the same
 clock as its comparisons; largest measured peak; the plan's logical budget); every axis and
 caption names that clock. Figure 1 carries the headline of the report's own estimator: the
 cohort's prespecified step-time comparison of joint (against the eager/whole control where
@@ -14,7 +14,7 @@ table, the interval drawn as a whisker across joint's bar (the ratio's bounds ti
 denominator's mean). Methods whose plan was infeasible were
 never executed and have no point. Records written without a ``runs`` row (no recorded
 config) are drawn too. Figure 1 (bars, over-budget hatched) and Figure 3 (peak vs time,
-budget shaded) are drawn by :mod:`stateaware.analysis.figures`.
+budget shaded) are drawn by ``stateaware.analysis.figures``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The timing cohorts' per-method and per-cell rows, from ``analysis/sections/sql/timing_*.sql``.
 
-One home for the rows both the timing tables (:mod:`stateaware.analysis.sections.timing`) and
-Figures 1 and 3 (:mod:`stateaware.analysis.sections.timing_figures`) are drawn from, so neither
+One home for the rows both the timing tables (``stateaware.analysis.sections.timing``) and
+Figures 1 and 3 (``stateaware.analysis.sections.timing_figures``) are drawn from, so neither
 imports the other for them — and one home for the clock each cohort's times are shown on
-(:func:`cohort_clocks`), so a table and the figure beside it never disagree about it.
+(``cohort_clocks``), so a table and the figure beside it never disagree about it.
 Needs only DuckDB (and OmegaConf to read a run's config).
 """
 
@@ -39,7 +39,7 @@ def cohort_clocks(con: Any) -> dict[str, str]:
     per-method means and the figures use it too: a table whose means were on one clock and
     whose ratios on another would show numbers that cannot be reconciled. A run whose
     records hold no CPU times (kept before they were recorded) falls back to ``wall``, as
-    :func:`stateaware.analysis.stats.comparisons.compute_comparisons` does; a cohort without a
+    ``stateaware.analysis.stats.comparisons.compute_comparisons`` does; a cohort without a
     ``runs`` row (no recorded config) is absent, and callers read it as ``wall``.
     """
     from stateaware.analysis.stats.comparisons import declared_clock_of
@@ -54,7 +54,7 @@ def cohort_clocks(con: Any) -> dict[str, str]:
 
 
 def mean_ms(row: dict[str, Any], clock: str) -> float | None:
-    """A :func:`method_rows` row's mean step time on ``clock`` (``wall`` or ``cpu``)."""
+    """A ``method_rows`` row's mean step time on ``clock`` (``wall`` or ``cpu``)."""
     value = row.get(MEAN_MS[clock])
     return None if value is None else float(value)
 

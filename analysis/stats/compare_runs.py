@@ -9,7 +9,7 @@ its steps are averaged first, as everywhere in the analysis):
 
 - **paired** when both runs have exactly the same process indices for that method and
   cell: the geometric mean of the per-process ratios ``B_i / A_i`` with the paired process
-  bootstrap of :func:`stateaware.analysis.stats.estimators.paired_ratio` — the same inference as the
+  bootstrap of ``stateaware.analysis.stats.estimators.paired_ratio`` — the same inference as the
   prespecified comparisons. Pairing by index is what a re-run of one cohort means (same
   seeds, same process parameters);
 - **unpaired** otherwise: ``exp(mean log B - mean log A)`` with an independent bootstrap of
@@ -24,7 +24,7 @@ The metric, unless ``--metric`` names one, is the runs' declared clock
 config declare); two runs that declare different clocks are refused, since their ratio
 would mix a wall time with a CPU time.
 
-Each row's verdict (:func:`verdict_of`, :data:`VERDICTS`), with ``d`` the equivalence
+Each row's verdict (``verdict_of``, ``VERDICTS``), with ``d`` the equivalence
 margin (``--equivalence``, default 2 %):
 
 ================  ===========================================================================
@@ -161,12 +161,12 @@ def verdict_of(
     equivalence: float = EQUIVALENCE,
     stability: Sequence[SideStability] = (),
 ) -> str:
-    """The verdict of one row: one of :data:`VERDICTS` (the table in the module docstring).
+    """The verdict of one row: one of ``VERDICTS`` (the table in the module docstring).
 
     ``lower``/``upper`` bound the ratio B/A (``None``: no interval, ``—``); ``metric`` decides
     the words (a ``*_ms`` time: ``slower``/``faster``, else ``larger``/``smaller``);
     ``equivalence`` is the margin ``d`` (``0 < d < 1``); ``stability`` the flags of each side
-    (:class:`SideStability`; empty: reliable). Precedence: ``—``, then ``unreliable``, then
+    (``SideStability``; empty: reliable). Precedence: ``—``, then ``unreliable``, then
     an interval excluding 1, then ``same``/``inconclusive``.
     """
     if lower is None or upper is None:
@@ -222,7 +222,7 @@ class RunComparison:
 
     @property
     def verdict(self) -> str:
-        """:func:`verdict_of` this row's interval, metric, margin and flags."""
+        """``verdict_of`` this row's interval, metric, margin and flags."""
         return verdict_of(self.lower, self.upper, self.metric, self.equivalence, self.stability)
 
     @property
@@ -377,7 +377,7 @@ def compare_runs(
 
     ``metric`` ``None`` compares on the runs' declared clock; ``equivalence`` is the margin
     of ``same`` (``0 < d < 1``). Raises ``ValueError`` naming the problem when a run id is
-    not in ``results``, when ``metric`` is not one of :data:`METRICS`, when ``metric`` is
+    not in ``results``, when ``metric`` is not one of ``METRICS``, when ``metric`` is
     ``None`` and the runs declare different clocks, when ``equivalence`` is out of range, or
     when the two runs share no timed method.
     """

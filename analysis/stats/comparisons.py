@@ -13,7 +13,7 @@ denominator methods and ``subset`` (its ``where`` restriction as JSON), then ``e
 was analysed with processes missing), and the arithmetic means of the per-process means of
 both methods.
 
-:func:`compute_comparisons` is the whole path for one run: verify, read the measured rows
+``compute_comparisons`` is the whole path for one run: verify, read the measured rows
 of the completed processes, compute every prespecified comparison.
 """
 
@@ -53,7 +53,7 @@ def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
     """Where a run's comparisons land under ``results``.
 
     ``cohort`` and ``run_id`` come from the records, which anyone could have forged: they must
-    be names (:func:`stateaware.names.check_name`) and the path must lie inside ``results``,
+    be names (``stateaware.names.check_name``) and the path must lie inside ``results``,
     else ``ValueError`` naming them."""
     from stateaware.names import check_name
     from stateaware.records.part_names import run_folder
@@ -97,7 +97,7 @@ def write_comparisons(
 ) -> Path:
     """Write a run's comparisons atomically beside the report; return the file's path.
 
-    Pass the run's :class:`RunVerification` (which supplies run id, cohort, partial and
+    Pass the run's ``RunVerification`` (which supplies run id, cohort, partial and
     the expected process count), or ``run_id``, ``cohort`` and ``partial`` explicitly.
     """
     if run is not None:
@@ -131,12 +131,12 @@ def compute_comparisons(
     only measured steps (warm-ups never enter a timing: they time compilation and cold caches).
     Per-process means are taken in SQL (``avg`` per process, method and ``where``
     columns), so a 900,000-row cohort crosses into Python as a few hundred rows.
-    ``verification`` reuses a :func:`~stateaware.analysis.store.verify.verify` result the caller
+    ``verification`` reuses a ``verify`` result the caller
     just obtained on ``con`` (a report verifies each run once); otherwise the run is
-    verified here, and :class:`~stateaware.analysis.store.verify.VerificationError` raised when
+    verified here, and ``VerificationError`` raised when
     it is not fit for analysis (see ``allow_partial``).
 
-    ``clock`` (``wall`` or ``cpu``; see :func:`declared_clock_of`) puts every step-time
+    ``clock`` (``wall`` or ``cpu``; see ``declared_clock_of``) puts every step-time
     comparison (metric ``step_ms`` or ``cpu_ms``) on that clock's column and attaches the
     same ratio on the other clock (``ComparisonResult.other``); ``None`` computes each
     metric as written. A run whose records hold no CPU times (written before they were

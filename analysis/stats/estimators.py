@@ -58,7 +58,7 @@ class Ratio:
     """A geometric-mean ratio and its paired process-bootstrap percentile interval.
 
     ``confidence`` is the two-sided level the interval was taken at (already Bonferroni
-    adjusted when it came from :func:`compare`); ``processes`` the number of paired
+    adjusted when it came from ``compare``); ``processes`` the number of paired
     processes; ``draws`` and ``seed`` reproduce the interval exactly.
     """
 
@@ -75,7 +75,7 @@ class Ratio:
 class Comparison:
     """One prespecified comparison: ``numerator`` / ``denominator`` methods on ``metric``.
 
-    ``metric`` names a column of the long table given to :func:`compare` (``step_ms``,
+    ``metric`` names a column of the long table given to ``compare`` (``step_ms``,
     ``peak_allocated_bytes``, ...). ``where`` restricts the rows first, as
     ``((column, value), ...)`` pairs that must all match — e.g. ``(("workload",
     "feature_queue"),)`` in the three-workload cohort, whose processes each run one workload.
@@ -99,7 +99,7 @@ class Comparison:
 
     @classmethod
     def coerce(cls, spec: Comparison | Mapping[str, Any] | Sequence[Any]) -> Comparison:
-        """A :class:`Comparison` from itself, a mapping (a cohort config entry) or a tuple.
+        """A ``Comparison`` from itself, a mapping (a cohort config entry) or a tuple.
 
         A mapping takes the keys ``numerator, denominator, metric`` and optionally ``where``
         (a mapping ``{column: value}``) and ``name``; a tuple is ``(numerator, denominator,
@@ -317,13 +317,13 @@ def compare(
     ``m = len(comparisons)`` — the whole prespecified family of the cohort, so pass all of
     them in one call. Per comparison, ``metric`` is averaged per process and method (steps
     never count as samples), processes are paired by ``process_index``, and
-    :func:`paired_ratio` gives the estimate and interval. Every comparison uses the same
+    ``paired_ratio`` gives the estimate and interval. Every comparison uses the same
     ``seed``: the same process resamples then serve every ratio (common random numbers),
     and the one recorded seed reproduces the whole table.
 
     Raises ``ValueError`` when the table mixes runs, when a method of a comparison has no
     rows, or when some process has one side of a pair but not the other — verification
-    (:mod:`stateaware.analysis.store.verify`) should have stopped such a run earlier.
+    (``stateaware.analysis.store.verify``) should have stopped such a run earlier.
     """
     specs = [Comparison.coerce(c) for c in comparisons]
     if not specs:

@@ -4,7 +4,7 @@ Per process and method (measured steps only): the coefficient of variation of th
 times on the run's declared clock (``stateaware.clocks``), and the ratio of total wall
 time to total CPU time. Per process: the share of its CPUs' time other processes took
 (``processes.other_cpu_share``, ``stateaware.launch.context``). A value past its threshold
-is a :class:`Flag`:
+is a ``Flag``:
 
 ==================  ==========================================================================
 ``unstable``        step-time CV > ``max_cv``: the steps of one method in one process
@@ -52,7 +52,7 @@ __all__ = [
     "render",
 ]
 
-#: The kinds of :class:`Flag`, in the order tables list them.
+#: The kinds of ``Flag``, in the order tables list them.
 KINDS = ("unstable", "waited", "loaded")
 
 
@@ -221,8 +221,8 @@ def caveat(found: Sequence[Flag], run_id: str, processes: int) -> str | None:
     """What ``run_id``'s flags say about its headline numbers, in one sentence to print beside
     them, e.g. ``45 of 50 processes flagged loaded: read with care``; None when the run has no flag.
 
-    ``found`` are flags of any runs (:func:`flags`); ``processes`` the run's declared count.
-    A process counts once however many flags it has; the kinds are named in :data:`KINDS` order.
+    ``found`` are flags of any runs (``flags``); ``processes`` the run's declared count.
+    A process counts once however many flags it has; the kinds are named in ``KINDS`` order.
     """
     mine = [f for f in found if f.run_id == run_id]
     if not mine:
@@ -234,7 +234,7 @@ def caveat(found: Sequence[Flag], run_id: str, processes: int) -> str | None:
 
 
 def run_summary(results: Path | str, run_id: str) -> str | None:
-    """The end-of-run stability lines of ``run_id`` (:func:`describe`), or None without timings."""
+    """The end-of-run stability lines of ``run_id`` (``describe``), or None without timings."""
     from stateaware.analysis.store.views import connect
 
     con = connect(results, run_ids=[run_id])
@@ -246,12 +246,12 @@ def run_summary(results: Path | str, run_id: str) -> str | None:
 #: The file beside ``report.md`` that lists every flag (the report's section only counts them).
 FLAGS_FILE = "stability.csv"
 
-#: Its columns, one row per :class:`Flag`.
+#: Its columns, one row per ``Flag``.
 FLAG_COLUMNS = ("cohort", "run_id", "process_index", "method", "kind", "clock", "value", "threshold")
 
 
 def write_flags(found: Sequence[Flag], path: Path | str) -> Path:
-    """Write every flag to ``path`` as CSV (:data:`FLAG_COLUMNS`), atomically; return the path."""
+    """Write every flag to ``path`` as CSV (``FLAG_COLUMNS``), atomically; return the path."""
     import csv
     import io
 

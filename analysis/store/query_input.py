@@ -14,9 +14,9 @@ def query_text(file: str | None, query: str | None) -> str:
     """The SQL to run: ``file``'s text when given, standard input's when ``query`` is ``-`` or
     absent, else ``query`` itself.
 
-    Each is read to :data:`MAX_QUERY_BYTES` (:func:`stateaware.bounded_input.read_bounded`:
+    Each is read to ``MAX_QUERY_BYTES`` (``stateaware.bounded_input.read_bounded``:
     never more than one byte past it, never waiting forever on a FIFO no writer opens) and must
-    be UTF-8; :class:`~stateaware.bounded_input.InputError` (a ``ValueError``) otherwise, one
+    be UTF-8; ``InputError`` (a ``ValueError``) otherwise, one
     line naming the input.
     """
     if file is not None:

@@ -1,7 +1,7 @@
 """Read-only SQL over a results directory, printed as a table, CSV or JSON, within limits.
 
 Read-only by construction: the statements run on the locked connection of
-:func:`stateaware.analysis.store.views.connect` (NOTE [ Read-only by construction ] there), which
+``stateaware.analysis.store.views.connect`` (NOTE [ Read-only by construction ] there), which
 can read the views and nothing else — no file written or read, no extension installed or
 loaded, no setting changed — whatever a statement's spelling (``EXPLAIN ANALYZE COPY …
 TO``, ``read_text('/etc/passwd')``, ``SET lock_configuration = false``, ...).
@@ -10,15 +10,15 @@ NOTE [ Only reads run ]
 The lock keeps the disk safe but not the connection's own catalog: ``CREATE OR REPLACE
 VIEW records AS …`` would change what the next statement of the same input reads. So
 before anything runs, every statement is classified by DuckDB's own parser
-(:func:`read_statements`) and the whole input is refused, naming the statement, unless
+(``read_statements``) and the whole input is refused, naming the statement, unless
 each one is a read:
 
 - a ``SELECT`` statement (``WITH … SELECT``, ``VALUES``, ``FROM t``, ``TABLE t``,
   ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``, ``PIVOT … IN (…)``: DuckDB parses them all as
   ``SELECT``) whose parse tree (``json_serialize_sql``) holds only query nodes of a read
-  (:data:`_READ_NODES`): a data-modifying ``WITH`` (``WITH a AS (INSERT … RETURNING *)
+  (``_READ_NODES``): a data-modifying ``WITH`` (``WITH a AS (INSERT … RETURNING *)
   SELECT …``, ``UPDATE``, ``DELETE``, ``COPY``) is refused, and so is a call of a function
-  that runs SQL text no check sees first (:data:`_RUNS_SQL_TEXT`: ``query('…')``,
+  that runs SQL text no check sees first (``_RUNS_SQL_TEXT``: ``query('…')``,
   ``json_execute_serialized_sql``);
 - a plain ``EXPLAIN`` (options such as ``(FORMAT json)`` allowed) of such a statement.
   ``EXPLAIN ANALYZE`` runs its statement and is refused outright, in every spelling
@@ -30,16 +30,16 @@ as several statements, creating a type first) — is refused by kind. The input 
 classified whole first, so a refusal means no statement of it ran.
 
 NOTE [ Limits of one invocation ]
-A query over the views can still ask for more than a machine has. :func:`run` streams
-each result (``fetchmany`` in chunks of :data:`CHUNK_ROWS`), so CSV and JSON output of any
+A query over the views can still ask for more than a machine has. ``run`` streams
+each result (``fetchmany`` in chunks of ``CHUNK_ROWS``), so CSV and JSON output of any
 size takes bounded memory; the table format prints at most ``max_rows`` rows (it aligns
 columns, so it holds what it shows) and says how many it left out, counting up to
-:data:`COUNT_CAP` more rows and saying "over" beyond. A :class:`threading.Timer` calls the
+``COUNT_CAP`` more rows and saying "over" beyond. A ``threading.Timer`` calls the
 connection's ``interrupt()`` after ``Limits.timeout_s`` (a runaway ``WITH RECURSIVE``, a huge
 cross join), and DuckDB's ``memory_limit`` bounds what it holds, with ``temp_directory``
 empty so that a query over the limit ends instead of spilling into ``./.tmp`` (a write in
 the working directory, which external access being off does not prevent); both are set
-when the database is created, before :func:`connect` locks it. Either limit ends in :class:`LimitError`, one line.
+when the database is created, before ``connect`` locks it. Either limit ends in ``LimitError``, one line.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class ReadOnlyError(ValueError):
 
 
 class LimitError(RuntimeError):
-    """A valid query could not finish within its :class:`Limits` (time or memory)."""
+    """A valid query could not finish within its ``Limits`` (time or memory)."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class Limits:
 def read_statements(sql: str) -> list[str]:
     """The statements of ``sql``, each checked to be a read (NOTE [ Only reads run ]).
 
-    Raises :class:`ReadOnlyError` naming the first statement that is not (its kind, and its
+    Raises ``ReadOnlyError`` naming the first statement that is not (its kind, and its
     number when there are several), ``ValueError`` when ``sql`` holds no statement, and
     ``duckdb.ParserException`` for a syntax error. Nothing is run: the parser's connection
     holds no view and the checks only parse.
@@ -357,7 +357,7 @@ def _parsed(text: str) -> list[Any]:
 # -- what they read -------------------------------------------------------------------------
 
 #: The record-table folder behind each view a statement may name (NOTE [ Tables DuckDB reads
-#: itself ] in :mod:`stateaware.analysis.store.views`).
+#: itself ] in ``stateaware.analysis.store.views``).
 _KNOWN = {**TABLE_COLUMNS, **RESULT_COLUMNS}
 _FOLDER_OF = {
     **{name: name for name in _KNOWN},
@@ -376,14 +376,14 @@ _READS_BY_NAME = frozenset({"query_table"})
 
 def columns_read(statements: Sequence[str]) -> dict[str, set[str] | None] | None:
     """The tables ``statements`` read, each with the column names that may be theirs
-    (``None``: every column): :func:`stateaware.analysis.store.views.connect` loads the record
+    (``None``: every column): ``stateaware.analysis.store.views.connect`` loads the record
     tables among them and leaves every other view empty.
 
     From DuckDB's parse tree, erring towards more: every string in it that is a column of a
     table named is kept; a ``*``/``COLUMNS(…)``, a ``NATURAL`` join, a table or alias used as
     a column (a row as a struct), a ``_parts_…`` relation (its ``filename``) or a view's name
     as a value keeps them all. A statement whose tree cannot be had, or that reads a table
-    by a computed name (:data:`_READS_BY_NAME`), makes the answer ``None``: nothing is
+    by a computed name (``_READS_BY_NAME``), makes the answer ``None``: nothing is
     loaded and every view reads through Arrow, slower and the same.
     """
     parser = _parser()
@@ -415,7 +415,7 @@ def _union(folder: str, a: set[str] | None, b: set[str] | None) -> set[str] | No
 
 
 def _columns_in(tree: Any) -> dict[str, set[str] | None] | None:
-    """:func:`columns_read` of one parse tree."""
+    """``columns_read`` of one parse tree."""
     tables: set[str] = set()
     aliases: set[str] = set()
     names: set[str] = set()
@@ -470,7 +470,7 @@ def _views(
     reads: Mapping[str, set[str] | None] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """The locked connection over ``results``, with ``limits``' settings, after warning of
-    damaged parts; the tables in ``reads`` (:func:`columns_read`) read by DuckDB itself."""
+    damaged parts; the tables in ``reads`` (``columns_read``) read by DuckDB itself."""
     settings = limits.settings() if limits else None
     # Views no statement names stay empty, unread; when the statements could not be parsed
     # for their tables (``reads`` None), every view reads through Arrow instead.
@@ -498,8 +498,8 @@ def query(
     """Run every statement of ``sql`` over ``results``; ``(column names, rows)`` per statement.
 
     For small results (tests, scripts): every row is held, with no time or memory limit
-    (the command line uses :func:`run`, which streams). ``run_ids`` restricts every view to
-    those runs. Raises as :func:`read_statements` before running anything, and
+    (the command line uses ``run``, which streams). ``run_ids`` restricts every view to
+    those runs. Raises as ``read_statements`` before running anything, and
     ``duckdb.Error`` for what the locked connection refuses. ``warn`` is called with one
     line per damaged part file the views left out.
     """
@@ -529,12 +529,12 @@ def run(
 
     Results are separated by a blank line and streamed (NOTE [ Limits of one invocation ]):
     CSV and JSON of any size in bounded memory, the table format at most ``max_rows`` rows
-    and a line saying how many it left out. Raises as :func:`read_statements` before
-    anything runs (or is read), :class:`LimitError` when ``limits`` stop a statement (what
+    and a line saying how many it left out. Raises as ``read_statements`` before
+    anything runs (or is read), ``LimitError`` when ``limits`` stop a statement (what
     was written by then stays written), and ``duckdb.Error`` for what DuckDB refuses.
-    ``run_ids``, ``warn``: as for :func:`query`; ``cohorts`` restricts every view to those
+    ``run_ids``, ``warn``: as for ``query``; ``cohorts`` restricts every view to those
     cohorts' runs; ``parts``: a snapshot of ``results`` to build the views from (see
-    :func:`stateaware.analysis.store.views.snapshot`; by default one of the chosen runs only).
+    ``stateaware.analysis.store.views.snapshot``; by default one of the chosen runs only).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; valid formats are: {', '.join(FORMATS)}")
@@ -576,7 +576,7 @@ class _Expired(Exception):
 
 @contextmanager
 def _within(con: duckdb.DuckDBPyConnection, limits: Limits) -> Iterator[threading.Event]:
-    """Interrupt ``con`` after ``limits.timeout_s``; a stop at either limit becomes :class:`LimitError`.
+    """Interrupt ``con`` after ``limits.timeout_s``; a stop at either limit becomes ``LimitError``.
 
     Yields the event the timer sets, for loops in Python to check between chunks.
     """
@@ -608,7 +608,7 @@ def _within(con: duckdb.DuckDBPyConnection, limits: Limits) -> Iterator[threadin
 
 
 def _chunks(result: duckdb.DuckDBPyConnection, expired: threading.Event) -> Iterator[list[tuple]]:
-    """The rows left in ``result``, :data:`CHUNK_ROWS` at a time, stopping when ``expired`` is set."""
+    """The rows left in ``result``, ``CHUNK_ROWS`` at a time, stopping when ``expired`` is set."""
     while True:
         if expired.is_set():
             raise _Expired
@@ -625,7 +625,7 @@ def _names(result: duckdb.DuckDBPyConnection) -> list[str]:
 def _write_table(
     names: list[str], result: duckdb.DuckDBPyConnection, chunks: Iterator[list[tuple]], out: TextIO, max_rows: int
 ) -> None:
-    """At most ``max_rows`` rows as an aligned table, then how many more there were (up to :data:`COUNT_CAP`)."""
+    """At most ``max_rows`` rows as an aligned table, then how many more there were (up to ``COUNT_CAP``)."""
     shown = result.fetchmany(max_rows)
     left = 0
     for chunk in chunks:  # counted, not kept
@@ -680,7 +680,7 @@ def _json_object(names: list[str], row: tuple) -> str:
 #: Types whose values every format writes as they are (most cells): no conversion to look for.
 _AS_IS = frozenset({int, str, bool, type(None)})
 
-#: What :func:`_plain` returns that JSON writes on one line.
+#: What ``_plain`` returns that JSON writes on one line.
 _FLAT = frozenset({*_AS_IS, float})
 
 
@@ -738,7 +738,7 @@ def _table_lines(names: Sequence[str], rows: Sequence[tuple]) -> list[str]:
 def format_result(names: Sequence[str], rows: Sequence[tuple], fmt: str = "table") -> str:
     """``rows`` as an aligned text table (numbers right-aligned), CSV, or a JSON array of objects.
 
-    Every row is held; :func:`run` writes the same formats streaming. No trailing newline.
+    Every row is held; ``run`` writes the same formats streaming. No trailing newline.
     """
     if fmt == "json":
         return json.dumps([{n: _plain(v) for n, v in zip(names, row, strict=True)} for row in rows], indent=1)

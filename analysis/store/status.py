@@ -43,11 +43,11 @@ def status_rows(
     *,
     parts: Snapshot | None = None,
 ) -> list[tuple]:
-    """Rows of :data:`COLUMNS`, one per expected process of each selected run.
+    """Rows of ``COLUMNS``, one per expected process of each selected run.
 
     ``warn`` is called with one line per damaged part file left out of the views (a
     process whose status part is damaged shows ``-``, as one with no status yet).
-    ``parts``: a :func:`stateaware.analysis.store.views.snapshot` of ``results`` to read (default: a new one).
+    ``parts``: a ``stateaware.analysis.store.views.snapshot`` of ``results`` to read (default: a new one).
     """
     from stateaware.analysis.store.views import connect
 

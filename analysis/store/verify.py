@@ -1,9 +1,9 @@
 """Verification before analysis: a run is analysed only when its records are whole.
 
 The paper verified "terminal status, source identity and the archived raw timings" before
-any interval was computed (§11). :func:`verify` does that over the DuckDB views of a
-results directory and either returns a :class:`Verification` or raises
-:class:`VerificationError` whose message names every problem it found — not just the first.
+any interval was computed (§11). ``verify`` does that over the DuckDB views of a
+results directory and either returns a ``Verification`` or raises
+``VerificationError`` whose message names every problem it found — not just the first.
 
 Checks, per run (rule numbers are cited in the code):
 
@@ -32,7 +32,7 @@ Checks, per run (rule numbers are cited in the code):
 8. No damaged part: a part file the views left out (truncated, zero bytes, not Parquet,
    a page that fails its checksum or does not decode, identity columns that disagree with
    the part's place, or another schema — the connection's ``damaged_parts`` table, see
-   :mod:`stateaware.analysis.store.views`) in the run's partition, or outside any run, is named
+   ``stateaware.analysis.store.views``) in the run's partition, or outside any run, is named
    with what is wrong with it. Entries that are not tables at all (``ignored``) are not
    the run's and do not count.
 9. Every table holds, per completed process, the rows that process's completed attempt
@@ -185,7 +185,7 @@ def verify(
     ``con`` is a DuckDB connection with at least the views ``runs`` and ``processes``;
     ``timings``, ``records``, ``policies`` and the other record tables are checked when
     present. ``expected_rows`` fixes the timing rows per process x method (warm-ups and
-    measured steps together) instead of taking the mode. Raises :class:`VerificationError`
+    measured steps together) instead of taking the mode. Raises ``VerificationError``
     naming every problem; see the module docstring for the rules and what
     ``allow_partial`` tolerates.
     """
@@ -323,7 +323,7 @@ def _timings_summary(con: Any, columns: set[str], run_id: str, scope: str) -> _S
 
     Distinct keys are counted on a 64-bit hash of the row key: a collision could only
     make a clean cell look suspect, and a suspect is confirmed by the exact query of
-    :func:`_check_duplicates` before anything is reported.
+    ``_check_duplicates`` before anything is reported.
     """
     if not {"process_index", "method", "source_hash"} <= columns:
         return {}

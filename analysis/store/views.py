@@ -15,7 +15,7 @@ otherwise ignored (NOTE [ Only the known tables are read ]).
 
 NOTE [ Only parts that pass the check enter a view ]
 Each ``*.parquet`` file under a table folder is checked first
-(:class:`stateaware.records.part_cache.PartChecks`: the footer each time, every page once
+(``stateaware.records.part_cache.PartChecks``: the footer each time, every page once
 per version of the file): a truncated, zero-byte or random-bytes file, a page whose
 checksum or decoding fails, a part whose identity columns disagree with its place (copied
 from another run or process), or a Parquet file of another schema never enters a view — it
@@ -24,7 +24,7 @@ problem, ignored``), verification fails naming it, and the ``sql``/``status`` co
 one warning line per file. So do an unreadable folder inside a table, a link to a folder
 there (never followed: no loop, nothing outside), and a file where a table's folder should
 be. Temporary files of interrupted writes (``.name.tmp-PID``) never match ``*.parquet``. The
-views are a snapshot of the parts present at :func:`connect`; parts that land later are
+views are a snapshot of the parts present at ``connect``; parts that land later are
 seen by the next ``connect``.
 
 NOTE [ Only the known tables are read ]
@@ -37,7 +37,7 @@ verification failure: it belongs to no table). Hidden entries (``.quarantine``,
 silently.
 
 NOTE [ Pruning by run ]
-A query on chosen runs (``--run-id``, ``--cohort``; :func:`snapshot`/:func:`connect` with
+A query on chosen runs (``--run-id``, ``--cohort``; ``snapshot``/``connect`` with
 ``run_ids``/``cohorts``) walks only their partitions, ``table/cohort=C/run_id=R/``
 (``cohort=*`` when only run ids are given), so it checks and reads the same files however
 many other runs the store holds. Part files lying directly in a table folder or a cohort
@@ -47,7 +47,7 @@ still filter ``run_id``/``cohort``, so a pruned and an unpruned connection show 
 runs' rows alike.
 
 NOTE [ Read-only by construction ]
-:func:`connect` reads the parts through Arrow datasets handed to DuckDB, or has DuckDB read
+``connect`` reads the parts through Arrow datasets handed to DuckDB, or has DuckDB read
 the tables a query names into memory before the lock (``load``, NOTE [ Tables DuckDB reads
 itself ]), so DuckDB needs no file access once a statement runs; with ``read_only=True``
 (the default) it gets none: external access
@@ -68,8 +68,8 @@ DuckDB read those tables (record or result tables) itself, before the lock, keep
 ``columns`` (``None``: all) plus the ones its views need (``run_id``, ``cohort``, and the
 latest-attempt columns of ``processes``): a table in memory, read at DuckDB's speed, behind the same view, which no
 statement can then write. The ``sql`` command loads exactly the tables and columns its
-statements name (:func:`stateaware.analysis.store.sql.read_statements`'s parse), a report every
-table of the runs it reports (:data:`LOAD_EVERY_TABLE`, each row's file kept as
+statements name (``stateaware.analysis.store.sql.read_statements``'s parse), a report every
+table of the runs it reports (``LOAD_EVERY_TABLE``, each row's file kept as
 ``filename`` for verification, as an Arrow dataset of the parts has it); every other
 view stays an Arrow dataset, read lazily. A query over a whole store that needs more memory
 than ``--memory-limit`` allows ends in one line naming the limit.
@@ -78,11 +78,11 @@ NOTE [ No Arrow until it reads ]
 pyarrow and numpy take ~0.15 s to import, half of a small ``sql`` query (bench/bench_store.py:
 one compacted file per table answered in 0.3 s, 2.1× DuckDB reading it alone). Nothing on
 the path of a query whose parts the cache already vouches for needs them: the tables'
-columns are plain data (:mod:`stateaware.records.columns`), the cache answers from one
+columns are plain data (``stateaware.records.columns``), the cache answers from one
 ``stat`` per part, and DuckDB reads the tables a query names itself. So this module, the
 part cache and ``analysis sql`` import pyarrow only where Arrow reads: a part the cache
-cannot vouch for (:mod:`stateaware.records.check`), and the views left as Arrow datasets
-(:func:`_dataset`). ``tests/analysis/test_sql_imports.py`` holds the line.
+cannot vouch for (``stateaware.records.check``), and the views left as Arrow datasets
+(``_dataset``). ``tests/analysis/test_sql_imports.py`` holds the line.
 """
 
 from __future__ import annotations
@@ -256,12 +256,12 @@ class _Good(NamedTuple):
 def _scan(
     results: Path, folder: str, schema: TableColumns, checks: PartChecks, runs: Runs
 ) -> tuple[list[_Good], list[DamagedPart]]:
-    """:func:`scan_parts`, keeping what :func:`snapshot` needs of each good part.
+    """``scan_parts``, keeping what ``snapshot`` needs of each good part.
 
     Per part, the cost a store of many small parts pays on every query (bench/bench_store.py measures it): one
     ``lstat`` and no ``realpath`` for a plain file (its folder's real path, the table's plus
     the folders below it, plus its name), and at most one footer read serving the footer check, the schema
-    check, the old column names and the missing columns (one :meth:`PartChecks.inspect`,
+    check, the old column names and the missing columns (one ``PartChecks.inspect``,
     answered from one ``stat`` once the part's footer and pages passed, NOTE [ Where the
     cache lives, and what it trusts ]).
     """
@@ -486,7 +486,7 @@ def view_sql(files: Sequence[Path]) -> str:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The checked part files of one results directory at one moment (see :func:`snapshot`)."""
+    """The checked part files of one results directory at one moment (see ``snapshot``)."""
 
     #: ``(folder, schema, good parts grouped by old column names, damaged parts)`` per known table.
     folders: tuple[tuple[str, TableColumns, dict[tuple[tuple[str, str], ...], list[Path]], list[DamagedPart]], ...]
@@ -494,7 +494,7 @@ class Snapshot:
     ignored: tuple[DamagedPart, ...] = ()
     #: The runs the scan read (None: all of them; NOTE [ Pruning by run ]).
     runs: Runs = None
-    #: The real path of every good part, resolved by the scan (what :func:`connect` reads,
+    #: The real path of every good part, resolved by the scan (what ``connect`` reads,
     #: without resolving each again); a part missing here is resolved by ``connect``.
     real_paths: Mapping[Path, str] = field(default_factory=dict)
     #: The columns a good part lacks, for the parts that lack any (written before the columns
@@ -506,7 +506,7 @@ class Snapshot:
 
     def updated(self, newer: Snapshot) -> Snapshot:
         """This snapshot with the tables ``newer`` scanned taken from it (``newer``: a
-        :func:`snapshot` of the same results with ``tables``, e.g. after a report wrote its
+        ``snapshot`` of the same results with ``tables``, e.g. after a report wrote its
         comparisons): the other tables' parts are not checked again."""
         fresh = set(newer.tables or _KNOWN)
         folders = tuple(new if new[0] in fresh else old for old, new in zip(self.folders, newer.folders, strict=True))
@@ -522,7 +522,7 @@ def snapshot(
     cohorts: Sequence[str] | None = None,
     tables: Sequence[str] | None = None,
 ) -> Snapshot:
-    """Check every part file under ``results`` once, for several :func:`connect` calls.
+    """Check every part file under ``results`` once, for several ``connect`` calls.
 
     A report opens one connection per section (each holding only that section's runs);
     scanning once and connecting from the scan checks every part once instead of once per
@@ -577,10 +577,10 @@ def views_sql(results: Path | str, run_ids: Sequence[str] | None = None, *, part
 
     Plain SQL, so the same views work in the ``duckdb`` CLI
     (``python -m stateaware.analysis views --sql > views.sql; duckdb -init views.sql``).
-    Each view lists its checked part files (damaged ones left out, see :func:`damaged_parts`),
+    Each view lists its checked part files (damaged ones left out, see ``damaged_parts``),
     so it is a snapshot: re-generate it after new parts land. ``run_ids`` restricts every
     view to those runs (a report of chosen runs). These statements need file access; the
-    read-only connection of :func:`connect` does not use them. ``parts``: as for :func:`connect`.
+    read-only connection of ``connect`` does not use them. ``parts``: as for ``connect``.
     """
     parts = parts if parts is not None else snapshot(results)
     scope = _scope(run_ids)
@@ -612,7 +612,7 @@ def damaged_parts(
     """Every part file under ``results`` that no view includes (of ``run_ids``, or outside any run),
     then every ignored entry that is not a table (``ignored`` true).
 
-    ``parts``: as for :func:`connect`.
+    ``parts``: as for ``connect``.
     """
     parts = parts if parts is not None else snapshot(results, run_ids)
     found = [d for _folder, _schema, _groups, damaged in parts.folders for d in damaged]
@@ -784,7 +784,7 @@ def connect(
     nor install or load an extension, whatever the statement (NOTE [ Read-only by
     construction ]); ``read_only=False`` leaves DuckDB's defaults, for a caller who wants
     to ``COPY`` a result out. The views are a snapshot
-    of the parts present now, or of those in ``parts`` (a :func:`snapshot` of ``results``).
+    of the parts present now, or of those in ``parts`` (a ``snapshot`` of ``results``).
     ``config``: DuckDB settings the database starts with (``memory_limit``, ...), fixed
     before the configuration is locked. ``run_ids`` and ``cohorts`` restrict every view to
     those runs; without ``parts`` only their partitions are scanned (NOTE [ Pruning by run ]).

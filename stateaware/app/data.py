@@ -1,11 +1,11 @@
 """CIFAR-100 from the official python archive, never downloaded (paper §12).
 
 The archive is ``cifar-100-python.tar.gz`` as distributed (a folder ``cifar-100-python/``
-holding pickled ``train``, ``test`` and ``meta``). :func:`load` checks the archive's MD5
+holding pickled ``train``, ``test`` and ``meta``). ``load`` checks the archive's MD5
 against the one torchvision knows, extracts it next to a marker file, and reads it with
 ``torchvision.datasets.CIFAR100(..., download=False)``. ``verify_checksum=False`` skips
 both the archive MD5 and torchvision's per-file MD5s: a generated archive (tests, CPU
-runs; :func:`write_archive`) cannot match them, and every row a run writes says the check
+runs; ``write_archive``) cannot match them, and every row a run writes says the check
 was off (``checksum_verified``).
 """
 
@@ -66,7 +66,7 @@ def archive_md5(path: str | os.PathLike[str]) -> str:
 def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str], verify_checksum: bool = True) -> Cifar:
     """Read the CIFAR-100 archive at ``archive`` (extracted under ``extract_to``).
 
-    Raises :class:`ArchiveError` naming where to put the official archive when the file
+    Raises ``ArchiveError`` naming where to put the official archive when the file
     is missing, fails the MD5 check (``verify_checksum=True``), or cannot be read as the
     official format. Extraction is skipped when ``extract_to`` already holds this
     archive's contents (a marker names the archive's SHA-256).

@@ -6,7 +6,7 @@ Everything here takes the cohort's ``params`` and the hardware profile as plain 
 notebook share one definition. This module imports nothing heavy (no torch): planning a
 run expands processes without it.
 
-``params.protocols.<hardware name>`` holds the profile's knobs: the :class:`Protocol`
+``params.protocols.<hardware name>`` holds the profile's knobs: the ``Protocol``
 fields, ``processes``, ``fit``/``validation``/``test`` image counts, ``split_seed``,
 ``threads``, ``verify_checksum``, ``quality_only_seeds``, and the selection budget as
 ``budget_mib`` (absolute) or ``budget_position`` (relative between the card's anchors),
@@ -77,7 +77,7 @@ def protocol_of(params: dict[str, Any], hardware: dict[str, Any]) -> dict[str, A
 
 
 def protocol_from(block: dict[str, Any]) -> Protocol:
-    """The :class:`Protocol` of a protocol block (its other keys are the cohort's, not training's)."""
+    """The ``Protocol`` of a protocol block (its other keys are the cohort's, not training's)."""
     fields = {f.name for f in dataclasses.fields(Protocol)}
     return Protocol(**{k: v for k, v in block.items() if k in fields})
 
@@ -131,7 +131,7 @@ def split_sizes(fit: int | None, validation: int | None, n_train: int) -> tuple[
 
 
 def check_card_shape(card: Any, proto: Protocol, hardware: str) -> Any:
-    """``card``, refused (``ValueError``) when it was profiled at other :data:`CARD_SHAPE`
+    """``card``, refused (``ValueError``) when it was profiled at other ``CARD_SHAPE``
     values than ``proto``'s: its costs would describe another program."""
     profiled = dict(card.provenance).get("protocol") or {}
     wrong = {k: (profiled.get(k), getattr(proto, k)) for k in CARD_SHAPE if profiled.get(k) != getattr(proto, k)}

@@ -8,7 +8,7 @@ Both are written so that equal contents give equal bytes, whatever produced them
              ``uint32`` index, ``uint16`` label, ``uint16`` predicted class, ``float32``
              cross-entropy (little-endian, IEEE bits as computed).
 
-The probe is bound to its encoder by the encoder file's SHA-256: :func:`load_encoder`
+The probe is bound to its encoder by the encoder file's SHA-256: ``load_encoder``
 refuses a file whose bytes no longer hash to the digest it is given.
 """
 

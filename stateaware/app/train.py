@@ -1,8 +1,8 @@
 """One method at one seed: encoder epochs, validation, checkpoint, then the probe (paper §12).
 
-:func:`train_encoder` is the *complete encoder process* the paper times: building the
+``train_encoder`` is the *complete encoder process* the paper times: building the
 encoders, every encoder epoch (training and validation), the canonical encoder
-checkpoint. :func:`probe` is separate: it loads the encoder by its hash, fits a linear
+checkpoint. ``probe`` is separate: it loads the encoder by its hash, fits a linear
 classifier on frozen features of the fitting images, and scores the official test images
 once (test data select no epoch). Every random draw comes from the seed and epoch (augment
 crops and flips, batch order), so every method sees the same data in the same order.

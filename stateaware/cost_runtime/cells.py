@@ -70,7 +70,7 @@ def named_cell(name: str, hardware: dict[str, Any]) -> dict[str, Any]:
 def cells_of(cohort_params: dict[str, Any], hardware: dict[str, Any]) -> list[dict[str, Any]]:
     """Every cell of a cohort on ``hardware``: dicts with ``cell`` and the shape fields.
 
-    ``cohort_params`` names a ``grid`` (one of :data:`GRIDS`) or lists ``cells``; an unknown
+    ``cohort_params`` names a ``grid`` (one of ``GRIDS``) or lists ``cells``; an unknown
     grid or cell, or neither, is a ``ValueError`` naming the valid ones.
     """
     section = cost_runtime_of(hardware)

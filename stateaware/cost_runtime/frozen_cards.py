@@ -1,6 +1,6 @@
 """Frozen profile cards: stored under ``conf/cards/<name>-<digest12>.json``, named by digest.
 
-A confirmation cohort names its card by digest; :func:`load_frozen` refuses to return a
+A confirmation cohort names its card by digest; ``load_frozen`` refuses to return a
 card whose file is missing, ambiguous, or whose contents no longer hash to that digest, so
 an edited card can never silently change a confirmation's policies.
 """
@@ -49,7 +49,7 @@ def freeze(doc: dict[str, Any], name: str, directory: str | os.PathLike[str] | N
 def load_frozen(digest: str, directory: str | os.PathLike[str] | None = None) -> Any:
     """The frozen ``ProfileCard`` whose digest is ``digest`` (full hex, or at least 12 digits).
 
-    Raises :class:`FrozenCardError` when no file ``*-<digest12>.json`` exists, when several
+    Raises ``FrozenCardError`` when no file ``*-<digest12>.json`` exists, when several
     do, or when the file's costs hash to a different digest (it was edited after freezing).
     """
     from stateaware.planner.profile_card import load_card

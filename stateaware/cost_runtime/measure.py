@@ -97,7 +97,7 @@ def live_bytes(tensors: Iterable[torch.Tensor]) -> int:
 
 
 def timed_steps(step: Callable[[int], None], *, warmup: int, steps: int, device: torch.device | str) -> list[StepTime]:
-    """Run ``warmup`` then ``steps`` calls of ``step(index)``; a :class:`StepTime` each.
+    """Run ``warmup`` then ``steps`` calls of ``step(index)``; a ``StepTime`` each.
 
     The device is synchronized before the clocks start and before they are read, so a
     step's wall time covers its queued device work; its CPU time is the calling thread's
@@ -151,7 +151,7 @@ def allocated_window(fn: Callable[[], object], device: torch.device | str) -> tu
 
 @contextlib.contextmanager
 def _stderr_without_usdt_lines() -> Iterator[None]:
-    """Capture fd 2 for the body, then write back every line but kineto's noise (:func:`_noise`).
+    """Capture fd 2 for the body, then write back every line but kineto's noise (``_noise``).
 
     fd 2 is restored in ``finally``, so an exception in the body loses nothing; where fd 2
     is not open there is nothing to filter and the body runs as is.

@@ -133,7 +133,7 @@ def semantic_checks(
 
     ``policies`` maps a method name to its policy (``"functional"`` or one option per
     segment). With ``control`` the negative control (``CONTROL``) runs too; it is expected
-    to diverge wherever replay needs state history. A runtime's refusal (:func:`refusals`)
+    to diverge wherever replay needs state history. A runtime's refusal (``refusals``)
     is a ``reject``, any other exception an ``error``, a numeric disagreement a ``diverge``.
     Only a ``match`` in both precisions makes a method eligible for timing.
     """
@@ -175,8 +175,8 @@ def measure(
     """Time ``warmup + steps`` FP32 training steps of ``policy``, then measure its peak.
 
     A step: the step's rows, the forward of every segment, the loss, the backward, and
-    the gradients released. Returns ``timed_steps``'s :class:`~stateaware.clocks.StepTime` list and the
-    :class:`~stateaware.cost_runtime.measure.Peak` of one extra, untimed step.
+    the gradients released. Returns ``timed_steps``'s ``StepTime`` list and the
+    ``Peak`` of one extra, untimed step.
     """
     device = torch.device(device)
     workload = build(shape, seed=seed, device=device)

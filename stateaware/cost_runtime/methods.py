@@ -4,7 +4,7 @@ A method runs one training step of a workload: the forward of every segment, the
 and (by the caller) the backward. Per segment it applies one of three *options*:
 
 ``eager``   run the segment; autograd keeps what it saves (no recompute).
-``whole``   :func:`stateaware.torch_replay.checkpoint` with ``preserve="whole"``.
+``whole``   ``stateaware.torch_replay.checkpoint`` with ``preserve="whole"``.
 ``region``  the same with ``Region(state, rows)``, ``rows`` the union of this segment's
             and every later segment's writes in the step (paper §3.1).
 

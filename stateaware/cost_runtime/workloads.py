@@ -12,7 +12,7 @@ A workload is ``L`` live segments over a state buffer of ``n_rows`` rows of
 
 Later segments read what earlier ones wrote and overwrite what earlier ones read, so a
 replay of segment ``i`` after the step's forward needs the state as segment ``i`` saw it:
-:func:`torch.utils.checkpoint.checkpoint` then differentiates the wrong values.
+``torch.utils.checkpoint.checkpoint`` then differentiates the wrong values.
 
 The workloads differ in where they write and read (NOTE [ Access patterns ]); their
 arithmetic is the same, so their costs differ only through the state traffic.

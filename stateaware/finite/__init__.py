@@ -1,11 +1,11 @@
 """The finite-program domain: the ground truth every other engine is checked against.
 
-Programs are data over explicit byte storage (:mod:`.program`, :mod:`.generate`); the
-interpreter builds a version graph as it executes (:mod:`.interpret`); derivatives come
-three independent ways (:mod:`.derivatives`); byte-level replay checks eq. 2
-(:mod:`.replay`); the five preservation engines of Table 1 recover what backward needs
-(:mod:`.engines`); admission refuses float gradients of integer-writing programs
-(:mod:`.admission`). Pure NumPy.
+Programs are data over explicit byte storage (``.program``, ``.generate``); the
+interpreter builds a version graph as it executes (``.interpret``); derivatives come
+three independent ways (``.derivatives``); byte-level replay checks eq. 2
+(``.replay``); the five preservation engines of Table 1 recover what backward needs
+(``.engines``); admission refuses float gradients of integer-writing programs
+(``.admission``). Pure NumPy.
 """
 
 from stateaware.finite.admission import Admission, UnsupportedProgram, admit

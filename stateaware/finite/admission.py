@@ -52,7 +52,7 @@ def admit(program: Program, gradient: bool = True) -> Admission:
 
 
 def require_gradient_support(program: Program) -> None:
-    """Raise :class:`UnsupportedProgram` unless ``program`` admits a float gradient."""
+    """Raise ``UnsupportedProgram`` unless ``program`` admits a float gradient."""
     decision = admit(program, gradient=True)
     if not decision.supported:
         raise UnsupportedProgram(f"{program.name} (seed {program.seed}): {decision.reason}")

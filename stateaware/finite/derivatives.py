@@ -1,20 +1,20 @@
 """Derivatives of finite float programs, computed three independent ways.
 
-- :func:`reverse_versions` — reverse accumulation over the version graph (paper eq. 1):
+- ``reverse_versions`` — reverse accumulation over the version graph (paper eq. 1):
   ``adj[v_p] += adj[v_k] * f_k'(v_p)``, with ``f_k'`` evaluated at the *historical*
   operand versions. ``operands="final"`` is the deliberate control that evaluates
   ``f_k'`` at the final storage instead (what a replay that ignores mutation sees).
-- :func:`forward_jacobian` — a forward sweep that carries ``d cells / d cells0`` row by
+- ``forward_jacobian`` — a forward sweep that carries ``d cells / d cells0`` row by
   row through the buffer positions; it never consults version ids.
-- :func:`complex_step` — ``Im f(x + i h e_j) / h`` per input coordinate, executing the
+- ``complex_step`` — ``Im f(x + i h e_j) / h`` per input coordinate, executing the
   program itself on complex128 cells; it needs no derivative formula at all.
 
-Plus :func:`reverse_trace`, the address-level reverse pass that engines use to
+Plus ``reverse_trace``, the address-level reverse pass that engines use to
 reconstruct gradients from the operand values they recovered (stored traces).
 
 All derivatives are with respect to the initial float cells ``cells0`` of the scalar
 output ``sum(weights * cells_T)``; integer slots are constants (a supported program never
-writes them; see :mod:`stateaware.finite.admission`). Random inputs are the recorded
+writes them; see ``stateaware.finite.admission``). Random inputs are the recorded
 draws of the forward execution: reusing them is what makes the derivative that of the
 executed program rather than of a fresh sample.
 """

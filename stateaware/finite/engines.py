@@ -251,7 +251,7 @@ class EngineCheck:
     holds by construction; it is checked so that a future engine that draws is caught).
     ``repeat_match``: a second backward (recover again from the same retained state and
     live storage) gives bitwise-identical reads and gradient. ``gradient`` is
-    reconstructed from the recovered reads by :func:`~stateaware.finite.derivatives.reverse_trace`.
+    reconstructed from the recovered reads by ``reverse_trace``.
     """
 
     engine: str

@@ -2,14 +2,14 @@
 
 Two kinds, both deterministic functions of their arguments:
 
-- :func:`random_program` — the derivative and byte suites (paper §6): ``operations``
+- ``random_program`` — the derivative and byte suites (paper §6): ``operations``
   random float operations over ``dimension`` cells with strided and overlapping views,
   integer reads, recorded noise and masks, and nonlinearities; ``family`` says how the
   first operand is addressed (``strided``: an independent strided view; ``overlapping``:
   the destination view shifted, so the operation reads cells it overwrites;
   ``gather``: an integer read of the slots). ``integer_writes`` adds typed-alias
   integer writes (byte suite only).
-- :func:`workload_program` — the engine and joint-alias studies (§7): the feature-queue,
+- ``workload_program`` — the engine and joint-alias studies (§7): the feature-queue,
   prototype-memory and unrolled-recurrence patterns, with ``sparse`` writes (each
   operation writes one row of ``ROW`` cells) or ``dense`` writes (each writes half the
   storage or more).
@@ -36,7 +36,7 @@ NOTE [ Overwritten dependence ]
     to the final ones) differentiates correctly with *any* operand source, so the
     final-storage control would test nothing on it. The rule is structural — it says
     which program is drawn, not what any engine computes — and is checked by
-    :func:`depends_on_overwritten` on the executed version graph. Programs that fail it
+    ``depends_on_overwritten`` on the executed version graph. Programs that fail it
     are redrawn from the same seeded stream (``random_program(...,
     overwritten_dependence=True)``), so shapes, families, overlapping and strided writes
     and recorded randomness keep their distributions.
@@ -137,7 +137,7 @@ def _int_write(rng: np.random.Generator, nbytes: int) -> Op:
     return Op("int_write", dst, (src,), pattern=int(rng.integers(1, 256)))
 
 
-#: How many draws :func:`random_program` makes for a program obeying NOTE [ Overwritten
+#: How many draws ``random_program`` makes for a program obeying NOTE [ Overwritten
 #: dependence ] before giving up. About 1.5 % of first draws of the paper's suite shapes
 #: fail the rule (15 of 1,024), so one redraw almost always suffices; 64 is far beyond any
 #: seed's need and bounds the cost of a shape that cannot satisfy it.

@@ -28,7 +28,7 @@ with ``u`` read through ``src[0]`` and ``w`` through ``src[1]``, both *before* t
 ``noise_i = sigma * N(0, 1)`` and ``mask_i = [U(0, 1) < keep]`` are random draws made in
 that order (noise, then mask) when ``sigma > 0`` / ``keep < 1``. An ``int_write`` reads
 its source alias and writes ``source XOR pattern`` through its destination alias: bytes
-change, but no derivative is defined (see :mod:`stateaware.finite.admission`).
+change, but no derivative is defined (see ``stateaware.finite.admission``).
 """
 
 from __future__ import annotations

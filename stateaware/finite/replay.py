@@ -3,13 +3,13 @@
 Three paths, each compared against the forward execution's exact final bytes ``BT``
 and generator state ``RT``:
 
-- :func:`snapshot_replay` — keep a snapshot of ``(B0, R0)``, restore it, re-execute
+- ``snapshot_replay`` — keep a snapshot of ``(B0, R0)``, restore it, re-execute
   drawing from the restored generator.
-- :func:`region_undo` — keep a byte journal (offsets, old bytes, new bytes) of every
+- ``region_undo`` — keep a byte journal (offsets, old bytes, new bytes) of every
   write and ``R0``; from ``(BT, RT)`` undo the writes in reverse to recover ``B0`` (which
   must equal the original bytes), restore ``R0``, then both redo the journal and
   re-execute, each of which must reproduce ``(BT, RT)``.
-- :func:`wrong_rng_replay` — the control: restore ``B0`` exactly but a generator that is
+- ``wrong_rng_replay`` — the control: restore ``B0`` exactly but a generator that is
   ``R0`` advanced by one draw. The replay must be *detected*: its bytes or its final
   generator state differ from ``(BT, RT)``.
 

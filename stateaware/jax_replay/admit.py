@@ -79,7 +79,7 @@ def admit(
 
     With ``checkpoint=True`` the function runs under ``jax.checkpoint`` (rematerialised in
     the backward). After the backward passes, each object in ``holders`` has its
-    ``attribute`` read back with :func:`read_back`. Any exception JAX raises is returned
+    ``attribute`` read back with ``read_back``. Any exception JAX raises is returned
     as a rejection at the phase that raised (a wrong ``attribute`` name would be reported
     the same way, as a state_readback rejection, so name it right).
 

@@ -1,6 +1,6 @@
 """A cohort kind's declared parameters, checked once when a run is planned.
 
-A kind module may declare ``PARAMS: dict[str, Param]``; :func:`check_params` then checks
+A kind module may declare ``PARAMS: dict[str, Param]``; ``check_params`` then checks
 the cohort's ``params`` against it in the submitting process, before anything launches,
 so a negative size or an unknown method fails once with one line naming the field and
 the allowed values — not in every one of a hundred processes. A kind without ``PARAMS``

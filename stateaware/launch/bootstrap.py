@@ -1,11 +1,11 @@
 """Starting a worker on a code snapshot: verify it first, only then import anything from it.
 
 A worker's interpreter starts with nothing of its snapshot importable: the snapshot is on
-no ``PYTHONPATH`` (:func:`stateaware.launch.snapshot.worker_environment`), so Python's
+no ``PYTHONPATH`` (``stateaware.launch.snapshot.worker_environment``), so Python's
 start-up (``site`` importing ``sitecustomize``/``usercustomize``), submitit's own imports and
 the unpickling of the job never find a file of it. The callable submitit unpickles is a
-:class:`FromSnapshot` of the *installed* package (the code that launched): it checks the
-snapshot against the hash taken at submission (:func:`stateaware.launch.snapshot.snapshot_problems`),
+``FromSnapshot`` of the *installed* package (the code that launched): it checks the
+snapshot against the hash taken at submission (``stateaware.launch.snapshot.snapshot_problems``),
 and only then puts the snapshot first on ``sys.path``, forgets the installed ``stateaware``
 modules it used to check, and imports the entry point (``run_or_raise``, or the Slurm
 task's ``RequeueableProcess``) from the snapshot — an older revision's own entry point when
@@ -105,7 +105,7 @@ class FromSnapshot:
 
 
 class RequeueableFromSnapshot(Checkpointable):
-    """A Slurm task's callable: :data:`REQUEUEABLE_ENTRY` of the snapshot, after checking it, and
+    """A Slurm task's callable: ``REQUEUEABLE_ENTRY`` of the snapshot, after checking it, and
     requeued as itself — so a requeued attempt checks the snapshot again before importing it.
 
     Requeue is refused once the snapshot's task has recorded its end (its ``_ended``) or the

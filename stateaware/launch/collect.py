@@ -21,7 +21,7 @@ def collect(job: Any, spec: ProcessSpec, *, state: str | None = None) -> Process
     """The result a finished job returned, the row a failed one recorded, or a ``lost`` row if it died without one.
 
     A fresh process that failed raised after writing its row (so it exits non-zero,
-    :func:`~stateaware.launch.worker.run_or_raise`): its result is the row this job
+    ``run_or_raise``): its result is the row this job
     recorded. ``state``: Slurm's final state of the job, when the caller already read it
     (no second ``sacct`` call, and no wait for a result file a job without one never
     writes). Never raises for a full disk: the result then carries the message, with

@@ -1,7 +1,7 @@
 """The system context of one process: how loaded the machine was while it ran.
 
-The worker takes a :func:`snapshot` before the cohort kind runs and another after it, and
-:func:`context_columns` turns the pair into the ``processes`` row's context columns
+The worker takes a ``snapshot`` before the cohort kind runs and another after it, and
+``context_columns`` turns the pair into the ``processes`` row's context columns
 (``stateaware.records.schema``): the 1-minute load average at both ends, the CPU model,
 logical CPUs, the process's affinity and the CPUs' frequency governor, the share of CPU
 time other processes took on this process's CPUs, torch's thread count, and on CUDA the

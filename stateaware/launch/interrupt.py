@@ -4,7 +4,7 @@ A terminal sends Ctrl-C to its whole foreground process group: the launcher, and
 local worker submitit started (its ``submitit.local._local`` controller and the task under
 it). Left alone, each controller dies printing its own ``KeyboardInterrupt`` traceback
 on the launcher's terminal, and a worker interrupted only through its launcher keeps
-running as an orphan. So, while :func:`workers_stop_with_launcher` is active:
+running as an orphan. So, while ``workers_stop_with_launcher`` is active:
 
 - every controller starts with SIGINT blocked (a signal mask a child inherits through
   ``fork`` and keeps through ``exec``; its task inherits it in turn), so Ctrl-C reaches

@@ -9,14 +9,14 @@ submitit's local executor would start every job at once and hide the GPU:
   ``max_parallel`` at once (1 for timing cohorts, so timed processes never share cores
   or a device), the machine's GPUs left visible;
 - ``slurm``: submitit's SlurmExecutor, job arrays of the cluster's ``MaxArraySize``,
-  ``array_parallelism`` at once (:mod:`stateaware.launch.slurm`).
+  ``array_parallelism`` at once (``stateaware.launch.slurm``).
 
 A failed process never stops the others; a full disk stops the queue (nothing more can be
 recorded), and the summary names the processes that did not start. Resume is by records,
 not by memory: a process counts as done only if its latest ``processes`` row says
 ``completed`` and none of its parts is damaged. Resume never trusts a part it cannot read:
 a damaged or foreign part makes its process count as not completed, and
-:func:`quarantine_damaged` moves it aside before the relaunch writes it again.
+``quarantine_damaged`` moves it aside before the relaunch writes it again.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def plan_run(run: RunSpec, source_hash: str) -> RunPlan:
     """Expand the cohort into process specs and read which ones already completed.
 
     The kind's ``expand`` checks what the cohort's params refer to (cells, anchors, cards);
-    its ``ValueError`` becomes a :class:`~stateaware.config.ConfigError`, before anything launches.
+    its ``ValueError`` becomes a ``ConfigError``, before anything launches.
     """
 
     cohort, hardware, processes = run.cohort_config, run.hardware, run.processes
@@ -212,12 +212,12 @@ def launch(run: RunSpec, plan: RunPlan, *, progress: bool = True) -> Summary:
     """Run every pending process of ``plan``; return how each ended. Never raises for a process.
 
     Unless ``launcher.snapshot=false`` (or ``launcher=inline``), processes import the code
-    from a snapshot taken now (:mod:`stateaware.launch.snapshot`; a user's own kind
+    from a snapshot taken now (``stateaware.launch.snapshot``; a user's own kind
     module included), so edits made while processes wait do not change what they run.
     Raises ``SnapshotError`` before launching anything if the code changes while the
     snapshot is taken. A full disk stops the queue: ``summary.disk_full`` says where,
     ``summary.not_started`` lists what did not start. The caller holds the run's lock
-    (:mod:`stateaware.records.runlock`).
+    (``stateaware.records.runlock``).
     """
 
     summary = Summary(plan.run_id, plan.cohort, skipped=len(plan.specs) - len(plan.pending))
@@ -274,7 +274,7 @@ def launch_pair(
     run: RunSpec, plan_a: RunPlan, plan_b: RunPlan, files_b: Sequence[tuple[str, Path]], *, progress: bool = True
 ) -> tuple[Summary, Summary]:
     """Run the pending processes of both sides of an interleaved comparison, alternately:
-    process i of A, then process i of B, one at a time (:mod:`stateaware.launch.pair`).
+    process i of A, then process i of B, one at a time (``stateaware.launch.pair``).
 
     Each side runs from its own code snapshot (``files_b``: side B's files, hashed as
     ``plan_b.source_hash``). One process at a time, so the two sides never share the
@@ -335,9 +335,9 @@ def _run_throttled(
     task: Callable[[ProcessSpec], ProcessResult] = run_or_raise,
 ) -> None:
     """At most ``limit`` processes at once; with ``slots`` (``launcher.cpus`` cut by
-    :meth:`~stateaware.run_spec.LauncherSpec.cpu_slots`), each starts pinned to the group fewest
+    ``cpu_slots``), each starts pinned to the group fewest
     running processes hold, so processes running side by side never share a CPU. ``task``: what a
-    fresh process runs (:class:`~stateaware.launch.bootstrap.FromSnapshot` on a snapshot)."""
+    fresh process runs (``FromSnapshot`` on a snapshot)."""
     queue = deque(pending)
     running: dict[Any, ProcessSpec] = {}
     while queue or running:

@@ -128,9 +128,9 @@ def write_manifest(
     """Write (or, on resume, update) the manifest file and the run's ``runs`` row.
 
     A manifest file that does not read as one (truncated, not JSON, past
-    :data:`MAX_MANIFEST_BYTES`: it is read to that bound) is moved to
+    ``MAX_MANIFEST_BYTES``: it is read to that bound) is moved to
     ``OUT/.quarantine/`` (``say`` gets one line) and written afresh. Both writes are atomic;
-    a full disk raises :class:`~stateaware.records.writer.DiskFullError` with nothing half-written.
+    a full disk raises ``DiskFullError`` with nothing half-written.
     """
     path = manifest_path(out, manifest["cohort"], manifest["run_id"])
     if path.exists():

@@ -17,8 +17,8 @@ NOTE [ Side B's code ]
     an interrupted export is never taken for a complete one. Its files are named as an
     installed package names them (``cohorts/x.py`` is ``stateaware/cohorts/x.py``, after
     pyproject's package-dir), hashed by the same rule as the running code
-    (:func:`stateaware.source.hash_files`) and snapshotted like it
-    (:func:`stateaware.launch.snapshot.take_snapshot`). Side B runs with A's process
+    (``stateaware.source.hash_files``) and snapshotted like it
+    (``stateaware.launch.snapshot.take_snapshot``). Side B runs with A's process
     parameters (the cohort's ``expand`` of the code launched): the comparison is of code,
     not of configs. A tree whose config schema differs from ours — the fields of the
     ``ProcessSpec`` each process is handed (``stateaware/kinds/process_spec.py``, or
@@ -77,7 +77,7 @@ def pair_id(base: str, a_hash: str, b_hash: str) -> str:
 
 
 def other_code(ref: str, out: Path, cohort: str) -> OtherCode:
-    """Side B's code for ``compare_to=ref`` (NOTE [ Side B's code ]); :class:`ConfigError`
+    """Side B's code for ``compare_to=ref`` (NOTE [ Side B's code ]); ``ConfigError``
     naming ``ref`` when it is neither a source tree nor a revision, or its config differs."""
     path = Path(ref).expanduser()
     if path.is_dir():

@@ -3,9 +3,9 @@
 The launch sequence is the same for a single run and for an interleaved pair
 (``compare_to=``): take the run's lock (one launcher per run, ``records.runlock``), move its
 damaged parts aside (``records.run_scan``), read its statuses again under the lock, write its
-manifest, launch what is pending and describe the outcome. :func:`launch_single` and
-:func:`launch_compared` differ only in how many runs they hold and how they start the
-processes; both share :func:`_prepare`. Errors propagate: the command line
+manifest, launch what is pending and describe the outcome. ``launch_single`` and
+``launch_compared`` differ only in how many runs they hold and how they start the
+processes; both share ``_prepare``. Errors propagate: the command line
 (``stateaware.cli``) turns each into its one line and exit status.
 """
 

@@ -1,18 +1,18 @@
 """Slurm through submitit: a cohort as job arrays of the cluster's size, named and commented.
 
-Each array task runs :class:`RequeueableProcess`, a submitit ``Checkpointable``: when
+Each array task runs ``RequeueableProcess``, a submitit ``Checkpointable``: when
 Slurm preempts a task or it reaches its time limit, submitit's signal handler requeues it
 with the same spec, and the requeued attempt replaces (never duplicates) the parts the
 first one wrote, since part names are deterministic. ``scontrol requeue`` restarts a task
 the same way. The next attempt records the one Slurm requeued (``requeued``, from
-``sacct -D``; :mod:`stateaware.launch.attempts`), so every attempt has a row. A task
+``sacct -D``; ``stateaware.launch.attempts``), so every attempt has a row. A task
 whose process failed ends ``FAILED`` in ``sacct``, exit code 1, its traceback in its
 ``.err`` log; a failed or drifted task is never requeued.
 
 Jobs are named ``stateaware-<cohort>`` (``launcher.job_name``) with the run id as their
 comment. A cohort larger than the controller's ``MaxArraySize`` is split into several
-arrays (:func:`split_arrays`); waiting polls the controller with one ``sacct`` call for
-every job, at a rate that backs off (:func:`run_array`).
+arrays (``split_arrays``); waiting polls the controller with one ``sacct`` call for
+every job, at a rate that backs off (``run_array``).
 
 Submissions are written to ``OUT/.submitit/<run_id>/submissions.json`` (process index →
 Slurm job id), so ``wait=false`` can return at once and a later run of the same command,
@@ -95,7 +95,7 @@ class RequeueableProcess(_requeueable_base()):  # type: ignore[misc]
     """One Slurm task's attempt as a submitit Checkpointable: requeued on preemption or timeout.
 
     Before it runs, it records the earlier attempts of its job that Slurm requeued
-    (:mod:`stateaware.launch.attempts`); then it runs :func:`run_or_raise`, which raises once
+    (``stateaware.launch.attempts``); then it runs ``run_or_raise``, which raises once
     an unsuccessful attempt's row is written, so the task ends ``FAILED`` (exit code 1) in
     ``sacct`` with its traceback in the ``.err`` log. An attempt that has recorded its end is
     never requeued: a failed or drifted task stays failed.
@@ -129,7 +129,7 @@ def slurm_parameters(
 ) -> dict[str, Any]:
     """submitit SlurmExecutor parameters for the run's ``launcher`` settings (unset fields left to the cluster).
 
-    Every job is named :func:`job_name` and carries the run id as its ``--comment``, so
+    Every job is named ``job_name`` and carries the run id as its ``--comment``, so
     ``squeue -o '%j %k'`` and ``sacct --format=JobName,Comment`` tell cohorts and runs
     apart. Timing cohorts default to an exclusive node per process, so timed processes
     never share a device or cores.
@@ -163,7 +163,7 @@ def slurm_executor(
     """A submitit SlurmExecutor for the run's ``launcher`` settings; with ``snapshot``, jobs import the code from it.
 
     The worker's environment (nothing of the snapshot on the path; the task checks it, then
-    imports from it: :mod:`stateaware.launch.bootstrap`) is set in the batch script itself, not
+    imports from it: ``stateaware.launch.bootstrap``) is set in the batch script itself, not
     through the submitting environment: Slurm re-runs the script when it requeues an array
     task, but does not reliably carry the submission environment over to it (seen on Slurm 22.05).
     """
@@ -194,7 +194,7 @@ MAX_SUBMISSIONS_BYTES = 64 << 20
 def read_submissions(out: Path | str, run_id: str) -> dict[int, str]:
     """Process index → Slurm job id of the latest submission of each process of a run.
 
-    Read to :data:`MAX_SUBMISSIONS_BYTES` (:func:`stateaware.bounded_input.read_bounded`); a file
+    Read to ``MAX_SUBMISSIONS_BYTES`` (``stateaware.bounded_input.read_bounded``); a file
     past it, or not JSON, is damaged: nothing is known in flight."""
     path = submissions_path(out, run_id)
     if not path.exists():
@@ -242,7 +242,7 @@ def parse_limits(text: str) -> ArrayLimits:
 
 
 def array_limits() -> ArrayLimits:
-    """The cluster's :class:`ArrayLimits`, read once per launch from ``scontrol show config``."""
+    """The cluster's ``ArrayLimits``, read once per launch from ``scontrol show config``."""
     try:
         done = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
@@ -325,8 +325,8 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
 def submit_array(
     executor: Any, out: Path | str, run_id: str, pending: list[ProcessSpec], task: Any = None
 ) -> list[Any]:
-    """Submit ``pending`` as one job array of ``task`` (default :class:`RequeueableProcess`; on a
-    snapshot, :class:`~stateaware.launch.bootstrap.RequeueableFromSnapshot`); record and return the jobs."""
+    """Submit ``pending`` as one job array of ``task`` (default ``RequeueableProcess``; on a
+    snapshot, ``RequeueableFromSnapshot``); record and return the jobs."""
     jobs = executor.map_array(task if task is not None else RequeueableProcess(), pending)
     _record_submissions(out, run_id, {spec.process_index: job.job_id for spec, job in zip(pending, jobs, strict=True)})
     return jobs
@@ -382,7 +382,7 @@ def run_array(
     that number after each submission (a progress display counts both). Waiting reads result
     files every ``poll_s`` and asks the controller at a bounded rate: one ``sacct`` call for
     every job at once, spaced from ``poll_s`` doubling up to
-    :data:`MAX_SACCT_INTERVAL_S`, and one ``squeue`` call to confirm the jobs ``sacct`` says
+    ``MAX_SACCT_INTERVAL_S``, and one ``squeue`` call to confirm the jobs ``sacct`` says
     ended without a result (it briefly calls a requeued task ``CANCELLED``). Returns the
     Slurm job ids of the processes now in flight (new and earlier).
     """
@@ -428,7 +428,7 @@ def _wait(
     poll_s: float,
     refill: Callable[[], None],
 ) -> None:
-    """Report each job of ``jobs`` to ``on_result`` as it ends; see :func:`run_array` for the polling rate."""
+    """Report each job of ``jobs`` to ``on_result`` as it ends; see ``run_array`` for the polling rate."""
     from stateaware.launch.collect import collect
 
     poll_s = max(poll_s, 0.5)

@@ -2,11 +2,11 @@
 
 A process may start minutes (a timing cohort run one at a time) or hours (a Slurm queue)
 after its submission, while someone edits the files. The launcher therefore copies
-exactly the files the source hash covers (:func:`stateaware.source.source_files`, under
+exactly the files the source hash covers (``stateaware.source.source_files``, under
 their package-relative names — the layout of an installed wheel — and a user's own kind
 module beside them: its file, or its top-level package folder) into
 ``OUT/.snapshots/<hash>/`` and starts each process with nothing of it importable: the
-installed package's :mod:`stateaware.launch.bootstrap` checks the snapshot against the hash
+installed package's ``stateaware.launch.bootstrap`` checks the snapshot against the hash
 taken at submission, then puts it first on ``sys.path``, and the process imports
 ``stateaware`` and the user's kind from the snapshot — never from the live directory the
 command ran in, and never a file of the snapshot before it was checked.
@@ -24,7 +24,7 @@ So a snapshot holds no bytecode at all, and none can be written into it: every f
 it that holds a ``.py`` file has an empty *file* named ``__pycache__`` where Python's
 bytecode folder would go, so Python finds no pyc there (and cannot write one: the write
 fails quietly), and compiles the snapshot's modules from the hashed sources at every start.
-:func:`worker_environment` also empties ``PYTHONPYCACHEPREFIX``, which would otherwise
+``worker_environment`` also empties ``PYTHONPYCACHEPREFIX``, which would otherwise
 move the bytecode lookup to a folder outside the snapshot. Measured cost, a worker
 importing submitit, ``stateaware.launch.worker`` and ``stateaware.cohorts.demo`` (Python
 3.11, CPU time, fastest of 15 starts): 0.33 s with the snapshot's bytecode, 0.35 s without
@@ -43,19 +43,19 @@ traceback pointed into it, one added or removed, bytecode, a symbolic link — o
 rebuilt, saying so in one line. Otherwise every process would find its code drifted and
 every resume would end in ``source_drift`` (or, for bytecode, run code nobody hashed).
 Checking the 1.3 MiB of source takes about 40 ms. Every worker checks it again before
-importing anything of it (:mod:`stateaware.launch.bootstrap`), and its code checks it once
-more after its imports (:func:`running_snapshot_problem`).
+importing anything of it (``stateaware.launch.bootstrap``), and its code checks it once
+more after its imports (``running_snapshot_problem``).
 
 A snapshot is built under a temporary name (``.<hash>.tmp-<host>-<pid>``, the rule of
-:func:`stateaware.records.writer.temporary_path`) and renamed into place; the temporary
+``stateaware.records.writer.temporary_path``) and renamed into place; the temporary
 folders of launchers that died are removed by the next snapshot taken in the same
-``out`` (:func:`~stateaware.records.writer.stale_temporary`: never those of a live one,
+``out`` (``stale_temporary``: never those of a live one,
 nor of another host). A full disk while copying raises
-:class:`~stateaware.records.writer.DiskFullError` and leaves no partial snapshot behind.
+``DiskFullError`` and leaves no partial snapshot behind.
 A ``.snapshots`` folder or snapshot that is not what the launcher makes there (a file, a
 symbolic link, an entry it may not read) raises
-:class:`~stateaware.records.runlock.TamperedPath` naming it; every path written lies inside
-``out`` (:func:`stateaware.names.check_inside`).
+``TamperedPath`` naming it; every path written lies inside
+``out`` (``stateaware.names.check_inside``).
 """
 
 from __future__ import annotations
@@ -110,19 +110,19 @@ def take_snapshot(
 
     ``user_code``: the top-level modules of the user's own code the run executes (a cohort
     kind outside ``stateaware``), copied beside ``stateaware/`` under the names the source
-    hash gives them (:func:`stateaware.source.source_files`); ``source_hash`` covers them.
+    hash gives them (``stateaware.source.source_files``); ``source_hash`` covers them.
     ``files``: the ``(package-relative name, path)`` pairs to snapshot instead of the running
-    code's (another version of the code: :mod:`stateaware.launch.pair`); ``source_hash`` is
-    their :func:`~stateaware.source.hash_files`.
+    code's (another version of the code: ``stateaware.launch.pair``); ``source_hash`` is
+    their ``hash_files``.
 
-    Created under a temporary name, verified (:func:`snapshot_problems`) and renamed into
+    Created under a temporary name, verified (``snapshot_problems``) and renamed into
     place, so a folder that exists was complete and right; an existing folder is verified
     again before reuse and rebuilt when it is not exactly the snapshot (``say`` gets one
     line). Temporary folders of dead launchers are removed first. Raises
-    :class:`SnapshotError` when the files changed between hashing and copying,
-    :class:`~stateaware.records.writer.DiskFullError` when the disk is full,
-    :class:`~stateaware.records.runlock.TamperedPath` when ``OUT/.snapshots`` or the snapshot
-    is a file, a symbolic link or unreadable, :class:`~stateaware.names.PathOutsideError`
+    ``SnapshotError`` when the files changed between hashing and copying,
+    ``DiskFullError`` when the disk is full,
+    ``TamperedPath`` when ``OUT/.snapshots`` or the snapshot
+    is a file, a symbolic link or unreadable, ``PathOutsideError``
     when either resolves outside ``out``.
     """
     from stateaware.source import source_files
@@ -152,8 +152,8 @@ def take_snapshot(
 
 
 def _existing_snapshot(out: Path | str, dest: Path) -> bool:
-    """Whether ``dest`` is a folder (to verify); ``False`` when absent; :class:`TamperedPath` when it
-    is anything else, :class:`~stateaware.names.PathOutsideError` when it resolves outside ``out``."""
+    """Whether ``dest`` is a folder (to verify); ``False`` when absent; ``TamperedPath`` when it
+    is anything else, ``PathOutsideError`` when it resolves outside ``out``."""
     check_inside(out, dest)
     if not os.path.lexists(dest):
         return False
@@ -188,7 +188,7 @@ def _install(out: Path | str, tmp: Path, dest: Path, source_hash: str) -> None:
 def snapshot_hash(folder: Path) -> str:
     """The source hash of a snapshot folder: every regular file in it but those named ``__pycache__``
     (so an added file counts). Links, special files and bytecode folders are left out here;
-    :func:`snapshot_problems` reports them."""
+    ``snapshot_problems`` reports them."""
     from stateaware.source import hash_files
 
     return hash_files(_sources(_entries(folder)).items())
@@ -197,10 +197,10 @@ def snapshot_hash(folder: Path) -> str:
 def snapshot_problems(folder: Path, source_hash: str) -> list[str]:
     """Why ``folder`` is not exactly the snapshot of ``source_hash``: ``[]`` when it is.
 
-    Exactly: the regular files that hash to ``source_hash`` (:func:`snapshot_hash`), an empty
+    Exactly: the regular files that hash to ``source_hash`` (``snapshot_hash``), an empty
     file ``__pycache__`` in every folder that holds a ``.py`` file, and nothing else (empty
     folders aside). Each problem is a short phrase (``stateaware/__pycache__ is a bytecode
-    folder``). An unreadable entry raises ``PermissionError`` (:func:`take_snapshot` names it).
+    folder``). An unreadable entry raises ``PermissionError`` (``take_snapshot`` names it).
     """
     from stateaware.source import hash_files
 
@@ -213,7 +213,7 @@ def snapshot_problems(folder: Path, source_hash: str) -> list[str]:
 
 
 def _layout_problems(entries: dict[str, Path | str]) -> list[str]:
-    """What in a snapshot's entries (:func:`_entries`) can be no source file nor a ``__pycache__``
+    """What in a snapshot's entries (``_entries``) can be no source file nor a ``__pycache__``
     blocker where one belongs: links, bytecode, files the hash never covers (a ``.so``, a
     ``.pyc``, a hidden file), blockers missing, misplaced or not empty."""
     from stateaware.source import SOURCE_SUFFIXES
@@ -287,12 +287,12 @@ def _entries(folder: Path) -> dict[str, Path | str]:
 
 
 def _sources(entries: dict[str, Path | str]) -> dict[str, Path]:
-    """The entries of :func:`_entries` the hash covers: regular files not named ``__pycache__``."""
+    """The entries of ``_entries`` the hash covers: regular files not named ``__pycache__``."""
     return {n: e for n, e in entries.items() if isinstance(e, Path) and PurePosixPath(n).name != PYCACHE}
 
 
 def _readable(dest: Path, check: Callable[[], list[str]]) -> list[str]:
-    """``check()``, an unreadable entry of ``dest`` raised as one :class:`TamperedPath` line."""
+    """``check()``, an unreadable entry of ``dest`` raised as one ``TamperedPath`` line."""
     try:
         return check()
     except PermissionError as exc:
@@ -336,7 +336,7 @@ def _copy(tmp: Path, source_hash: str, listed: Callable[[], list[tuple[str, Path
 def _remove_stale_temporaries(snapshots: Path) -> None:
     """Remove the temporary folders (``.<hash>.tmp-<host>-<pid>``) of launchers that are gone.
 
-    The rule of the records' temporary files (:func:`~stateaware.records.writer.stale_temporary`):
+    The rule of the records' temporary files (``stale_temporary``):
     one of a live launcher, or of another host, is never touched.
     """
     try:
@@ -366,7 +366,7 @@ def _remove(path: Path) -> None:
 
 def _differences(folder: Path, files: list[tuple[str, Path]]) -> list[str]:
     """What differs between a snapshot folder and the current source files: sources edited, added
-    or removed, then what is not a source at all (bytecode, a link; :func:`_layout_problems`)."""
+    or removed, then what is not a source at all (bytecode, a link; ``_layout_problems``)."""
     current = dict(files)
     entries = _entries(folder)
     held = _sources(entries)
@@ -381,9 +381,9 @@ def _differences(folder: Path, files: list[tuple[str, Path]]) -> list[str]:
 def worker_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The variables of a worker started on a snapshot: nothing of the snapshot importable at start-up.
 
-    The snapshot is on no path: the worker's :class:`~stateaware.launch.bootstrap.FromSnapshot`
+    The snapshot is on no path: the worker's ``FromSnapshot``
     checks it, then puts it first on ``sys.path`` (NOTE [ Nothing of a snapshot runs before it
-    is verified ] in :mod:`stateaware.launch.bootstrap`). ``PYTHONSAFEPATH=1`` keeps the working
+    is verified ] in ``stateaware.launch.bootstrap``). ``PYTHONSAFEPATH=1`` keeps the working
     directory off the path (a checkout there would shadow the installed verifier and, later,
     the snapshot), and ``PYTHONPYCACHEPREFIX`` is emptied (Python then reads bytecode beside the
     sources, where a snapshot has none; see the module docstring). A ``PYTHONPATH`` entry that
@@ -397,14 +397,14 @@ def worker_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def batch_script_lines() -> list[str]:
-    """:func:`worker_environment`'s flags as ``export`` lines of a batch script, for a Slurm job that a
+    """``worker_environment``'s flags as ``export`` lines of a batch script, for a Slurm job that a
     requeue starts again (the ``PYTHONPATH`` the job finds is left as it is)."""
     return [f"export {key}={shlex.quote(value)}" for key, value in _FLAGS.items()]
 
 
 @contextlib.contextmanager
 def started_clean() -> Iterator[None]:
-    """Processes started inside the block get :func:`worker_environment`; restored after it."""
+    """Processes started inside the block get ``worker_environment``; restored after it."""
     updates = worker_environment()
     before = {key: os.environ.get(key) for key in updates}
     os.environ.update(updates)

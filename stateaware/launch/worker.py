@@ -10,7 +10,7 @@ The lifecycle of one attempt is a small state machine whose every terminal state
                                                                   type, message, traceback)
 
 The context readings at both ends of the kind (load, CPUs, other processes' CPU share, GPU
-clocks; :mod:`stateaware.launch.context`) land in the same row, and so does what the attempt
+clocks; ``stateaware.launch.context``) land in the same row, and so does what the attempt
 wrote (``parts_json``: each part's table, name and rows), which verification and the next
 launch compare with the parts they find.
 
@@ -22,13 +22,13 @@ own and no attempt's row is ever overwritten.
 A process that dies without reaching a terminal state (SIGKILL, the OOM killer, a node
 failure) writes nothing; the launcher then records it as ``lost``, or — for a Slurm task
 that was requeued — the next attempt records it (``requeued``/``lost``,
-:mod:`stateaware.launch.attempts`).
+``stateaware.launch.attempts``).
 
-Failures are data first: :func:`run_one_process` records the row and returns a
-:class:`ProcessResult`. A fresh process (local or Slurm) then runs :func:`run_or_raise`,
-which raises :class:`ProcessFailed` *after* the row is written, so the process exits
+Failures are data first: ``run_one_process`` records the row and returns a
+``ProcessResult``. A fresh process (local or Slurm) then runs ``run_or_raise``,
+which raises ``ProcessFailed`` *after* the row is written, so the process exits
 non-zero with the traceback on its stderr and ``sacct`` says ``FAILED`` — what a cluster
-user triages with. The inline launcher calls :func:`run_one_process` itself: a raising job
+user triages with. The inline launcher calls ``run_one_process`` itself: a raising job
 would send submitit's debug executor into pdb.
 """
 
@@ -90,7 +90,7 @@ class ProcessResult:
 
 
 class ProcessFailed(RuntimeError):
-    """Raised by :func:`run_or_raise` after an unsuccessful attempt's row is written.
+    """Raised by ``run_or_raise`` after an unsuccessful attempt's row is written.
 
     Its message is the one-line outcome followed by the kind's traceback (when there is
     one), so the process's stderr log — submitit prints it as the job's uncaught error —
@@ -276,7 +276,7 @@ def record_drift(spec: ProcessSpec, message: str) -> ProcessResult:
     """Record this attempt of ``spec`` as ``source_drift`` with ``message``, running nothing of the kind.
 
     What a worker does when the code it was given is not the code hashed at submission; also
-    called by :mod:`stateaware.launch.bootstrap` for a snapshot refused before it was imported.
+    called by ``stateaware.launch.bootstrap`` for a snapshot refused before it was imported.
     """
     started = datetime.now(UTC)
     attempt = attempts_so_far(spec) + 1
@@ -297,7 +297,7 @@ def _finish(spec: ProcessSpec, writer: RecordWriter, row: dict) -> ProcessResult
 
 
 def run_or_raise(spec: ProcessSpec) -> ProcessResult:
-    """:func:`run_one_process`, raising :class:`ProcessFailed` once an unsuccessful attempt is recorded.
+    """``run_one_process``, raising ``ProcessFailed`` once an unsuccessful attempt is recorded.
 
     What a fresh process runs (local and Slurm launchers), so its exit code says how it
     ended: 0 for ``completed``, 1 (an uncaught exception, its traceback on stderr) for
@@ -323,7 +323,7 @@ def _recorded_traceback(spec: ProcessSpec, attempt: int) -> str | None:
 def recorded_result(spec: ProcessSpec, stdout_path: str) -> ProcessResult | None:
     """The result a process recorded for its latest attempt in the submitit job whose log is ``stdout_path``.
 
-    How the launcher reads a job that raised :class:`ProcessFailed`: the row is the record,
+    How the launcher reads a job that raised ``ProcessFailed``: the row is the record,
     the exception only made the exit code. The log path names the job (a Slurm task's or a
     local process's; every attempt of a requeued task appends to the same one), and the
     worker recorded it. ``None`` when this job recorded no row.
@@ -376,7 +376,7 @@ def pinned(spec: ProcessSpec) -> Iterator[None]:
 def _remove_stale_temporaries(spec: ProcessSpec) -> None:
     """Delete temporary files that dead writers of this process left behind.
 
-    Only files whose owner is gone (:func:`stale_temporary`): a temporary file of a live
+    Only files whose owner is gone (``stale_temporary``): a temporary file of a live
     writer — another launch's worker of the same process — is left alone.
     """
     prefix = f".p{spec.process_index:06d}-"

@@ -1,7 +1,7 @@
 """Budgets as people write them: ``44GiB``, ``512MiB``, ``1.5GiB``, ``47244640256`` (bytes), or
 a relative position on a card, ``50%``.
 
-The byte parsing itself is :func:`stateaware.units.parse_bytes`, shared with the configs.
+The byte parsing itself is ``stateaware.units.parse_bytes``, shared with the configs.
 
 NOTE [ Relative budgets ]
     ``P%`` places the budget ``P`` percent of the way from the least peak any policy of
@@ -16,9 +16,9 @@ NOTE [ Relative budgets ]
 NOTE [ Unitless budgets ]
     A budget typed as text (``--budget``, a config's ``…budget`` key, ``budget="50"`` in
     Python) without a unit is bytes, and ``50`` bytes is never what anyone meant: it is a
-    percentage missing its ``%``. So :func:`parse_budget_text`, the one reader of budgets
-    (the command line, the configs, ``stateaware.auto``, :func:`parse_budget` and
-    :func:`budget_on_card` all call it), refuses a unitless number below 1 MiB
+    percentage missing its ``%``. So ``parse_budget_text``, the one reader of budgets
+    (the command line, the configs, ``stateaware.auto``, ``parse_budget`` and
+    ``budget_on_card`` all call it), refuses a unitless number below 1 MiB
     (``UNITLESS_FLOOR``) with one line that names the field and suggests ``P%``; an
     explicit unit (``512KiB``, ``100B``) is always accepted, and so is a Python ``int``
     (bytes, whatever its size: tiny models have sub-MiB budgets). A ``float`` is refused
@@ -72,12 +72,12 @@ def _spelled(field: str, text: str) -> str:
 
 def parse_budget_text(text: str | int, field: str = "budget", *, warn: bool = True) -> int | Fraction:
     """The budget that ``text`` denotes: bytes as an ``int``, or ``P/100`` as a ``Fraction``
-    for ``P%`` (place it with :func:`budget_on_card`).
+    for ``P%`` (place it with ``budget_on_card``).
 
     The one reader of budgets (NOTE [ Unitless budgets ]): text from a command line, a
-    config or Python, or a Python ``int`` (bytes as given). :class:`UnitlessBudget` naming
+    config or Python, or a Python ``int`` (bytes as given). ``UnitlessBudget`` naming
     ``field`` for a unitless number below 1 MiB, ``ValueError`` (from
-    :func:`stateaware.units.parse_bytes`) for a malformed or negative one, ``ValueError``
+    ``stateaware.units.parse_bytes``) for a malformed or negative one, ``ValueError``
     naming ``field`` for a value neither text nor an ``int`` (a ``float``, a ``bool``) or
     above ``MAX_BUDGET`` bytes (the planners count in int64); a
     relative budget above 100% prints one warning line to stderr unless ``warn=False``.
@@ -121,8 +121,8 @@ def _counted(n: int, field: str, text: str) -> int:
 
 def parse_budget(text: str | int) -> int:
     """The budget in bytes that ``text`` denotes (exact, rounded down, never negative), read
-    by :func:`parse_budget_text`: ``UnitlessBudget`` for ``"50"``, ``ValueError`` for a
-    relative ``"50%"`` (it needs a card: :func:`budget_on_card`) or a malformed one."""
+    by ``parse_budget_text``: ``UnitlessBudget`` for ``"50"``, ``ValueError`` for a
+    relative ``"50%"`` (it needs a card: ``budget_on_card``) or a malformed one."""
     if relative_position(text) is not None:
         raise ValueError(
             f"budget {text!r} is relative: it needs a card. Tip: budget_on_card({text!r}, card), or "
@@ -138,7 +138,7 @@ def relative_position(text: object) -> Fraction | None:
 
 
 def budget_on_card(text: str | int, card: ProfileCard) -> int:
-    """Budget bytes for ``text`` on ``card``: a byte size as :func:`parse_budget_text` reads
+    """Budget bytes for ``text`` on ``card``: a byte size as ``parse_budget_text`` reads
     it, or ``P%`` placed between the card's anchors (NOTE [ Relative budgets ]).
 
     ``ValueError`` for a malformed budget (``UnitlessBudget`` for ``"50"``), or a relative
@@ -172,7 +172,7 @@ def anchors(card: ProfileCard) -> tuple[int, int]:
 
 def budget_argument(text: str) -> str:
     """An ``argparse`` type for a ``--budget`` flag: ``text`` unchanged when
-    :func:`parse_budget_text` reads it, else ``argparse.ArgumentTypeError`` with its message
+    ``parse_budget_text`` reads it, else ``argparse.ArgumentTypeError`` with its message
     (a unitless number below 1 MiB: "did you mean 50%?")."""
     import argparse
 

@@ -1,8 +1,8 @@
 """Cards and plans as rows of the record store's ``profiles`` and ``policies`` tables.
 
 The one builder of each table's rows: every writer (the timing and CIFAR cohort kinds,
-``stateaware.cost_runtime.plans``) goes through :func:`profile_rows`, :func:`plan_columns`
-and :func:`policy_row`, so a column means the same thing whoever wrote it. Plain dicts
+``stateaware.cost_runtime.plans``) goes through ``profile_rows``, ``plan_columns``
+and ``policy_row``, so a column means the same thing whoever wrote it. Plain dicts
 keyed by the column names of ``stateaware/records/schema.py``; no pyarrow here, so the
 planner stays importable without the record store. ``card_from_profile_rows`` rebuilds
 the card from its rows, so a report can re-plan from the Parquet files alone.
@@ -61,7 +61,7 @@ def profile_rows(card: ProfileCard, **workload: Any) -> list[dict[str, Any]]:
     """One ``profiles`` row per (segment, option present), in segment then option order.
 
     Every cost field of the option (``OptionCost.to_dict``, the state parts included), so
-    :func:`card_from_profile_rows` gives back the card and its digest. ``workload`` fills
+    ``card_from_profile_rows`` gives back the card and its digest. ``workload`` fills
     the shared workload columns (``workload="feature_queue"``, ``cell=...``); an unknown
     name is a ``ValueError`` listing the valid ones.
     """
@@ -87,7 +87,7 @@ def profile_rows(card: ProfileCard, **workload: Any) -> list[dict[str, Any]]:
 
 
 def plan_columns(result: Plan) -> dict[str, Any]:
-    """The plan's :data:`PLAN_COLUMNS`: ``policy`` is None when no policy fits (an
+    """The plan's ``PLAN_COLUMNS``: ``policy`` is None when no policy fits (an
     infeasible plan is recorded, never executed); the predictions are the true costs."""
     return {
         "planner": result.planner,
@@ -109,7 +109,7 @@ def policy_row(
     """The ``policies`` row of one plan; ``method`` names the method it configures
     (default: the planner's name).
 
-    ``plan`` is a planner ``Plan`` or a mapping of :data:`PLAN_COLUMNS` (a fixed policy's
+    ``plan`` is a planner ``Plan`` or a mapping of ``PLAN_COLUMNS`` (a fixed policy's
     prediction; missing columns are null, others are a ``ValueError``). ``seed`` is the
     training seed where plans differ by seed; ``workload`` fills the shared workload
     columns, and a ``budget_bytes`` disagreeing with a ``Plan``'s own is a ``ValueError``.

@@ -4,10 +4,10 @@ A results directory is shared ground: a part can be truncated by a full disk, ze
 crashed copy, have bytes flipped inside a page, be copied in from another run, or be
 somebody else's Parquet dropped into a table folder. Every reader — the DuckDB views,
 verification, the report, the launcher's resume scan — asks the same check before trusting
-a file (through :mod:`stateaware.records.part_cache`, which runs the expensive half once per
+a file (through ``stateaware.records.part_cache``, which runs the expensive half once per
 part), so they all agree on what "damaged" means. Two halves:
 
-:func:`part_problem`, the footer (a few KiB, whatever the part's size):
+``part_problem``, the footer (a few KiB, whatever the part's size):
 
 - not Parquet: zero bytes, random bytes, a truncated file (its footer is at the end, so a
   cut anywhere loses it), a footer whose column chunks point past the end of the file;
@@ -16,7 +16,7 @@ part), so they all agree on what "damaged" means. Two halves:
   says so) may lack the columns added since, and carry a column under the name it had then
   (``schema.RENAMED``); identity columns are never optional.
 
-:func:`content_problem`, every page (``decode=True`` of :func:`part_problem`):
+``content_problem``, every page (``decode=True`` of ``part_problem``):
 
 - a damaged page inside an intact footer: our writer stores a CRC-32 per page
   (``writer.PAGE_CHECKSUMS``) and every page is verified against it and decoded; a part
@@ -27,7 +27,7 @@ part), so they all agree on what "damaged" means. Two halves:
   hive folders above it (``cohort=``, ``run_id=``) and to its name (``p<index>-``) — a part
   copied from another run or process is caught here. A compacted file
   (``records/compact.py``: ``compacted-<hash>.parquet``, its footer carrying
-  :data:`COMPACTED`) holds many processes of one run: its ``process_index`` (and
+  ``COMPACTED``) holds many processes of one run: its ``process_index`` (and
   ``schema_version``) may hold several values, each process one its footer lists, with
   exactly the rows the footer says.
 """
@@ -107,7 +107,7 @@ def part_problem(
     expected int32", ...) for a message that names the file. Nullability is not compared
     (Parquet readers differ on it); types are, exactly. ``missing_ok``: columns of
     ``schema`` the part lacks are accepted (an analysis result table written by an older
-    analysis). ``decode=True`` also runs :func:`content_problem` (every page, uncached).
+    analysis). ``decode=True`` also runs ``content_problem`` (every page, uncached).
     Never raises for a bad file; ``KeyError`` (listing the tables) for an unknown table name.
     """
     schema = schema_for(schema) if isinstance(schema, str) else schema
@@ -118,7 +118,7 @@ def part_problem(
 
 
 def part_footer(path: Path | str, schema: pa.Schema, *, missing_ok: bool = False) -> Footer:
-    """The footer half of :func:`part_problem` (same answers), with what a scan needs besides.
+    """The footer half of ``part_problem`` (same answers), with what a scan needs besides.
 
     A scan of a store calls this once per part, so it is written for its per-part cost: one
     ``stat``, the footer read once (its Arrow schema serves the schema check and the old
@@ -174,9 +174,9 @@ def _read_footer(path: Path | str) -> tuple[pq.FileMetaData, pa.Schema]:
 def content_problem(path: Path | str) -> Content:
     """Read every page of the part at ``path``: checksums verified, values decoded, identity checked.
 
-    The part's footer is taken as already checked (:func:`part_problem`); this is the
+    The part's footer is taken as already checked (``part_problem``); this is the
     expensive half — the whole file is read, one row group at a time — so
-    :mod:`stateaware.records.part_cache` runs it once per part. Never raises for a bad file.
+    ``stateaware.records.part_cache`` runs it once per part. Never raises for a bad file.
     """
     path = Path(path)
     checksums = False

@@ -1,13 +1,13 @@
 """The record store's tables as plain data: every column's name, type and nullability.
 
-The one definition of the tables (:mod:`stateaware.records.schema` describes them and builds
+The one definition of the tables (``stateaware.records.schema`` describes them and builds
 their Arrow schemas from this). It imports nothing but the standard library, so a reader
 that needs only the columns — ``analysis sql`` answering from checked parts, whose footers
 the part-check cache already holds — starts without pyarrow and numpy (about 0.15 s of a
 0.3 s query on the store's bench, ``bench/bench_store.py``).
 
 A column's type is the text Arrow prints for it (``str(pa.int32())`` is ``"int32"``), so a
-:class:`Columns` is read like a ``pyarrow.Schema`` where only names and types matter
+``Columns`` is read like a ``pyarrow.Schema`` where only names and types matter
 (``names``, ``field(name).type``, iteration), and the part-check cache's digest of a table
 is the same for both.
 """
@@ -36,7 +36,7 @@ ARROW_TYPES = ("string", "int16", "int32", "int64", "double", "bool", "timestamp
 
 
 class Column(NamedTuple):
-    """One column: its name, its type as Arrow prints it (one of :data:`ARROW_TYPES`), and
+    """One column: its name, its type as Arrow prints it (one of ``ARROW_TYPES``), and
     whether it may hold nulls."""
 
     name: str
@@ -47,7 +47,7 @@ class Column(NamedTuple):
 class Columns(tuple[Column, ...]):
     """A table's columns in order, read like a ``pyarrow.Schema``'s fields.
 
-    ``ValueError`` naming the column for a type outside :data:`ARROW_TYPES` or a name given twice.
+    ``ValueError`` naming the column for a type outside ``ARROW_TYPES`` or a name given twice.
     """
 
     def __new__(cls, columns: Iterable[Column]) -> Columns:
@@ -351,7 +351,7 @@ TABLE_COLUMNS: dict[str, Columns] = {
 # the README shows (``SELECT * FROM comparisons``) runs on any results directory.
 
 #: ``comparisons``: one row per prespecified comparison of a run
-#: (:mod:`stateaware.analysis.stats.comparisons` computes and writes them).
+#: (``stateaware.analysis.stats.comparisons`` computes and writes them).
 _COMPARISONS = Columns(
     [
         *(c for c in IDENTITY_COLUMNS if c.name in ("run_id", "cohort")),  # the record tables' own, so joins line up

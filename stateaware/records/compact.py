@@ -10,13 +10,13 @@ per table::
 
     OUT/<table>/cohort=<c>/run_id=<r>/compacted-<h>.parquet
 
-where ``<h>`` is the first 12 hex digits of the SHA-256 of the file's rows (:func:`rows_sha256`:
+where ``<h>`` is the first 12 hex digits of the SHA-256 of the file's rows (``rows_sha256``:
 the rows as a multiset, whatever their order), so the same rows always get the same name.
 Every column is kept exactly (the table's own Arrow schema: ``process_index``, the string
 ``cohort``/``run_id`` the hive folders repeat, types and nulls), rows written by an older
 schema version are read as the views read them (renamed columns under their new names,
-columns added since as nulls), and row groups hold :data:`ROW_GROUP_ROWS` rows, DuckDB's own
-row-group size. The footer (:data:`stateaware.records.check.COMPACTED`) lists every original
+columns added since as nulls), and row groups hold ``ROW_GROUP_ROWS`` rows, DuckDB's own
+row-group size. The footer (``stateaware.records.check.COMPACTED``) lists every original
 part: its process, name, rows, file name and its own footer metadata (source hash, hardware,
 scale, schema version); the part check vouches that each process's rows are those listed,
 the launcher's resume scan and its attempt numbering read the list where they read file
@@ -44,9 +44,9 @@ So the *folder* is swapped, in one system call:
 
 1. a staging folder ``OUT/.compacting/<table>/cohort=<c>/run_id=<r>/`` is made, outside
    every table folder (no table scan walks it; ``.``-names of ``OUT`` are never read), with
-   the marker file :data:`MARKER` written *first*;
+   the marker file ``MARKER`` written *first*;
 2. the compacted file is written there under a temporary name, re-read and checked: its
-   schema, its row count and :func:`rows_sha256` equal the originals', and it passes the
+   schema, its row count and ``rows_sha256`` equal the originals', and it passes the
    part check every reader runs; only then does it get its final name;
 3. every entry of the live folder that is not compacted (the run lock, the manifest,
    unfinished processes' parts, ...) gets a hard link in the staging folder: the same
@@ -64,8 +64,8 @@ A kill anywhere leaves either state, whole. A re-run first repairs the leftovers
 a staging folder *with* the marker was never swapped in (delete it: the old parts are still
 live); one *without* it is the swapped-out old folder (link back what the live compacted
 file did not consume, then delete it); a marker in the live folder is removed. Tests kill
-compaction at each of :data:`STEPS` (:data:`KILL_ENV`) and check exactly that. The whole
-run is compacted under its run lock (:mod:`stateaware.records.runlock`), so no launch
+compaction at each of ``STEPS`` (``KILL_ENV``) and check exactly that. The whole
+run is compacted under its run lock (``stateaware.records.runlock``), so no launch
 writes parts meanwhile; a run whose lock is held is refused. Limits: Linux only
 (``renameat2``, Linux 3.15, glibc 2.28; elsewhere the command refuses in one line), the
 results directory on one filesystem, and a process of a compacted run that must run again
@@ -190,7 +190,7 @@ class RunCompaction:
 
 
 def _kill_point(step: str) -> None:
-    """The test hook (:data:`KILL_ENV`): die here, as a kill -9 would, when the hook names ``step``."""
+    """The test hook (``KILL_ENV``): die here, as a kill -9 would, when the hook names ``step``."""
     if os.environ.get(KILL_ENV) == step:
         sys.stderr.flush()
         os._exit(9)
@@ -512,7 +512,7 @@ def compact_run(
     """Compact one run (module docstring: what is compacted), or with ``dry_run`` say what it would do.
 
     Holds the run's lock throughout (a dry run only looks at it, writing nothing). Raises
-    :class:`CompactError` (one line naming the run) when a launch holds the lock, when the
+    ``CompactError`` (one line naming the run) when a launch holds the lock, when the
     run is incomplete (a process of ``runs.processes`` not completed) and not
     ``include_incomplete``, when any part of the run is damaged (a launch quarantines those
     first), or when a compacted file fails its check (the run is then left as it was).

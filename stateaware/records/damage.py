@@ -3,7 +3,7 @@
 A part can be damaged after it was written (a truncated copy, a zero-byte file from a full
 disk elsewhere, bytes overwritten inside a page) or not be ours at all (a Parquet file of
 another schema dropped into a table folder, a part copied from another run).
-:func:`part_problem` says what is wrong with one part, or nothing; :func:`quarantine` moves
+``part_problem`` says what is wrong with one part, or nothing; ``quarantine`` moves
 a part to ``OUT/.quarantine/<same relative path>.<UTC time>`` — out of every view's
 ``OUT/<table>/**/*.parquet`` glob, and never over an earlier quarantined file — so a resumed
 run can write the part again.
@@ -26,7 +26,7 @@ QUARANTINE = ".quarantine"
 def part_problem(path: Path | str, table: str, results: Path | str | None = None) -> str | None:
     """What is wrong with ``path`` as a part of ``table`` (one short phrase), or ``None``.
 
-    The one check every reader shares (:func:`stateaware.records.part_cache.checked_problem`:
+    The one check every reader shares (``stateaware.records.part_cache.checked_problem``:
     Parquet, the table's columns and types, identity columns present and agreeing with the
     part's place, a part of an older schema version may lack later columns, every page's
     checksum and decoding — the pages read once per version of the file). ``results`` is
@@ -49,7 +49,7 @@ def quarantine(out: Path | str, path: Path | str) -> Path:
     The time suffix (with a counter if needed) means an earlier quarantined copy of the
     same part is never overwritten. The destination must lie inside ``out`` once links are
     followed, and neither it nor ``path`` may be reached through a link below ``out``
-    (:func:`stateaware.records.write_paths.writable` raises otherwise: a ``.quarantine`` link
+    (``stateaware.records.write_paths.writable`` raises otherwise: a ``.quarantine`` link
     planted in ``out`` never sends a part elsewhere, a run folder linked elsewhere loses nothing).
     """
     out, path = Path(out), Path(path)

@@ -1,9 +1,9 @@
 """The part check, cached: every page of a part is read once, not on every ``sql``.
 
-Reading every page (:func:`stateaware.records.check.content_problem`: checksums, decoding,
+Reading every page (``stateaware.records.check.content_problem``: checksums, decoding,
 identity) costs a full read of the part; the footer check costs a few KiB, but on a store
 of tens of thousands of parts it was most of every query (bench/bench_store.py). Every reader asks
-:meth:`PartChecks.problem` (or the one-shot :func:`checked_problem`): the pages are read only
+``PartChecks.problem`` (or the one-shot ``checked_problem``): the pages are read only
 when this cache has no answer for the file as it is now, and the footer only when it has no
 answer for the file as it is now *against this schema* (a footer that failed is read each
 time: rare, and cheap to find again).
@@ -27,11 +27,11 @@ then kept in memory only, as it is when the folder cannot be written at all).
   ``mtime_ns``, inode and ``ctime_ns``: any write, replacement or copy over it changes one of
   them, and the part is read again. The value is the problem found (``None``: none) and
   whether its pages carried checksums, then, once its footer passed, the schemas it passed
-  against (:func:`_schema_digest`: the table's columns and types, ``missing_ok``, the schema
+  against (``_schema_digest``: the table's columns and types, ``missing_ok``, the schema
   version and the renames) with the old column names it carries and the columns it lacks
   (written before they were added) — so a change of the code's schema reads every footer
   again, never trusts an answer given for another.
-- A part changed less than :data:`SETTLE_NS` before it was checked is not cached: file times
+- A part changed less than ``SETTLE_NS`` before it was checked is not cached: file times
   are coarse (a kernel tick), so a second write in the same tick would keep the key. Git's
   index has the same rule ("racily clean" entries).
 - Writes are atomic (a temporary file in the same folder, then a rename), merged with what
@@ -132,14 +132,14 @@ class PartChecks:
     def problem(self, path: Path | str, schema: Columns | pa.Schema | str, *, missing_ok: bool = False) -> str | None:
         """What is wrong with ``path`` as a part of ``schema`` (one short phrase), or ``None``.
 
-        The footer and schema check of :func:`stateaware.records.check.part_problem` (with
-        ``missing_ok`` as there), then every page (:func:`stateaware.records.check.content_problem`),
+        The footer and schema check of ``stateaware.records.check.part_problem`` (with
+        ``missing_ok`` as there), then every page (``stateaware.records.check.content_problem``),
         answered from the cache when the file has not changed since it was read.
         """
         return self.inspect(path, schema, missing_ok=missing_ok).problem
 
     def inspect(self, path: Path | str, schema: Columns | pa.Schema | str, *, missing_ok: bool = False) -> Footer:
-        """:meth:`problem`, with the old column names the part carries and the columns it lacks
+        """``problem``, with the old column names the part carries and the columns it lacks
         (a scan groups parts by them) and its ``stat``: what a scan of many parts needs, each
         footer read at most once.
 
@@ -175,7 +175,7 @@ class PartChecks:
         return footer
 
     def content(self, path: Path | str, stat: os.stat_result | None = None) -> Content:
-        """:func:`stateaware.records.check.content_problem` of ``path``, from the cache when it has the answer.
+        """``stateaware.records.check.content_problem`` of ``path``, from the cache when it has the answer.
 
         ``stat``: the file's, when the caller just took it (the footer check does): one
         system call a part less.
@@ -273,7 +273,7 @@ def _schema_digest(schema: Columns | pa.Schema, missing_ok: bool) -> str:
 def checked_problem(
     results: Path | str, path: Path | str, schema: Columns | pa.Schema | str, *, missing_ok: bool = False
 ) -> str | None:
-    """:meth:`PartChecks.problem` for one part (a scan of many should hold one :class:`PartChecks`)."""
+    """``PartChecks.problem`` for one part (a scan of many should hold one ``PartChecks``)."""
     with PartChecks(results) as checks:
         return checks.problem(path, schema, missing_ok=missing_ok)
 

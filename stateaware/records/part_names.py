@@ -43,7 +43,7 @@ __all__ = [
 MAX_PART_NAME = 160
 _PART_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-=")
 
-#: A part's file name, exactly as :func:`part_file_name` writes it: the index with at least six
+#: A part's file name, exactly as ``part_file_name`` writes it: the index with at least six
 #: digits (``:06d``; seven once a run has a million processes), the part by the part-name rule.
 PART_NAME = re.compile(rf"p(\d{{6,}})-([A-Za-z0-9][A-Za-z0-9._=-]{{0,{MAX_PART_NAME - 1}}})\.parquet")
 
@@ -95,7 +95,7 @@ def check_part_name(part: str) -> None:
 def part_file_name(process_index: int, part: str) -> str:
     """The file name of ``part`` of process ``process_index``: ``p000003-a1.parquet``.
 
-    ``part`` is taken as checked (:func:`check_part_name`); ``process_index`` is at least 0.
+    ``part`` is taken as checked (``check_part_name``); ``process_index`` is at least 0.
     """
     return f"p{process_index:06d}-{part}{SUFFIX}"
 
@@ -108,7 +108,7 @@ def compacted_file_name(digest: str) -> str:
 def parse_part_name(name: str) -> PartName | None:
     """What the part file name ``name`` says, or ``None`` when the writer would not make it.
 
-    The whole name must match :data:`PART_NAME`: a quarantined copy (a time stamp after
+    The whole name must match ``PART_NAME``: a quarantined copy (a time stamp after
     ``.parquet``), a temporary file, a compacted file, or an index of fewer than six digits is
     not a part.
     """

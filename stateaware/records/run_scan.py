@@ -55,10 +55,10 @@ class _Latest:
 def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], list[tuple[Path, str]]]:
     """The latest attempt per process, and every part of the run that cannot be trusted, with why.
 
-    One check per part (:class:`stateaware.records.part_cache.PartChecks`: footer, schema,
+    One check per part (``stateaware.records.part_cache.PartChecks``: footer, schema,
     every page once per version of the file), then each completed process's parts against
-    what its attempt recorded (:func:`_disagreements`). Never raises for a bad file; raises
-    :class:`~stateaware.records.write_paths.LinkBelowOut` when a table's or the run's folder is
+    what its attempt recorded (``_disagreements``). Never raises for a bad file; raises
+    ``LinkBelowOut`` when a table's or the run's folder is
     reached through a link below ``out``: its parts are another folder's, not to judge or move.
     """
     from stateaware.records.part_cache import PartChecks
@@ -171,7 +171,7 @@ def _superseded(
     every process of the run. Its new attempt writes parts of its own, by name; its old rows
     inside the run's other compacted files (``records/compact.py``) would stay beside them,
     every row twice. So such a file is named here, and moved aside with the damaged parts
-    (:func:`quarantine_run`); every process it holds runs again with it (its rows go
+    (``quarantine_run``); every process it holds runs again with it (its rows go
     with the file), and so on until no sound compacted file holds a process that runs
     again. A run compacts every table of the same completed processes, so in practice the
     processes of the damaged file are all there is: nothing runs that would not have.
@@ -243,7 +243,7 @@ def damaged_parts(out: Path | str, cohort: str, run_id: str) -> list[tuple[Path,
 def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
     """Latest recorded status per process index of a run.
 
-    A process with any part :func:`damaged_parts` names gets ``"damaged"``: it counts as not
+    A process with any part ``damaged_parts`` names gets ``"damaged"``: it counts as not
     completed, whatever its readable rows say, so resume and verification agree. Never raises
     for a bad file.
     """
@@ -251,7 +251,7 @@ def latest_statuses(out: Path, cohort: str, run_id: str) -> dict[int, str]:
 
 
 def run_state(out: Path | str, cohort: str, run_id: str) -> tuple[dict[int, str], list[tuple[Path, str]]]:
-    """:func:`latest_statuses` and :func:`damaged_parts` from one scan of the run's parts: what a
+    """``latest_statuses`` and ``damaged_parts`` from one scan of the run's parts: what a
     caller that needs both (compaction) reads, each part checked once."""
     latest, damaged = _scan_run(Path(out), cohort, run_id)
     statuses = {index: last.status for index, last in latest.items()}

@@ -13,13 +13,13 @@ which hold across hosts while the server and clients keep their leases; a mount 
 both launch one run. With ``launcher=slurm wait=false`` the submitting launcher exits while
 its jobs run, so the lock covers the submission only; the jobs in flight are known from
 ``submissions.json`` and Slurm's own accounting, and a later launch waits for them rather
-than submitting them again (see :func:`stateaware.launch.slurm.run_array`).
+than submitting them again (see ``stateaware.launch.slurm.run_array``).
 
 The launcher's own paths — this lock file and the folders above it, and the code snapshots
-(:mod:`stateaware.launch.snapshot`) — are checked before they are used: each lies inside
-``out`` (:func:`stateaware.names.check_inside`), and one that is not what the launcher makes
+(``stateaware.launch.snapshot``) — are checked before they are used: each lies inside
+``out`` (``stateaware.names.check_inside``), and one that is not what the launcher makes
 there (a file where a folder belongs, a folder or a symbolic link where the lock file
-belongs, an entry it may not read or write) raises :class:`TamperedPath`, whose one-line
+belongs, an entry it may not read or write) raises ``TamperedPath``, whose one-line
 message names the path and what to do. Nothing there is deleted: the launcher never
 removes what it did not make.
 """
@@ -62,12 +62,12 @@ def lock_path(out: Path | str, cohort: str, run_id: str) -> Path:
 def run_lock(
     out: Path | str, cohort: str, run_id: str, *, on_takeover: Callable[[str], None] | None = None
 ) -> Iterator[Path]:
-    """Hold the run's lock inside the block; raise :class:`RunLocked` if a live launcher has it.
+    """Hold the run's lock inside the block; raise ``RunLocked`` if a live launcher has it.
 
     ``on_takeover(line)`` is called with a one-line note when the lock file names an
     earlier holder that is gone (its lock was released when it died). Raises
-    :class:`TamperedPath` when the lock file or a folder above it is not what the launcher
-    makes there, :class:`~stateaware.names.PathOutsideError` when it resolves outside ``out``.
+    ``TamperedPath`` when the lock file or a folder above it is not what the launcher
+    makes there, ``PathOutsideError`` when it resolves outside ``out``.
     """
     path = lock_path(out, cohort, run_id)
     launcher_folder(out, path.parent, "the run's lock")
@@ -102,7 +102,7 @@ def run_lock(
 
 
 def _open_lock(path: Path) -> int:
-    """A descriptor of the lock file at ``path``, created if absent; :class:`TamperedPath` when
+    """A descriptor of the lock file at ``path``, created if absent; ``TamperedPath`` when
     ``path`` is a folder, a link or anything but a regular file, or may not be opened."""
     redo = "move it away and re-run the command (the launcher makes a fresh lock file there)"
     try:
@@ -128,9 +128,9 @@ def launcher_folder(out: Path | str, folder: Path | str, purpose: str) -> Path:
 
     For the launcher's own folders (the run's lock folder, ``OUT/.snapshots``); ``purpose``
     says what it keeps there, for the message (``the code snapshots``). Raises
-    :class:`~stateaware.names.PathOutsideError` when ``folder`` resolves outside ``out``, and
-    :class:`TamperedPath` when ``folder`` is a symbolic link (the launcher never makes one),
-    :class:`~stateaware.records.write_paths.LinkBelowOut` when a folder between ``out`` and it is,
+    ``PathOutsideError`` when ``folder`` resolves outside ``out``, and
+    ``TamperedPath`` when ``folder`` is a symbolic link (the launcher never makes one),
+    ``LinkBelowOut`` when a folder between ``out`` and it is,
     when it or a folder above it is a file, or when it may not be created. Never deletes.
     """
     folder = Path(folder)

@@ -19,7 +19,7 @@ works against the next:
 Identity columns (``IDENTITY``) lead every table; a writer fills them from the process
 spec, never the cohort. Every other column is nullable, so a cohort writes only what
 applies to it. A column a cohort needs and no table has is added to
-:mod:`stateaware.records.columns` (the one definition of the columns, as plain data, so a
+``stateaware.records.columns`` (the one definition of the columns, as plain data, so a
 reader that needs no Arrow imports that alone), once, with a bump of ``SCHEMA_VERSION``
 there — never smuggled into a JSON blob; ``detail`` exists only for free-form diagnostics
 that no query should depend on. This module builds the Arrow schemas from it.
@@ -76,7 +76,7 @@ _BUILT: dict[int, tuple[Columns, pa.Schema]] = {}
 
 def arrow_schema(columns: Columns | pa.Schema) -> pa.Schema:
     """The Arrow schema of ``columns`` (names, types and nullability, in order), built once
-    per :class:`Columns` object; a schema is returned as it is."""
+    per ``Columns`` object; a schema is returned as it is."""
     if isinstance(columns, pa.Schema):
         return columns
     built = _BUILT.get(id(columns))

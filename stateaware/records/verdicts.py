@@ -1,9 +1,9 @@
 """What the part check finds, as plain data.
 
-:mod:`stateaware.records.check` computes these (it needs pyarrow);
-:mod:`stateaware.records.part_cache` answers them from its cache without it, so a query whose
+``stateaware.records.check`` computes these (it needs pyarrow);
+``stateaware.records.part_cache`` answers them from its cache without it, so a query whose
 parts were all checked before never imports Arrow (NOTE [ No Arrow until it reads ] in
-:mod:`stateaware.analysis.store.views`).
+``stateaware.analysis.store.views``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ __all__ = ["Content", "Footer"]
 
 
 class Footer(NamedTuple):
-    """What :func:`stateaware.records.check.part_footer` found: the problem (``None``: none),
+    """What ``stateaware.records.check.part_footer`` found: the problem (``None``: none),
     the renamed columns the part carries under an old name
-    (:func:`stateaware.records.check.old_names`; empty when it has a problem), the file's
+    (``stateaware.records.check.old_names``; empty when it has a problem), the file's
     ``os.stat`` taken before its footer was read (``None`` when it could not be), and the
     columns of the schema the part lacks (written before they were added; a reader fills
     them with nulls)."""

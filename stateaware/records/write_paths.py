@@ -9,14 +9,14 @@ The rule, for a results directory ``out`` and a path about to be written, create
   must be: a link planted inside the results would send a report, Hydra's files, exported
   source or a part somewhere else, and a resume would move healthy parts found through it;
 * once every link is followed, the path lies inside ``out``'s real path
-  (:func:`stateaware.names.check_inside`).
+  (``stateaware.names.check_inside``).
 
-:func:`writable` checks this at the write or the move itself, not once at the start, so
+``writable`` checks this at the write or the move itself, not once at the start, so
 a link made while a command runs is refused too: every writer of the store
 (``records/writer.py``'s atomic writes and so every part, manifest, report and figure,
 quarantine, compaction, the run lock, snapshots, exported source, Hydra's sweep folders)
 calls it right before it touches the file system. A refusal is one line naming the entry,
-:class:`LinkBelowOut` (a :class:`~stateaware.names.PathOutsideError`, so every command
+``LinkBelowOut`` (a ``PathOutsideError``, so every command
 reports it as invalid input, exit 2).
 
 # NOTE [ Links below out ]
@@ -60,8 +60,8 @@ def _below(out: Path | str, path: Path | str) -> tuple[Path, tuple[str, ...]]:
 
 def writable(out: Path | str, path: Path | str, *, file: bool = False, folder: bool = False) -> Path:
     """``path`` (as given) when it may be written, created or moved under ``out``; else
-    :class:`LinkBelowOut` naming the link (or the file where a folder must be), or
-    :class:`~stateaware.names.PathOutsideError` when it resolves outside ``out``.
+    ``LinkBelowOut`` naming the link (or the file where a folder must be), or
+    ``PathOutsideError`` when it resolves outside ``out``.
 
     Links at or above ``out`` are allowed, none below it (NOTE [ Links below out ]). ``path``
     need not exist; an existing ``path`` may be a file or a folder, never a link — with
@@ -81,8 +81,8 @@ def writable(out: Path | str, path: Path | str, *, file: bool = False, folder: b
 
 
 def refuse_links(out: Path | str, path: Path | str) -> None:
-    """:class:`LinkBelowOut` when an entry below ``out`` on the way to ``path`` (``path`` included)
-    is a symbolic link; the part of :func:`writable` for a caller that names a file in the way itself."""
+    """``LinkBelowOut`` when an entry below ``out`` on the way to ``path`` (``path`` included)
+    is a symbolic link; the part of ``writable`` for a caller that names a file in the way itself."""
     _walk(out, path, folders=False)
 
 
@@ -109,7 +109,7 @@ def _walk(out: Path | str, path: Path | str, *, folders: bool) -> None:
 
 
 def make_folder(folder: Path | str, out: Path | str | None = None) -> Path:
-    """Create ``folder`` (and its parents) after :func:`checked` allows it under ``out``; ``folder``.
+    """Create ``folder`` (and its parents) after ``checked`` allows it under ``out``; ``folder``.
 
     An existing ``folder`` that is not a folder is refused like a file on the way."""
     folder = checked(folder, out, folder=True)
@@ -123,7 +123,7 @@ _ROOT: ContextVar[Path | None] = ContextVar("stateaware_results_root", default=N
 
 @contextmanager
 def writing_under(out: Path | str) -> Iterator[Path]:
-    """Make ``out`` the results directory that :func:`checked` (so every atomic write) checks
+    """Make ``out`` the results directory that ``checked`` (so every atomic write) checks
     paths against while the block runs: for writers handed only a path, such as a report
     section's figures."""
     token = _ROOT.set(Path(out))
@@ -134,7 +134,7 @@ def writing_under(out: Path | str) -> Iterator[Path]:
 
 
 def checked(path: Path | str, out: Path | str | None = None, *, file: bool = False, folder: bool = False) -> Path:
-    """``path`` after :func:`writable` allows it under ``out``, or else under the directory of the
-    enclosing :func:`writing_under`; a path written outside any results directory is unchecked."""
+    """``path`` after ``writable`` allows it under ``out``, or else under the directory of the
+    enclosing ``writing_under``; a path written outside any results directory is unchecked."""
     root = out if out is not None else _ROOT.get()
     return Path(path) if root is None else writable(root, path, file=file, folder=folder)

@@ -7,16 +7,16 @@ Layout under a results directory ``OUT`` (hive partitions, read back by DuckDB):
 A part is written under a temporary name (``.<name>.tmp-<host>-<pid>``, which no
 ``*.parquet`` glob matches) and renamed into place, so a process killed mid-write leaves no
 readable partial file, and a failed write (a full disk) removes its temporary file. The
-host and pid in the name say who owns a temporary file: :func:`stale_temporary` tells
+host and pid in the name say who owns a temporary file: ``stale_temporary`` tells
 debris of a dead writer from the file of a live one, which must never be removed. Part
 names are chosen by the cohort and must be deterministic (``"main"``, ``"method=joint"``):
 writing the same part again replaces it, which is what makes a resumed or requeued
 process unable to duplicate rows.
 
 Every part is written with Parquet page checksums (CRC-32 of each page, ``write_page_checksum``)
-and says so in its file metadata (:data:`PAGE_CHECKSUMS`), so a reader can tell a page damaged
-after it was written from a good one (:mod:`stateaware.records.check`). Every path built from
-names is checked by :func:`stateaware.records.write_paths.writable` (no link below ``out``, the
+and says so in its file metadata (``PAGE_CHECKSUMS``), so a reader can tell a page damaged
+after it was written from a good one (``stateaware.records.check``). Every path built from
+names is checked by ``stateaware.records.write_paths.writable`` (no link below ``out``, the
 resolved path inside it) right before it is written.
 """
 
@@ -90,11 +90,11 @@ class Identity:
 def part_path(out: Path | str, table: str, cohort: str, run_id: str, process_index: int, part: str) -> Path:
     """Where ``part`` of ``process_index`` of a run lands for ``table`` (not resolved: as given under ``out``).
 
-    ``table``, ``cohort`` and ``run_id`` must follow the name rule (:func:`stateaware.names.check_name`)
-    and ``part`` the part-name rule (the name rule, ``=`` allowed, at most :data:`MAX_PART_NAME`
-    characters): :class:`~stateaware.names.InvalidName` otherwise. No entry below ``out`` on the
+    ``table``, ``cohort`` and ``run_id`` must follow the name rule (``stateaware.names.check_name``)
+    and ``part`` the part-name rule (the name rule, ``=`` allowed, at most ``MAX_PART_NAME``
+    characters): ``InvalidName`` otherwise. No entry below ``out`` on the
     way may be a link and the path must lie inside ``out`` once links are followed
-    (:func:`stateaware.records.write_paths.writable`, which raises otherwise): a link planted in
+    (``stateaware.records.write_paths.writable``, which raises otherwise): a link planted in
     a table folder never redirects a write.
     """
     check_name("table", table)
@@ -189,7 +189,7 @@ def disk_full(exc: BaseException) -> bool:
 def as_disk_full(
     exc: OSError, path: Path | str | None = None, needed: int | None = None, *, under: Path | str | None = None
 ) -> DiskFullError:
-    """``exc`` (an out-of-space error) as a :class:`DiskFullError` naming the file being written.
+    """``exc`` (an out-of-space error) as a ``DiskFullError`` naming the file being written.
 
     The file is ``path`` (what the caller was writing), else the file ``exc`` names; when
     neither is known, ``under`` (the folder the write went to, e.g. the results directory)
@@ -242,7 +242,7 @@ def stale_temporary(tmp: Path) -> bool:
 
 
 def write_bytes_atomic(data: bytes, path: Path, *, exclusive: bool = False, out: Path | str | None = None) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and a rename (see :func:`write_atomic`)."""
+    """Write ``data`` to ``path`` through a temporary file and a rename (see ``write_atomic``)."""
     return _write_via_temporary(
         path, lambda handle: handle.write(data), lambda: len(data), exclusive=exclusive, out=out
     )
@@ -252,14 +252,14 @@ def write_atomic(table: pa.Table, path: Path, *, exclusive: bool = False, out: P
     """Write ``table`` to ``path`` through a temporary file and a rename (POSIX-atomic).
 
     ``out``: the results directory ``path`` lies in (default: the one of the enclosing
-    :func:`~stateaware.records.write_paths.writing_under`, if any). Right before the folders
-    are made and again before the rename, :func:`~stateaware.records.write_paths.writable`
+    ``writing_under``, if any). Right before the folders
+    are made and again before the rename, ``writable``
     refuses a link below ``out`` on the way and a path resolving outside it.
 
     ``exclusive``: never replace an existing ``path`` — raise ``FileExistsError`` instead
     (a hard link, atomic like ``O_EXCL``), so two writers of one name cannot overwrite each
-    other. Out of space, the temporary file is removed and :class:`DiskFullError` raised.
-    Pages carry CRC-32 checksums and the file metadata says so (:data:`PAGE_CHECKSUMS`).
+    other. Out of space, the temporary file is removed and ``DiskFullError`` raised.
+    Pages carry CRC-32 checksums and the file metadata says so (``PAGE_CHECKSUMS``).
     """
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), PAGE_CHECKSUMS[0]: PAGE_CHECKSUMS[1]})
 
@@ -346,7 +346,7 @@ class RecordWriter:
         """Write ``rows`` as ``part`` of ``table``, replacing an earlier part of that name.
 
         ``exclusive``: raise ``FileExistsError`` rather than replace an existing part (a
-        status row claims its attempt number this way). Raises :class:`DiskFullError`
+        status row claims its attempt number this way). Raises ``DiskFullError``
         when the disk is full, leaving nothing behind.
         """
         arrow = self.to_arrow(table, rows)

@@ -7,14 +7,14 @@ the forward read through Python objects rather than through tensors:
   (MAML's fast weights) binds substituted tensors into ``_parameters``/``_buffers`` for the
   call and binds the module's own back when it returns, by direct dict writes that no hook
   sees; a hypernetwork sets generated weights as plain attributes (``m.weight = w`` after
-  ``del m.weight``) and sets the next ones before backward. :class:`Bindings` keeps, per
+  ``del m.weight``) and sets the next ones before backward. ``Bindings`` keeps, per
   module the segment reaches, the tensors its registries and ``__dict__`` held at the
   forward; a replay runs with them bound (only where they differ) and the outside ones are
   put back afterwards. A replay so computes with the weights the forward used, as eager
   differentiates them.
 * **the contents of list, tuple and dict arguments** — a caller that appends to a list after
   passing it (torchvision DenseNet's ``_DenseBlock`` grows its feature list after every
-  layer) would hand the replay the longer list. :func:`frozen` copies the containers at the
+  layer) would hand the replay the longer list. ``frozen`` copies the containers at the
   forward (the same tensors and objects, nested lists, tuples, named tuples and dicts
   copied); each replay gets a fresh copy of that, so a segment that mutates its own
   argument sees, on every replay, what the forward saw.

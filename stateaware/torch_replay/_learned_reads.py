@@ -8,7 +8,7 @@ the same positions), and the parameters, buffers and closure tensors they reach 
 same objects). So the first call of a segment is recorded; when it did nothing a version
 counter cannot show (a ``.data`` alias, fused running-statistics write, generator or
 rebound buffer: ``Reads.silent``) to undeclared state, the calls after it are watched through a
-:class:`Witness` of what it learned: the tensors at the argument positions and keywords
+``Witness`` of what it learned: the tensors at the argument positions and keywords
 it read, and the other pre-existing tensors it read ("ambient"), each with its version
 before and after the forward — the same ``Reads`` that a recording gives, for the cost
 of reading those versions.
@@ -58,7 +58,7 @@ from stateaware.torch_replay._reads import Reads, Touched
 
 __all__ = ["READ_RECORDING", "set_read_recording", "call_shape", "observe", "learn"]
 
-#: Values of :func:`set_read_recording`.
+#: Values of ``set_read_recording``.
 READ_RECORDING = ("first_call", "every_call")
 _mode = ["first_call"]
 _MAX_PROFILES = 4096  # call shapes kept (the oldest learned dropped first): a bound, never a cache of the world
@@ -138,9 +138,9 @@ _MODULE_CALLS = frozenset(
 def observe(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], context: Any = ()
 ) -> tuple[Reads, tuple[Any, ...] | None]:
-    """What to run ``fn``'s forward under: a :class:`Witness` when this call shape was
-    learned (and every learned tensor is alive), else a recording :class:`Touched`; with
-    the key to :func:`learn` under (``None``: nothing to learn, e.g. a witness).
+    """What to run ``fn``'s forward under: a ``Witness`` when this call shape was
+    learned (and every learned tensor is alive), else a recording ``Touched``; with
+    the key to ``learn`` under (``None``: nothing to learn, e.g. a witness).
     ``context``: the caller's hashable part of the call shape (autocast settings)."""
     if _mode[0] != "first_call":
         return Touched(), None

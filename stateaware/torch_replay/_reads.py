@@ -4,7 +4,7 @@ Rule 6 (NOTE [ Replay transaction ] in ``checkpoint``) needs, per segment, the s
 that existed before the segment and that the segment used. Walking everything the
 function can reach (every parameter and buffer of a model, on every call) costs
 O(model) per call and watches tensors the segment never used; instead the forward runs
-under :class:`Touched`, a ``TorchFunctionMode`` that records, for every torch call,
+under ``Touched``, a ``TorchFunctionMode`` that records, for every torch call,
 
 * each tensor argument not made by the segment itself, with its version counter at its
   first use (before the call that may write it) — the segment's *pre-existing* inputs:
@@ -159,7 +159,7 @@ torch.nn.modules.module.register_module_buffer_registration_hook(_buffer_registe
 class Reads:
     """What one forward touched, as Rule 6 consumes it (``checkpoint._check_forward``).
 
-    :class:`Touched` fills it by recording every torch call; ``_learned_reads.Witness``
+    ``Touched`` fills it by recording every torch call; ``_learned_reads.Witness``
     by re-reading the version counters of a set learned on an earlier call. While
     entered, buffers (re)registered on any module are collected in ``rebound``.
     """
@@ -315,7 +315,7 @@ class Touched(Reads, TorchFunctionMode):
 def opaque_call(
     fn: Callable[..., Any], reaches: Callable[[], Iterable[torch.Tensor]], *args: Any, **kwargs: Any
 ) -> Any:
-    """``fn(*args, **kwargs)``, recorded by the innermost active :class:`Touched` as one torch call.
+    """``fn(*args, **kwargs)``, recorded by the innermost active ``Touched`` as one torch call.
 
     For a compiled region (``torch.compile``): recorded op by op, Dynamo would trace the
     mode's Python and fall back to eager (another kernel than the compiled one, and a

@@ -26,7 +26,7 @@ def is_replaying() -> bool:
 
     For forward hooks and other observers that must count or record each module call once:
     ``if not is_replaying(): features.append(output)``. Torch's own checkpoint recomputes
-    without this flag; under :func:`~stateaware.torch_replay.route` every non-reentrant
+    without this flag; under ``route`` every non-reentrant
     torch checkpoint is ours, so the flag covers them too.
     """
     return getattr(_depth, "n", 0) > 0
@@ -34,7 +34,7 @@ def is_replaying() -> bool:
 
 @contextmanager
 def replaying() -> Iterator[None]:
-    """Mark the body as a replay for :func:`is_replaying` (nests)."""
+    """Mark the body as a replay for ``is_replaying`` (nests)."""
     _depth.n = getattr(_depth, "n", 0) + 1
     try:
         yield

@@ -71,7 +71,7 @@ _swapped: list[Any] = []  # the modules whose global named so was torch's genera
 
 
 class Route:
-    """An open route (see :func:`route`): a context manager, or closed by :meth:`close`.
+    """An open route (see ``route``): a context manager, or closed by ``close``.
 
     ``calls`` counts the checkpoint calls this route sent to ours while it was the
     innermost open route."""
@@ -120,7 +120,7 @@ def route(*, state: str = "reached") -> Route:
     wrapper that bound torch's function earlier (transformers'
     ``gradient_checkpointing_enable()``, torch's ``checkpoint_wrapper``, timm's
     ``set_grad_checkpointing()``, diffusers' ``enable_gradient_checkpointing()``) — run as
-    :func:`stateaware.torch_replay.checkpoint` with ``state`` declared (``ROUTE_STATES``:
+    ``stateaware.torch_replay.checkpoint`` with ``state`` declared (``ROUTE_STATES``:
     ``"reached"`` declares every module the segment reaches). torch's keywords keep their
     meaning: ``preserve_rng_state``, ``context_fn`` (selective checkpointing),
     ``determinism_check``, ``debug``, ``early_stop``. A call without ``use_reentrant``

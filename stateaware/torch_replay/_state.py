@@ -5,7 +5,7 @@ A module's forward can change its state without writing a tensor in place: rebin
 buffer (``self.mem = torch.cat(...)``; ``nn.Module.__setattr__`` stores it in
 ``_buffers``), rebinding a plain tensor attribute, or moving a Python number used as a
 pointer (``self.ptr = (self.ptr + k) % size``). For a *declared* module (and every
-submodule) :class:`ModuleState` captures, at the segment's forward, the identities in
+submodule) ``ModuleState`` captures, at the segment's forward, the identities in
 ``_buffers``, the plain tensor attributes and the ``int``/``float``/``bool`` values in
 ``__dict__`` (``training`` included); a replay runs with them reinstated, and the values
 the module held just before the replay are put back afterwards, so the state is written
@@ -125,7 +125,7 @@ _ABSENT: Any = object()  # an attribute that was not in the module's __dict__
 
 
 def _reinstate(mod: torch.nn.Module, state: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict, dict]:
-    """Put ``state`` on ``mod``; returns what it overwrote, for :func:`_undo`.
+    """Put ``state`` on ``mod``; returns what it overwrote, for ``_undo``.
 
     The undo log holds every attribute written or deleted with its previous value, whatever
     its type: an attribute that is state at one capture and not at the other (``None`` then
@@ -166,7 +166,7 @@ class TrainingModes:
     the module lists are cached per structure, ``_reach.subtree``); a replay sets the
     forward's flags on the modules whose flag differs (the attribute only, not
     ``.train()``, which would recurse and run user overrides) and puts the outside ones
-    back afterwards. Declared modules get the same from :class:`ModuleState`.
+    back afterwards. Declared modules get the same from ``ModuleState``.
     """
 
     __slots__ = ("modules", "flags", "outside")

@@ -28,7 +28,7 @@ _accepts_cache: weakref.WeakKeyDictionary[Any, tuple[type, _Accepts]] = weakref.
 
 
 class Transaction:
-    """``fn`` with the state its replay must see; see :func:`transaction`."""
+    """``fn`` with the state its replay must see; see ``transaction``."""
 
     __slots__ = ("fn", "state", "preserve", "__weakref__")
 

@@ -213,7 +213,7 @@ def checkpoint(
       modules (a module declares all its buffers, e.g. BatchNorm running statistics, its
       plain tensor attributes, which tensors its buffers are, and its ``int``/``float``/
       ``bool`` attributes; declare parameters by listing them as tensors),
-      :class:`Region` objects and ``torch.Generator`` objects (the replay draws what the
+      ``Region`` objects and ``torch.Generator`` objects (the replay draws what the
       forward drew from ``generator=g``).
     * ``preserve`` chooses how: ``"whole"`` keeps one copy of every declared tensor
       version (segments that declare it unchanged share it) and makes one more,
@@ -253,7 +253,7 @@ def checkpoint(
     non-leaf tensor keeps eager's ``grad_fn`` and version. Works on CPU and CUDA; the hot
     path issues no host synchronisation.
 
-    Errors instead of wrong gradients: :class:`UndeclaredStateError` when the segment
+    Errors instead of wrong gradients: ``UndeclaredStateError`` when the segment
     writes a pre-existing tensor or generator it did not declare (a module's buffer or
     parameter, a closure tensor, an argument; through an in-place op, a ``.data`` alias, a
     training-mode norm's running statistics, or by rebinding an undeclared module's
@@ -261,7 +261,7 @@ def checkpoint(
     declare (positional or keyword argument, closure, module attribute) changed before the
     replay — in place, through ``.data`` (a new storage, or for a floating tensor that does
     not require grad, its bytes), or, for a buffer, by rebinding it — raised at the replay;
-    :class:`ReplayError` when the replay saves a different
+    ``ReplayError`` when the replay saves a different
     number or shape of tensors, or modifies a tensor after saving it.
 
     Nesting: a checkpoint inside ``function`` works, also when ``function`` calls
@@ -280,7 +280,7 @@ def checkpoint(
     the segment and its replay run eagerly. Every other keyword goes to ``function``;
     ``state=``/``preserve=`` are refused (``TypeError``) when ``function`` could take
     that keyword itself (a parameter the positional arguments leave unfilled, or
-    ``**kwargs``) — declare through :func:`transaction` then.
+    ``**kwargs``) — declare through ``transaction`` then.
 
     Limits:
 

@@ -163,7 +163,7 @@ def _numeric_fields() -> list[str]:
 
 @pytest.fixture(scope="module")
 def composed() -> dict:
-    """The resolved config of ``cohort=demo hardware=cpu``, as :func:`~stateaware.run_spec.check_numbers` reads it."""
+    """The resolved config of ``cohort=demo hardware=cpu``, as ``check_numbers`` reads it."""
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 

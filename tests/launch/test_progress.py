@@ -22,7 +22,7 @@ COUNTS = re.compile(r"(\d+)/(\d+) .*done=(\d+) failed=(\d+) running=(\d+)")
 
 
 class _Display:
-    """A real tqdm bar drawing every change into a string; :meth:`now` is the line shown."""
+    """A real tqdm bar drawing every change into a string; ``now`` is the line shown."""
 
     def __init__(self) -> None:
         self.stream = io.StringIO()

@@ -41,7 +41,7 @@ _PROBE = (
 
 def _worker_import(folder: Path, code: str, cwd: Path) -> dict:
     """Import as a worker started on the snapshot ``folder`` does: a fresh interpreter with
-    :func:`worker_environment`'s variables, bytecode writing left on (as in a user's shell)."""
+    ``worker_environment``'s variables, bytecode writing left on (as in a user's shell)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(worker_environment(env))
     done = subprocess.run(

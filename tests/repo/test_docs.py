@@ -379,7 +379,6 @@ def test_no_code_line_on_the_site_is_longer_than_88(site: Path, page: str):
     assert long_code_lines((site / page).read_text()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="docstrings still carry Sphinx roles until they are converted")
 def test_no_raw_sphinx_role_on_the_site(site: Path):
     found = {str(path.relative_to(site)): raw_roles(path.read_text()) for path in sorted(site.rglob("*.html"))}
     assert {page: roles for page, roles in found.items() if roles} == {}

@@ -83,3 +83,39 @@ def test_the_citation_check_finds_an_issue_number_and_the_design_document(tmp_pa
     (tmp_path / "bench" / "results").mkdir(parents=True)
     (tmp_path / "bench" / "results" / "old.md").write_text(line)  # a dated record: not checked
     assert issue_citations(tmp_path) == ([f"docs/page.md:2: {line}"] if cited else [])
+
+
+#: A Sphinx role (``:class:`Plan```, ``:func:`~a.b```): the site renders docstrings as written,
+#: and ``--help`` prints them, so a role shows as markup in both; names are ``backticked``.
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const|type):`")
+DOCSTRING_FOLDERS = ("stateaware", "analysis", "cohorts", "examples", "bench")
+
+
+def sphinx_roles(root: Path) -> list[str]:
+    """``path:line: text`` for each line of Python under ``root``'s source folders holding a Sphinx role."""
+    found = []
+    for folder in DOCSTRING_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            rel = path.relative_to(root).as_posix()
+            found += [f"{rel}:{n}: {line.strip()}" for n, line in enumerate(lines, 1) if SPHINX_ROLE.search(line)]
+    return found
+
+
+def test_docstrings_use_one_style_backticked_names_and_no_sphinx_roles():
+    assert sphinx_roles(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    "line, role",
+    [
+        ('"""See :class:' + '`Plan`."""', True),
+        ("# :func:" + "`~stateaware.auto.wrap`", True),
+        ('"""See ``Plan``."""', False),
+        ("x = 'a:b'  # a colon", False),
+    ],
+)
+def test_the_role_check_finds_a_role(tmp_path, line, role):
+    (tmp_path / "stateaware").mkdir()
+    (tmp_path / "stateaware" / "m.py").write_text(f"{line}\n")
+    assert sphinx_roles(tmp_path) == ([f"stateaware/m.py:1: {line}"] if role else [])
