@@ -60,7 +60,11 @@ PARAMS = {
     "verify_checksum": Param(bool),
 }
 
-__all__ = ["expand", "run", "summary"]
+__all__ = ["SUMMARY", "expand", "run"]
+
+#: What the command prints after a run: the application section's summary (Table 9 beside
+#: the paper's, each seed's quality and score files, the joint comparisons, Figure 3C's points).
+SUMMARY = "stateaware.analysis.sections.cifar_application"
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
 REPORT = ("stateaware.analysis.sections.cifar_application",)
@@ -86,13 +90,3 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
         / str(spec.params["method"])
     )
     run_pair(spec.params, spec.hardware, writer.write, out=spec.out, artifacts=artifacts)
-
-
-def summary(out: str, cohort: str) -> str:
-    """What the command prints after a run: Table 9 beside the paper's, each seed's quality
-    and score-file identity, the joint comparisons and Figure 3C's points, for the latest
-    cifar run under ``out`` (``stateaware.analysis.sections.cifar_application.render``)."""
-    from stateaware.analysis.sections import cifar_application as application
-    from stateaware.analysis.store.views import connect
-
-    return application.render(connect(Path(out)))

@@ -52,7 +52,11 @@ PARAMS = {
     "steps": Param(int, minimum=1, maximum=100_000, required=True),
 }
 
-__all__ = ["PARAMS", "expand", "run", "summary"]
+__all__ = ["PARAMS", "SUMMARY", "expand", "run"]
+
+#: What the command prints after a run: per method, mean step time, measured and predicted
+#: peak and fits, then the prespecified ratios with their intervals (the timing section's).
+SUMMARY = "stateaware.analysis.sections.timing"
 
 #: The report section that renders this kind (cohorts/__init__.py, REPORT).
 REPORT = ("stateaware.analysis.sections.timing",)
@@ -82,11 +86,3 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
         cohort=spec.cohort,
         keep_threads=spec.launcher == "inline",
     )
-
-
-def summary(out: str, cohort: str) -> str:
-    """What the command prints after a run: per method, mean step time, measured and
-    predicted peak and fits, then the prespecified ratios with their intervals."""
-    from stateaware.analysis.sections.timing import summary as timing_summary
-
-    return timing_summary(out, cohort)

@@ -21,6 +21,7 @@ stateaware.records.runlock), 130 after Ctrl-C (re-running the same command resum
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -91,7 +92,10 @@ def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[st
     if summary.exit_code == 0:
         from stateaware.kinds import load_kind
 
-        summarize = getattr(load_kind(spec.kind), "summary", None)
+        kind = load_kind(spec.kind)
+        summarize = getattr(kind, "summary", None)
+        if isinstance(getattr(kind, "SUMMARY", None), str):  # a section summarizes the kind
+            summarize = importlib.import_module(kind.SUMMARY).summary
         if summarize is not None:
             yield summarize(str(plan.out), plan.cohort)
 

@@ -63,6 +63,14 @@ def _range(lo: float | None, hi: float | None, fmt: str) -> str:
     return format(lo, fmt) if lo == hi else f"{format(lo, fmt)}–{format(hi, fmt)}"
 
 
+def summary(out: str, cohort: str) -> str:
+    """What ``python -m stateaware cohort=NAME`` prints after a cifar run: ``render`` over the
+    latest cifar run under ``out`` (every cohort of the kind reads the same tables)."""
+    from stateaware.analysis.store.views import connect  # lazy: only the command's summary reads the views
+
+    return render(connect(Path(out)))
+
+
 def render(con: Any) -> str:
     """Markdown: Table 9 (ours beside the paper's), quality per seed, comparisons, Figure 3C data."""
     procs = process_rows(con)

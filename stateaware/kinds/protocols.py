@@ -38,6 +38,11 @@ class Kind(Protocol):
         unknown key is an error. Without it nothing is checked before launch.
     ``summary(out: str, cohort: str) -> str``
         What ``python -m stateaware cohort=NAME`` prints after every process completed.
+    ``SUMMARY: str``
+        Instead of ``summary``: the module name of a report section whose own
+        ``summary(out, cohort)`` prints it. The command line imports it by name after the
+        run, so a kind whose summary is the analysis's never imports the analysis (which
+        sits above the kinds in the package order).
     ``REPORT: tuple[str, ...]``
         The report sections (module names, each a ``ReportSection``) that render this kind's
         runs; recorded with the run when it is planned, so the report never imports a kind.

@@ -221,17 +221,6 @@ PACKAGE_ORDER: tuple[tuple[str, ...], ...] = (
     ("stateaware.cli", "stateaware.__main__", "stateaware.plan", "stateaware.commands", "stateaware.analysis.__main__"),
 )  # fmt: skip
 
-#: The upward imports still to be taken out, by (importing module, imported module). The list
-#: may only shrink: an edge not listed fails, and a listed edge that is gone fails too (delete it).
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        # Kinds whose end-of-run summaries read the views (their rows, as the analysis computes them).
-        ("stateaware.cohorts.cifar", "stateaware.analysis.sections.cifar_application"),
-        ("stateaware.cohorts.cifar", "stateaware.analysis.store.views"),
-        ("stateaware.cohorts.timing", "stateaware.analysis.sections.timing"),
-    }
-)
-
 
 def tier_of(module: str) -> int | None:
     """The index in ``PACKAGE_ORDER`` of the package ``module`` belongs to (the longest match)."""
@@ -280,8 +269,7 @@ def test_every_module_has_a_tier():
 
 def test_packages_import_only_their_own_tier_and_the_ones_below():
     found = upward_imports()
-    assert sorted(found - KNOWN_UPWARD) == [], "an import reaches a package above its own (PACKAGE_ORDER)"
-    assert sorted(KNOWN_UPWARD - found) == [], "these upward imports are gone: delete them from KNOWN_UPWARD"
+    assert sorted(found) == [], "an import reaches a package above its own (PACKAGE_ORDER)"
 
 
 def test_the_tier_check_finds_an_upward_import_and_skips_the_main_block(tmp_path):
