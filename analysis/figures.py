@@ -22,6 +22,7 @@ display needed, and ``import stateaware.analysis`` stays fast.
 
 from __future__ import annotations
 
+import io
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -528,8 +529,6 @@ def _figure():
 def _save(fig, canvas, path: Path | str) -> Path:
     # Through a temporary name and a rename, like every part file: a report directory
     # never holds half a PNG (and a full disk says how many bytes the PNG needed).
-    import io
-
     from stateaware.records.writer import write_bytes_atomic
 
     png = io.BytesIO()

@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.analysis import current_name
+from stateaware.analysis.store.run_config import cohort_config
+from stateaware.analysis.store.verify import verify
 
 from stateaware.records.write_paths import make_folder, writing_under
 
@@ -139,8 +141,6 @@ def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]
     verification (or, with ``--partial``, cover fewer processes) while a complete run of the
     same cohort is there; naming it with ``--run-id`` still renders it.
     """
-    from stateaware.analysis.store.run_config import cohort_config
-
     rows = con.execute(_RUNS_SQL).fetchall()
     if run_ids:
         unknown = sorted(set(run_ids) - {r[1] for r in rows})
@@ -317,7 +317,6 @@ def _write_report(
         write_comparisons,
     )
     from stateaware.analysis.stats.estimators import DRAWS
-    from stateaware.analysis.store.verify import verify
     from stateaware.analysis.store.views import connect, snapshot
 
     from stateaware.records.writer import write_bytes_atomic

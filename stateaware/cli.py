@@ -27,15 +27,20 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import hydra
+from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
+from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from stateaware.commands.arguments import version_text
 from stateaware.config import ConfigError, fields_of_type, register_configs
-from stateaware.exits import fail
+from stateaware.exits import fail, run_main
+from stateaware.kinds import load_kind, user_code
 from stateaware.names import PathOutsideError
+from stateaware.records.runlock import RunLocked, TamperedPath
 from stateaware.records.write_paths import writable
+from stateaware.source import UserCodeError, source_hash
 
 if TYPE_CHECKING:
     from stateaware.launch.launcher import RunPlan, Summary
@@ -49,12 +54,10 @@ register_configs()
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
     """Check ``cfg`` once (``stateaware.run_spec.RunSpec.from_config``), then plan and launch its run
     (``stateaware.launch.session``); the process exit status: 0, 1 or 2 (see ``_invalid_input``)."""
-    from stateaware.kinds import user_code
     from stateaware.launch.launcher import plan_run
     from stateaware.launch.session import dry_run_table, launch_compared, launch_single
     from stateaware.records.writer import as_disk_full, disk_full
     from stateaware.run_spec import RunSpec
-    from stateaware.source import source_hash
 
     spec = None
     try:
@@ -89,8 +92,6 @@ def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[st
         if stable:
             yield stable
     if summary.exit_code == 0:
-        from stateaware.kinds import load_kind
-
         summarize = getattr(load_kind(spec.kind), "summary", None)
         if summarize is not None:
             yield summarize(str(plan.out), plan.cohort)
@@ -103,9 +104,6 @@ def _invalid_input() -> tuple[type[BaseException], ...]:
     Imported here, not at module level: ``--help`` and Hydra's composition never need the
     launcher's modules."""
     from stateaware.launch.snapshot import SnapshotError
-    from stateaware.names import PathOutsideError
-    from stateaware.records.runlock import RunLocked, TamperedPath
-    from stateaware.source import UserCodeError
 
     return (ConfigError, UserCodeError, PathOutsideError, TamperedPath, RunLocked, SnapshotError)
 
@@ -168,8 +166,6 @@ def _omegaconf_line(exc: BaseException) -> str:
 
 def _compose_error(exc: BaseException) -> str:
     """One line for an error Hydra raised while parsing or composing the overrides."""
-    from hydra.errors import MissingConfigException
-
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     first = lines[0] if lines else type(exc).__name__
     if isinstance(exc, MissingConfigException) and exc.options is not None:
@@ -196,9 +192,6 @@ def _unknown_key(exc: OmegaConfBaseException) -> str | None:
     the run spec's check names them; a parameter the kind declares but the cohort's file
     leaves out is added with ``+``, which the line says.
     """
-    from omegaconf import DictConfig
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
-
     parent, full_key = getattr(exc, "parent_node", None), getattr(exc, "full_key", None)
     if not isinstance(exc, (ConfigAttributeError, ConfigKeyError)) or not isinstance(parent, DictConfig):
         return None
@@ -239,11 +232,6 @@ def _unknown_param(params: DictConfig, key: str) -> str | None:
 
 def _check_flags(argv: list[str]) -> None:
     """Hydra's own flags, parsed first by Hydra's parser, so an unknown ``--flag`` is one line too."""
-    from hydra._internal.utils import get_args_parser
-
-    from stateaware.commands.arguments import version_text
-    from stateaware.exits import fail
-
     parser = get_args_parser()
     parser.error = lambda message: fail(f"error: {message}; {_HELP_TIP}")  # type: ignore[method-assign]
     parser.formatter_class = argparse.RawTextHelpFormatter  # the version's two lines stay two lines
@@ -268,8 +256,6 @@ def _check_hydra_overrides(overrides: list[str]) -> None:
     """Refuse an override of Hydra's own settings outside ``HYDRA_ALLOWED`` (one line, exit 2).
 
     An override that does not parse is left to Hydra, whose message says why."""
-    from stateaware.exits import fail
-
     parser = OverridesParser.create()
     for text in overrides:
         try:
@@ -341,8 +327,6 @@ def _main() -> int:
 
 def main() -> None:
     """Console entry point (``python -m stateaware`` and the ``stateaware`` script)."""
-    from stateaware.exits import run_main
-
     _working_directory_importable()
     run_main(_main)
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from stateaware import conf as packaged_conf
+from stateaware.hardware import choose_profile
 from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
 
 __all__ = [
@@ -169,9 +171,7 @@ def register_configs() -> None:
 
 
 def _conf_dir() -> Path:
-    import stateaware.conf
-
-    return Path(stateaware.conf.__file__).parent
+    return Path(packaged_conf.__file__).parent
 
 
 def available_cohorts() -> list[str]:
@@ -251,8 +251,6 @@ def resolve_hardware(cfg: DictConfig) -> DictConfig:
     ``hardware.scale`` set to the cohort's (``cohort_scale``)."""
     resolved = cfg
     if cfg.hardware.name == "auto":
-        from stateaware.hardware import choose_profile
-
         chosen = choose_profile(cfg.hardware.min_gpu_gib)
         profile = OmegaConf.merge(OmegaConf.structured(HardwareConfig), _conf_node("hardware", chosen, None)[1])
         resolved = cfg.copy()

@@ -27,6 +27,7 @@ from stateaware.analysis.figures import step_times
 from stateaware.analysis.stats.estimators import interval_cells
 from stateaware.analysis.stats.stability import caveat, flags
 
+from stateaware.clocks import CLOCKS
 from stateaware.records.schema import TABLES
 
 __all__ = ["TITLE", "title_for", "render", "figures"]
@@ -64,8 +65,6 @@ def _method_rows(con: Any, run_id: str) -> tuple[str, str, list[tuple]]:
     """``(declared clock, other clock, rows)``: per method of ``run_id``, processes, measured
     steps, median step time on each clock, largest peak and its sources — the table's rows,
     and the figure's (so the two never disagree)."""
-    from stateaware.clocks import CLOCKS
-
     clock = _clock(con, run_id)
     other = next(c for c in CLOCKS if c != clock)
     rows = con.execute(

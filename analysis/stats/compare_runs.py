@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 from stateaware.analysis.stats.estimators import ALPHA, DRAWS, MIN_PROCESSES, bonferroni_confidence, paired_ratio
+from stateaware.analysis.stats.stability import flags
 
 from stateaware.clocks import CLOCKS
 
@@ -335,8 +336,6 @@ def _declared_metric(con: Any, run_a: str, run_b: str, columns: set[str]) -> tup
 
 def _stability(con: Any, run_a: str, run_b: str) -> dict[tuple[str, str], dict[str, set[int]]]:
     """``{(run_id, kind or kind/method): process indices}`` of every stability flag of the two runs."""
-    from stateaware.analysis.stats.stability import flags
-
     found: dict[tuple[str, str], dict[str, set[int]]] = {}
     for flag in flags(con):  # each run's own thresholds, from its recorded config
         if flag.run_id in (run_a, run_b):

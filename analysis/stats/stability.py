@@ -26,6 +26,8 @@ exits 0 when no run has a flag and 1 (listing every flag) otherwise.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -252,9 +254,6 @@ FLAG_COLUMNS = ("cohort", "run_id", "process_index", "method", "kind", "clock", 
 
 def write_flags(found: Sequence[Flag], path: Path | str) -> Path:
     """Write every flag to ``path`` as CSV (``FLAG_COLUMNS``), atomically; return the path."""
-    import csv
-    import io
-
     from stateaware.records.writer import write_bytes_atomic
 
     text = io.StringIO()

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stateaware.records.columns import STATUSES
+
 if TYPE_CHECKING:
     from stateaware.analysis.store.views import Snapshot
 
@@ -113,8 +115,6 @@ def run_rows(
     row) make no row. ``warn`` and ``parts`` as for ``status_rows``.
     """
     from stateaware.analysis.store.views import connect
-
-    from stateaware.records.columns import STATUSES
 
     con = connect(results, run_ids=run_ids, cohorts=cohorts, parts=parts)
     if warn is not None:

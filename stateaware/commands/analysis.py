@@ -49,7 +49,10 @@ import sys
 from dataclasses import astuple, fields
 from pathlib import Path
 
+from stateaware.analysis.report import UnstableError, build_report, select_runs
 from stateaware.analysis.store.query_input import query_text
+from stateaware.analysis.store.status import COLUMNS, RUN_COLUMNS, run_rows, status_rows
+from stateaware.analysis.store.verify import VerificationError
 from stateaware.commands.arguments import (
     DRAWS,
     Late,
@@ -232,8 +235,6 @@ def _views(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """The report: its path on stdout; exit 1 for --strict's refusal or a write that failed."""
-    from stateaware.analysis.report import UnstableError, build_report, select_runs
-    from stateaware.analysis.store.verify import VerificationError
     from stateaware.analysis.store.views import connect
     from stateaware.records.writer import as_disk_full, disk_full
 
@@ -276,9 +277,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     """Exit 0 when every process completed, else 1; a ``--run-id`` naming no run exits 2."""
-    from stateaware.analysis.report import select_runs
     from stateaware.analysis.store.sql import format_result
-    from stateaware.analysis.store.status import COLUMNS, status_rows
     from stateaware.analysis.store.views import connect, snapshot
 
     results = results_dir(args.results)
@@ -348,7 +347,6 @@ def _compare(args: argparse.Namespace) -> int:
 def _runs(args: argparse.Namespace) -> int:
     """The runs, one line each (``stateaware.analysis.store.status.run_rows``)."""
     from stateaware.analysis.store.sql import format_result
-    from stateaware.analysis.store.status import RUN_COLUMNS, run_rows
 
     results = results_dir(args.results)
     try:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from stateaware.cost_runtime.frozen_cards import freeze
+
 __all__ = ["freeze_cells"]
 
 
@@ -35,7 +37,6 @@ def freeze_cells(
     """Profile and freeze ``cells`` (``stateaware.cost_runtime.cells.cells_of``) on ``hardware``
     (a resolved hardware profile: its ``scale`` is the one the run records); ``{cell: digest}``."""
     from stateaware.cost_runtime.cells import cost_runtime_of, shape_of
-    from stateaware.cost_runtime.frozen_cards import freeze
     from stateaware.cost_runtime.profile import profile_card
 
     threads = cost_runtime_of(hardware).get("threads")

@@ -11,13 +11,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stateaware import conf as packaged_conf
+
 __all__ = ["CARDS_DIR", "FrozenCardError", "freeze", "load_frozen", "card_path"]
 
 
 def _default_dir() -> Path:
-    import stateaware.conf
-
-    return Path(stateaware.conf.__file__).parent / "cards"
+    return Path(packaged_conf.__file__).parent / "cards"
 
 
 #: Where frozen cards live (version-controlled, shipped with the configs).

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stateaware.records.damage import QUARANTINE, quarantine
+from stateaware.records.part_cache import PartChecks
 from stateaware.records.part_names import COMPACTED_NAME, parse_part_name, part_files, run_folder
 from stateaware.records.schema import RESULT_TABLES, TABLES
 from stateaware.records.write_paths import writable
@@ -61,8 +62,6 @@ def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], 
     ``LinkBelowOut`` when a table's or the run's folder is
     reached through a link below ``out``: its parts are another folder's, not to judge or move.
     """
-    from stateaware.records.part_cache import PartChecks
-
     for folder in (*TABLES, *RESULT_TABLES):  # before any part is read, and so before any is moved
         writable(out, run_folder(out, folder, cohort, run_id), folder=True)
     latest: dict[int, _Latest] = {}

@@ -24,6 +24,7 @@ from stateaware.semantic_programs.families import (
     condition_inputs,
     condition_seed,
 )
+from stateaware.semantic_programs.jax_programs import jax_keep, run_jax
 from stateaware.semantic_programs.observe import TOLERANCE, Observation, Verdict, judge
 from stateaware.semantic_programs.oracle import oracle
 
@@ -86,8 +87,6 @@ def _torch_condition(seed, family, precision, inputs, rng_seed):
 
 def _jax_condition(seed, family, precision, inputs, rng_seed):
     import jax
-
-    from stateaware.semantic_programs.jax_programs import jax_keep, run_jax
 
     ref = run_jax(family, precision, "functional", inputs, rng_seed)
     with jax.enable_x64(precision == "fp64"):
