@@ -92,6 +92,7 @@ def summary(out: str, cohort: str) -> str:
     """What the command prints after a run: Table 9 beside the paper's, each seed's quality
     and score-file identity, the joint comparisons and Figure 3C's points, for the latest
     cifar run under ``out`` (``stateaware.analysis.sections.cifar_application.render``)."""
+    # lazy: duckdb only for the end-of-run summary; the launcher imports a kind to read its params
     from stateaware.analysis.sections import cifar_application as application
     from stateaware.analysis.store.views import connect
 

@@ -87,6 +87,7 @@ def run(spec: ProcessSpec, writer: RecordWriter) -> None:
 def summary(out: str, cohort: str) -> str:
     """What the command prints after a run: per method, mean step time, measured and
     predicted peak and fits, then the prespecified ratios with their intervals."""
+    # lazy: duckdb only for the end-of-run summary; the launcher imports a kind to read its params
     from stateaware.analysis.sections.timing import summary as timing_summary
 
     return timing_summary(out, cohort)

@@ -40,11 +40,11 @@ from stateaware.kinds import load_kind, user_code
 from stateaware.names import PathOutsideError
 from stateaware.records.runlock import RunLocked, TamperedPath
 from stateaware.records.write_paths import writable
+from stateaware.run_spec import RunSpec
 from stateaware.source import UserCodeError, source_hash
 
 if TYPE_CHECKING:
     from stateaware.launch.launcher import RunPlan, Summary
-    from stateaware.run_spec import RunSpec
 
 __all__ = ["main", "run"]
 
@@ -54,10 +54,10 @@ register_configs()
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
     """Check ``cfg`` once (``stateaware.run_spec.RunSpec.from_config``), then plan and launch its run
     (``stateaware.launch.session``); the process exit status: 0, 1 or 2 (see ``_invalid_input``)."""
+    # lazy: the launcher and writer bring pyarrow, numpy, submitit: --help and a config error need none
     from stateaware.launch.launcher import plan_run
     from stateaware.launch.session import dry_run_table, launch_compared, launch_single
     from stateaware.records.writer import as_disk_full, disk_full
-    from stateaware.run_spec import RunSpec
 
     spec = None
     try:
@@ -84,8 +84,7 @@ def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[st
     """What the command line prints after a launch's summary: the stability flags of a timing
     run, and the kind's own ``summary`` of a run that completed."""
     if plan.specs and plan.specs[0].timing:
-        # Imported here: only a timing run reads its stability, and the analysis' modules
-        # are no part of a launch that is not timed.
+        # lazy: only a timing run reads its stability: the analysis (numpy) is no part of other launches
         from stateaware.analysis.stats.stability import run_summary
 
         stable = run_summary(plan.out, plan.run_id)
@@ -103,7 +102,7 @@ def _invalid_input() -> tuple[type[BaseException], ...]:
 
     Imported here, not at module level: ``--help`` and Hydra's composition never need the
     launcher's modules."""
-    from stateaware.launch.snapshot import SnapshotError
+    from stateaware.launch.snapshot import SnapshotError  # lazy: pyarrow and numpy; --help needs neither
 
     return (ConfigError, UserCodeError, PathOutsideError, TamperedPath, RunLocked, SnapshotError)
 
@@ -209,8 +208,6 @@ def _unknown_key(exc: OmegaConfBaseException) -> str | None:
 def _unknown_param(params: DictConfig, key: str) -> str | None:
     """The line for ``cohort.params.KEY``, from the cohort's kind; ``None`` when the kind
     cannot be loaded (its own error comes later, from the run spec's check)."""
-    from stateaware.cohorts import load_kind
-
     cohort = params._get_parent()  # the cohort node; OmegaConf has no public parent accessor
     kind, name = (cohort.get("kind"), cohort.get("name")) if isinstance(cohort, DictConfig) else (None, None)
     try:

@@ -165,6 +165,7 @@ def fields_of_type(kind: type, schema: type = Config, prefix: str = "") -> list[
 
 def register_configs() -> None:
     """Register the schema with Hydra's ConfigStore (idempotent)."""
+    # lazy: the analysis reads stored configs through this module and Hydra is no part of the analysis extra
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="base_config", node=Config)
@@ -183,6 +184,7 @@ def available_cohorts() -> list[str]:
 
 def _config_dirs() -> list[Path]:
     """The file-system config folders Hydra searched for this run (``--config-dir``); none outside a Hydra run."""
+    # lazy: the analysis reads stored configs through this module and Hydra is no part of the analysis extra
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():

@@ -375,6 +375,7 @@ def _budgets(data: dict[str, Any]) -> None:
     ``parse_budget_text``: a unitless number there below
     1 MiB is refused naming the key (NOTE [ Unitless budgets ]). ``…budget_bytes`` and
     ``…budget_gib`` name their unit in the key and take a non-negative size."""
+    # lazy: numpy (through the planner) only when a budget is checked: the command line imports this module at start-up
     from stateaware.planner.budget import UnitlessBudget, parse_budget_text
 
     for path, value in _budget_values(data):

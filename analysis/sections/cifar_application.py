@@ -151,10 +151,11 @@ def render(con: Any) -> str:
 def figure3c(con: Any, path: Path | str) -> Path:
     """Plot Figure 3C (allocated MiB against complete-encoder seconds, one dot per
     process, black ticks at each method's mean) to ``path``; returns the path."""
+    # lazy: matplotlib (~1.5 s to import) only when the figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: as matplotlib above
 
     procs = [p for p in process_rows(con) if p["observed"] and p["peak_allocated_bytes"] is not None]
     if not procs:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.analysis.figures import step_times
+from stateaware.analysis.stats.comparisons import declared_clock_of
 from stateaware.analysis.stats.estimators import interval_cells
 from stateaware.analysis.stats.stability import caveat, flags
 
@@ -47,8 +48,6 @@ def title_for(kind: str, cohorts: list[str]) -> str:
 
 
 def _clock(con: Any, run_id: str) -> str:
-    from stateaware.analysis.stats.comparisons import declared_clock_of
-
     try:
         return declared_clock_of(
             con.execute("SELECT any_value(config_yaml) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]

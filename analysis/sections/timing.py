@@ -39,8 +39,10 @@ from stateaware.analysis.sections.timing_rows import (  # re-exported: the table
     other_clock,
     region_rows,
 )
+from stateaware.analysis.stats.comparisons import comparisons_of, compute_comparisons, declared_clock_of
 from stateaware.analysis.stats.estimators import interval_cells
 from stateaware.analysis.stats.stability import caveat, flags
+from stateaware.analysis.store.views import connect
 
 from stateaware.clocks import TIME_METRICS
 
@@ -425,9 +427,6 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
     fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
     as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
-    from stateaware.analysis.stats.comparisons import comparisons_of, compute_comparisons, declared_clock_of
-    from stateaware.analysis.store.views import connect
-
     con = connect(results, cohorts=[cohort])  # this cohort's partitions only: a big store costs nothing more
     run = con.execute(
         "SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs WHERE cohort = ?", [cohort]

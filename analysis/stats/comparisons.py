@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from omegaconf import OmegaConf
 from stateaware.analysis.stats.estimators import ALPHA, DRAWS, Comparison, ComparisonResult, compare
 from stateaware.analysis.store.run_config import config_of
 from stateaware.analysis.store.verify import RunVerification, Verification, verify
@@ -212,8 +213,6 @@ def comparisons_of(config_yaml: str | None) -> list[Any]:
     changed since the run. ``[]`` without a config or a cohort section."""
     if not config_yaml:
         return []
-    from omegaconf import OmegaConf
-
     config = OmegaConf.create(config_yaml)
     if "cohort" not in config or config.cohort.get("comparisons") is None:
         return []

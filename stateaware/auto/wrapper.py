@@ -118,10 +118,12 @@ def _distributed_wrapper(model: torch.nn.Module) -> str | None:
     """What makes ``model`` a data-parallel model, in words, or None."""
     if not torch.distributed.is_available():
         return None
+    # lazy: torch.distributed may be absent from a torch build (is_available above)
     from torch.distributed.tensor import DTensor
 
     fsdp_classes: tuple[type, ...] = ()
     try:
+        # lazy: FSDP may be absent from this torch (the ImportError below)
         from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 
         fsdp_classes = (FSDPModule, FullyShardedDataParallel)
