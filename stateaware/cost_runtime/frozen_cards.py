@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from stateaware import conf as packaged_conf
+import stateaware.conf as packaged_conf
 from stateaware.planner.profile_card import card_from_dict, load_card, save_card
 
 __all__ = ["CARDS_DIR", "FrozenCardError", "freeze", "load_frozen", "card_path"]
