@@ -15,6 +15,9 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from stateaware.analysis.store.views import runs_present
+from tqdm import tqdm
+
 from stateaware.records import compact as _engine
 from stateaware.records.compact import *  # noqa: F403 - the engine's names, re-exported
 from stateaware.records.compact import CompactError, RunCompaction, compact_run
@@ -42,9 +45,6 @@ def compact(
     part-check cache file); the lines and the outcome are those of one at a time.
     ``ValueError`` for a run id the results do not hold, or ``jobs`` below 1.
     """
-    from stateaware.analysis.store.views import runs_present
-    from tqdm import tqdm
-
     if jobs < 1:  # before the results are read: bad input costs no I/O
         raise ValueError(f"invalid --jobs {jobs}: allowed values are whole numbers from 1")
     warn = warn or (lambda line: print(line, file=sys.stderr))

@@ -22,11 +22,14 @@ display needed, and ``import stateaware.analysis`` stays fast.
 
 from __future__ import annotations
 
+import io
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from stateaware.records.writer import write_bytes_atomic
 
 __all__ = [
     "JOINT",
@@ -314,6 +317,7 @@ def figure3(
         for c in ax.collections
         if c.get_label() and not c.get_label().startswith("_")
     ]
+    # lazy: matplotlib (~1.5 s to import) only when a figure is drawn, not for the palette and names the sections import
     from matplotlib.colors import to_hex
 
     span = next(p for p in ax.patches if p.get_zorder() == 0)
@@ -518,6 +522,7 @@ def _num(x: float, digits: int | None = None) -> str:
 
 
 def _figure():
+    # lazy: matplotlib (~1.5 s to import) only when a figure is drawn, not for the palette and names the sections import
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -528,10 +533,6 @@ def _figure():
 def _save(fig, canvas, path: Path | str) -> Path:
     # Through a temporary name and a rename, like every part file: a report directory
     # never holds half a PNG (and a full disk says how many bytes the PNG needed).
-    import io
-
-    from stateaware.records.writer import write_bytes_atomic
-
     png = io.BytesIO()
     canvas.print_png(png)
     return write_bytes_atomic(png.getvalue(), Path(path))

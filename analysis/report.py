@@ -38,8 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.analysis import current_name
+from stateaware.analysis.store.run_config import cohort_config
+from stateaware.analysis.store.verify import verify
 
 from stateaware.records.write_paths import make_folder, writing_under
+
+# NOTE [ Lazy imports ]
+#
+# ``python -m stateaware.analysis`` imports this module at start-up (its handlers call
+# ``select_runs`` and ``build_report``), so the modules that bring duckdb, pyarrow and numpy
+# (the views, the statistics, the record writer) are imported inside the functions that use
+# them (tagged ``# lazy``): ``--help`` and the other commands load none of them.
 
 __all__ = [
     "GENERIC",
@@ -139,8 +148,6 @@ def select_runs(con: Any, run_ids: list[str] | None = None) -> list[SelectedRun]
     verification (or, with ``--partial``, cover fewer processes) while a complete run of the
     same cohort is there; naming it with ``--run-id`` still renders it.
     """
-    from stateaware.analysis.store.run_config import cohort_config
-
     rows = con.execute(_RUNS_SQL).fetchall()
     if run_ids:
         unknown = sorted(set(run_ids) - {r[1] for r in rows})
@@ -252,7 +259,7 @@ class UnstableError(RuntimeError):
     """``--strict``: a selected run has stability flags; ``flags`` lists them."""
 
     def __init__(self, flags: list[Any]):
-        from stateaware.analysis.stats.stability import describe
+        from stateaware.analysis.stats.stability import describe  # lazy
 
         self.flags = flags
         super().__init__(
@@ -268,7 +275,7 @@ def _loaded(results: Path, run_ids: list[str], parts: Any) -> Any:
     ``stateaware.analysis.store.views``): once per connection rather than through Arrow query by
     query. A one-run report of 501 parts took 6.2-7.1 s through Arrow and 4.0-4.4 s so, its
     Markdown and figures byte for byte the same."""
-    from stateaware.analysis.store.views import LOAD_EVERY_TABLE, connect
+    from stateaware.analysis.store.views import LOAD_EVERY_TABLE, connect  # lazy
 
     return connect(results, run_ids=run_ids, parts=parts, load=LOAD_EVERY_TABLE)
 
@@ -310,17 +317,16 @@ def _write_report(
     draws: int | None,
     strict: bool,
 ) -> Path:
-    from stateaware.analysis.stats.comparisons import (
+    from stateaware.analysis.stats.comparisons import (  # lazy
         comparisons_of,
         compute_comparisons,
         declared_clock_of,
         write_comparisons,
     )
-    from stateaware.analysis.stats.estimators import DRAWS
-    from stateaware.analysis.store.verify import verify
-    from stateaware.analysis.store.views import connect, snapshot
+    from stateaware.analysis.stats.estimators import DRAWS  # lazy
+    from stateaware.analysis.store.views import connect, snapshot  # lazy
 
-    from stateaware.records.writer import write_bytes_atomic
+    from stateaware.records.writer import write_bytes_atomic  # lazy
 
     make_folder(out)
     # The runs are listed from `runs` and `processes` alone; every other part read is a chosen
@@ -344,7 +350,7 @@ def _write_report(
 
     parts = snapshot(results, chosen)
     con = _loaded(results, chosen, parts)
-    from stateaware.analysis.stats.stability import caveat, flags
+    from stateaware.analysis.stats.stability import caveat, flags  # lazy
 
     found = flags(con)
     if strict and found:
@@ -430,7 +436,7 @@ def _write_report(
                     if caption:
                         lines += ["", f"*{caption}*"]
     con = _loaded(results, chosen, parts)
-    from stateaware.analysis.stats import stability
+    from stateaware.analysis.stats import stability  # lazy
 
     section = stability.render(con, out)
     if section:

@@ -28,19 +28,24 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import hydra
+from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
+from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from stateaware.commands.arguments import version_text
 from stateaware.config import ConfigError, fields_of_type, register_configs
-from stateaware.exits import fail
+from stateaware.exits import fail, run_main
+from stateaware.kinds import load_kind, user_code
 from stateaware.names import PathOutsideError
+from stateaware.records.runlock import RunLocked, TamperedPath
 from stateaware.records.write_paths import writable
+from stateaware.run_spec import RunSpec
+from stateaware.source import UserCodeError, source_hash
 
 if TYPE_CHECKING:
     from stateaware.launch.launcher import RunPlan, Summary
-    from stateaware.run_spec import RunSpec
 
 __all__ = ["main", "run"]
 
@@ -50,12 +55,10 @@ register_configs()
 def run(cfg: DictConfig, *, progress: bool = True) -> int:
     """Check ``cfg`` once (``stateaware.run_spec.RunSpec.from_config``), then plan and launch its run
     (``stateaware.launch.session``); the process exit status: 0, 1 or 2 (see ``_invalid_input``)."""
-    from stateaware.kinds import user_code
+    # lazy: the launcher and writer bring pyarrow, numpy, submitit: --help and a config error need none
     from stateaware.launch.launcher import plan_run
     from stateaware.launch.session import dry_run_table, launch_compared, launch_single
     from stateaware.records.writer import as_disk_full, disk_full
-    from stateaware.run_spec import RunSpec
-    from stateaware.source import source_hash
 
     spec = None
     try:
@@ -82,16 +85,13 @@ def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[st
     """What the command line prints after a launch's summary: the stability flags of a timing
     run, and the kind's own ``summary`` of a run that completed."""
     if plan.specs and plan.specs[0].timing:
-        # Imported here: only a timing run reads its stability, and the analysis' modules
-        # are no part of a launch that is not timed.
+        # lazy: only a timing run reads its stability: the analysis (numpy) is no part of other launches
         from stateaware.analysis.stats.stability import run_summary
 
         stable = run_summary(plan.out, plan.run_id)
         if stable:
             yield stable
     if summary.exit_code == 0:
-        from stateaware.kinds import load_kind
-
         kind = load_kind(spec.kind)
         summarize = getattr(kind, "summary", None)
         if isinstance(getattr(kind, "SUMMARY", None), str):  # a section summarizes the kind
@@ -106,10 +106,7 @@ def _invalid_input() -> tuple[type[BaseException], ...]:
 
     Imported here, not at module level: ``--help`` and Hydra's composition never need the
     launcher's modules."""
-    from stateaware.launch.snapshot import SnapshotError
-    from stateaware.names import PathOutsideError
-    from stateaware.records.runlock import RunLocked, TamperedPath
-    from stateaware.source import UserCodeError
+    from stateaware.launch.snapshot import SnapshotError  # lazy: pyarrow and numpy; --help needs neither
 
     return (ConfigError, UserCodeError, PathOutsideError, TamperedPath, RunLocked, SnapshotError)
 
@@ -172,8 +169,6 @@ def _omegaconf_line(exc: BaseException) -> str:
 
 def _compose_error(exc: BaseException) -> str:
     """One line for an error Hydra raised while parsing or composing the overrides."""
-    from hydra.errors import MissingConfigException
-
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     first = lines[0] if lines else type(exc).__name__
     if isinstance(exc, MissingConfigException) and exc.options is not None:
@@ -200,9 +195,6 @@ def _unknown_key(exc: OmegaConfBaseException) -> str | None:
     the run spec's check names them; a parameter the kind declares but the cohort's file
     leaves out is added with ``+``, which the line says.
     """
-    from omegaconf import DictConfig
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
-
     parent, full_key = getattr(exc, "parent_node", None), getattr(exc, "full_key", None)
     if not isinstance(exc, (ConfigAttributeError, ConfigKeyError)) or not isinstance(parent, DictConfig):
         return None
@@ -220,8 +212,6 @@ def _unknown_key(exc: OmegaConfBaseException) -> str | None:
 def _unknown_param(params: DictConfig, key: str) -> str | None:
     """The line for ``cohort.params.KEY``, from the cohort's kind; ``None`` when the kind
     cannot be loaded (its own error comes later, from the run spec's check)."""
-    from stateaware.cohorts import load_kind
-
     cohort = params._get_parent()  # the cohort node; OmegaConf has no public parent accessor
     kind, name = (cohort.get("kind"), cohort.get("name")) if isinstance(cohort, DictConfig) else (None, None)
     try:
@@ -243,11 +233,6 @@ def _unknown_param(params: DictConfig, key: str) -> str | None:
 
 def _check_flags(argv: list[str]) -> None:
     """Hydra's own flags, parsed first by Hydra's parser, so an unknown ``--flag`` is one line too."""
-    from hydra._internal.utils import get_args_parser
-
-    from stateaware.commands.arguments import version_text
-    from stateaware.exits import fail
-
     parser = get_args_parser()
     parser.error = lambda message: fail(f"error: {message}; {_HELP_TIP}")  # type: ignore[method-assign]
     parser.formatter_class = argparse.RawTextHelpFormatter  # the version's two lines stay two lines
@@ -272,8 +257,6 @@ def _check_hydra_overrides(overrides: list[str]) -> None:
     """Refuse an override of Hydra's own settings outside ``HYDRA_ALLOWED`` (one line, exit 2).
 
     An override that does not parse is left to Hydra, whose message says why."""
-    from stateaware.exits import fail
-
     parser = OverridesParser.create()
     for text in overrides:
         try:
@@ -345,8 +328,6 @@ def _main() -> int:
 
 def main() -> None:
     """Console entry point (``python -m stateaware`` and the ``stateaware`` script)."""
-    from stateaware.exits import run_main
-
     _working_directory_importable()
     run_main(_main)
 

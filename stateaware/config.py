@@ -19,6 +19,8 @@ from typing import Any
 
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from stateaware import conf as packaged_conf
+from stateaware.hardware import choose_profile
 from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
 
 __all__ = [
@@ -163,15 +165,14 @@ def fields_of_type(kind: type, schema: type = Config, prefix: str = "") -> list[
 
 def register_configs() -> None:
     """Register the schema with Hydra's ConfigStore (idempotent)."""
+    # lazy: the analysis reads stored configs through this module and Hydra is no part of the analysis extra
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="base_config", node=Config)
 
 
 def _conf_dir() -> Path:
-    import stateaware.conf
-
-    return Path(stateaware.conf.__file__).parent
+    return Path(packaged_conf.__file__).parent
 
 
 def available_cohorts() -> list[str]:
@@ -183,6 +184,7 @@ def available_cohorts() -> list[str]:
 
 def _config_dirs() -> list[Path]:
     """The file-system config folders Hydra searched for this run (``--config-dir``); none outside a Hydra run."""
+    # lazy: the analysis reads stored configs through this module and Hydra is no part of the analysis extra
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
@@ -251,8 +253,6 @@ def resolve_hardware(cfg: DictConfig) -> DictConfig:
     ``hardware.scale`` set to the cohort's (``cohort_scale``)."""
     resolved = cfg
     if cfg.hardware.name == "auto":
-        from stateaware.hardware import choose_profile
-
         chosen = choose_profile(cfg.hardware.min_gpu_gib)
         profile = OmegaConf.merge(OmegaConf.structured(HardwareConfig), _conf_node("hardware", chosen, None)[1])
         resolved = cfg.copy()

@@ -41,6 +41,7 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from stateaware.clocks import declared_clock
 from stateaware.config import (
     HARDWARE_PROFILES,
     LAUNCHERS,
@@ -52,6 +53,8 @@ from stateaware.config import (
 )
 from stateaware.kinds import Param, check_params, load_kind
 from stateaware.names import InvalidName, check_name
+from stateaware.text import format_cpus, parse_cpus
+from stateaware.units import FORMS, format_bytes, parse_bytes
 
 __all__ = ["RunSpec", "LauncherSpec", "NUMBERS", "MAX_SEED", "check_numbers"]
 
@@ -358,8 +361,6 @@ def _no_control(name: str, value: Any) -> None:
 
 
 def _clock(cohort: dict[str, Any], hardware: dict[str, Any]) -> None:
-    from stateaware.clocks import declared_clock
-
     try:
         declared_clock(cohort, hardware)
     except ValueError as exc:
@@ -374,8 +375,8 @@ def _budgets(data: dict[str, Any]) -> None:
     ``parse_budget_text``: a unitless number there below
     1 MiB is refused naming the key (NOTE [ Unitless budgets ]). ``…budget_bytes`` and
     ``…budget_gib`` name their unit in the key and take a non-negative size."""
+    # lazy: numpy (through the planner) only when a budget is checked: the command line imports this module at start-up
     from stateaware.planner.budget import UnitlessBudget, parse_budget_text
-    from stateaware.units import FORMS, parse_bytes
 
     for path, value in _budget_values(data):
         if str(path).endswith("budget"):
@@ -451,8 +452,6 @@ def _cpus(launcher: dict[str, Any]) -> tuple[int, ...] | None:
     value = launcher.get("cpus")
     if value is None:
         return None
-    from stateaware.text import format_cpus, parse_cpus
-
     if not hasattr(os, "sched_getaffinity"):
         raise ConfigError(
             "invalid launcher.cpus: this OS cannot pin processes to CPUs (no sched_setaffinity); drop launcher.cpus"
@@ -502,8 +501,6 @@ def _out(value: Any, min_free_mib: Any) -> Path:
         raise ConfigError(f"invalid out={value!r}: not writable; pass out=DIR with a writable DIR")
     free = shutil.disk_usage(out).free
     if free < min_free_mib * 2**20:
-        from stateaware.units import format_bytes
-
         raise ConfigError(
             f"invalid out={value!r}: only {format_bytes(free)} free there, below min_free_mib={min_free_mib:g} "
             f"({format_bytes(int(min_free_mib * 2**20))}); free some space, pass out=DIR on a disk with room, "

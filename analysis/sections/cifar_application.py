@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stateaware.analysis.figures import colour
 from stateaware.analysis.sections.paper import PAPER_T9, PAPER_T9_TIME_RATIOS
 from stateaware.analysis.sections.queries import rows_of
 
@@ -158,16 +159,15 @@ def render(con: Any) -> str:
 def figure3c(con: Any, path: Path | str) -> Path:
     """Plot Figure 3C (allocated MiB against complete-encoder seconds, one dot per
     process, black ticks at each method's mean) to ``path``; returns the path."""
+    # lazy: matplotlib (~1.5 s to import) only when the figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: as matplotlib above
 
     procs = [p for p in process_rows(con) if p["observed"] and p["peak_allocated_bytes"] is not None]
     if not procs:
         raise ValueError("no cifar processes with an allocated peak to plot")
-    from stateaware.analysis.figures import colour
-
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in _METHODS:
         pts = [p for p in procs if p["method"] == method]

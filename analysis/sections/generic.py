@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from stateaware.analysis.figures import step_times
+from stateaware.analysis.stats.comparisons import declared_clock_of
 from stateaware.analysis.stats.estimators import interval_cells
 from stateaware.analysis.stats.stability import caveat, flags
 
+from stateaware.clocks import CLOCKS
 from stateaware.records.schema import TABLES
 
 __all__ = ["TITLE", "title_for", "render", "figures"]
@@ -46,8 +48,6 @@ def title_for(kind: str, cohorts: list[str]) -> str:
 
 
 def _clock(con: Any, run_id: str) -> str:
-    from stateaware.analysis.stats.comparisons import declared_clock_of
-
     try:
         return declared_clock_of(
             con.execute("SELECT any_value(config_yaml) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
@@ -64,8 +64,6 @@ def _method_rows(con: Any, run_id: str) -> tuple[str, str, list[tuple]]:
     """``(declared clock, other clock, rows)``: per method of ``run_id``, processes, measured
     steps, median step time on each clock, largest peak and its sources — the table's rows,
     and the figure's (so the two never disagree)."""
-    from stateaware.clocks import CLOCKS
-
     clock = _clock(con, run_id)
     other = next(c for c in CLOCKS if c != clock)
     rows = con.execute(

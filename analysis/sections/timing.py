@@ -16,6 +16,7 @@ This module needs only DuckDB (and OmegaConf to read a cohort's comparisons).
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from stateaware.analysis.sections.paper import (  # re-exported: the paper's tab
     PAPER_T10,
     PaperRatio,
 )
+from stateaware.analysis.sections.timing_figures import captioned
 from stateaware.analysis.sections.timing_rows import (  # re-exported: the tables' rows
     cohort_clocks,
     mean_ms,
@@ -37,8 +39,12 @@ from stateaware.analysis.sections.timing_rows import (  # re-exported: the table
     other_clock,
     region_rows,
 )
+from stateaware.analysis.stats.comparisons import comparisons_of, compute_comparisons, declared_clock_of
 from stateaware.analysis.stats.estimators import interval_cells
 from stateaware.analysis.stats.stability import caveat, flags
+from stateaware.analysis.store.views import connect
+
+from stateaware.clocks import TIME_METRICS
 
 __all__ = [
     "TITLE",
@@ -63,10 +69,6 @@ TITLE = "Cost runtime and timing cohorts (§8–§11; Tables 4, 6, 7, 8, 10; Fig
 
 def paper_ratio(comparison: dict[str, Any]) -> PaperRatio | None:
     """The paper's value for a comparisons row (cohort, numerator, denominator, metric, subset), or None."""
-    import json
-
-    from stateaware.clocks import TIME_METRICS
-
     metric = comparison.get("metric")
     quantity = "time" if metric in TIME_METRICS else "peak" if metric == "peak_allocated_bytes" else None
     subset = comparison.get("subset")
@@ -290,8 +292,6 @@ def _three_workload_table(
 
 def _provenance(con: Any, cohort: str) -> list[str]:
     """The profile, its scales, step counts, any reduction, the card source, from the records."""
-    import json
-
     rows = con.execute(
         "SELECT DISTINCT hardware, scale, detail, process_index FROM records "
         "WHERE cohort = ? AND check_name = 'semantic' AND ((SELECT count(*) FROM runs) = 0 OR run_id IN "
@@ -420,8 +420,6 @@ def _cautions(con: Any) -> dict[str, tuple[str, str]]:
 def figures(con: Any, out: Path) -> list[tuple[Path, str]]:
     """Figures 1 and 3 of every budgeted cohort cell, each with its caption
     (``stateaware.analysis.sections.timing_figures.captioned``)."""
-    from stateaware.analysis.sections.timing_figures import captioned
-
     return captioned(con, out)
 
 
@@ -429,9 +427,6 @@ def summary(results: Path | str, cohort: str, draws: int | None = None) -> str:
     """Per method of ``cohort``'s latest run: mean step time, measured and predicted peak and
     fits, then the prespecified comparisons the run recorded in its config (``runs.config_yaml``,
     as the report reads them; today's YAML may have changed) with their intervals (computed now)."""
-    from stateaware.analysis.stats.comparisons import comparisons_of, compute_comparisons, declared_clock_of
-    from stateaware.analysis.store.views import connect
-
     con = connect(results, cohorts=[cohort])  # this cohort's partitions only: a big store costs nothing more
     run = con.execute(
         "SELECT arg_max(run_id, started_at), arg_max(config_yaml, started_at) FROM runs WHERE cohort = ?", [cohort]

@@ -19,10 +19,13 @@ budget shaded) are drawn by ``stateaware.analysis.figures``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from stateaware.analysis.figures import CONTROL, JOINT
+from stateaware.analysis.figures import CONTROL, JOINT, figure1, figure3
+from stateaware.analysis.sections.timing_rows import cohort_clocks, mean_ms, method_rows
+from stateaware.analysis.store.run_config import cohort_config
 
 from stateaware.clocks import TIME_METRICS
 
@@ -35,8 +38,6 @@ PLACED = "relative"
 
 def budgeted(con: Any) -> dict[str, bool]:
     """``cohort -> whether its latest recorded run places a logical budget`` (cohorts with a runs row)."""
-    from stateaware.analysis.store.run_config import cohort_config
-
     rows = con.execute("SELECT cohort, arg_max(config_yaml, started_at) FROM runs GROUP BY cohort").fetchall()
     return {cohort: (cohort_config(text).get("params") or {}).get("placement") == PLACED for cohort, text in rows}
 
@@ -46,8 +47,6 @@ def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int
 
     Each row's ``mean_ms`` is on its cohort's declared clock, named in the row's ``clock``.
     """
-    from stateaware.analysis.sections.timing_rows import cohort_clocks, mean_ms, method_rows
-
     placed = budgeted(con)
     clocks = cohort_clocks(con)
     out: dict[tuple[str, str], tuple[list[dict[str, Any]], int]] = {}
@@ -73,8 +72,6 @@ def summaries(con: Any) -> dict[tuple[str, str], tuple[list[dict[str, Any]], int
 
 def _subset_cell(subset: str | None) -> str | None:
     """The cell a comparison's ``subset`` (its ``where`` as JSON) restricts it to; None: every cell."""
-    import json
-
     return None if not subset else json.loads(subset).get("cell")
 
 
@@ -127,8 +124,6 @@ def headline(comparison: dict[str, Any] | None) -> str | None:
 def captioned(con: Any, out: Path) -> list[tuple[Path, str]]:
     """Draw Figure 1 and Figure 3 for every budgeted cohort cell present; ``(PNG path, caption)``
     pairs, each caption the figure's title (which names the clock of its times)."""
-    from stateaware.analysis.figures import figure1, figure3
-
     relation = con.execute("SELECT * FROM comparisons")
     names = [d[0] for d in relation.description]
     comparisons = [dict(zip(names, row, strict=True)) for row in relation.fetchall()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateaware.analysis.sections.queries import rows_of
+from stateaware.analysis.stats.comparisons import declared_clock_of
 
 from stateaware.cost_runtime import METHODS
 
@@ -42,8 +43,6 @@ def cohort_clocks(con: Any) -> dict[str, str]:
     ``stateaware.analysis.stats.comparisons.compute_comparisons`` does; a cohort without a
     ``runs`` row (no recorded config) is absent, and callers read it as ``wall``.
     """
-    from stateaware.analysis.stats.comparisons import declared_clock_of
-
     rows = con.execute(
         "WITH latest AS (SELECT cohort, arg_max(run_id, started_at) AS run_id, "
         "arg_max(config_yaml, started_at) AS config FROM runs GROUP BY cohort) "

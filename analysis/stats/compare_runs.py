@@ -61,7 +61,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from stateaware.analysis.stats.comparisons import declared_clock_of
 from stateaware.analysis.stats.estimators import ALPHA, DRAWS, MIN_PROCESSES, bonferroni_confidence, paired_ratio
+from stateaware.analysis.stats.stability import flags
+from stateaware.analysis.store.views import connect
 
 from stateaware.clocks import CLOCKS
 
@@ -263,7 +266,7 @@ def _per_process_means(con: Any, run_id: str, metric: str) -> dict[tuple[str, st
 
 
 def _unpaired(a: np.ndarray, b: np.ndarray, *, draws: int, confidence: float, seed: int) -> tuple[float, float, float]:
-    from scipy.stats import bootstrap  # imported here: scipy.stats costs ~0.3 s to import
+    from scipy.stats import bootstrap  # lazy: scipy.stats costs ~0.3 s to import and only the bootstrap needs it
 
     log_a, log_b = np.log(a), np.log(b)
     estimate = float(np.exp(log_b.mean() - log_a.mean()))
@@ -292,8 +295,6 @@ def _declared_metric(con: Any, run_a: str, run_b: str, columns: set[str]) -> tup
     Raises ``ValueError`` when the runs declare different clocks or a run recorded a clock
     this code does not know; both messages say how ``--metric`` settles it.
     """
-    from stateaware.analysis.stats.comparisons import declared_clock_of
-
     recorded = dict(
         con.execute(
             "SELECT run_id, first(config_yaml ORDER BY started_at DESC NULLS LAST) FROM runs GROUP BY run_id"
@@ -335,8 +336,6 @@ def _declared_metric(con: Any, run_a: str, run_b: str, columns: set[str]) -> tup
 
 def _stability(con: Any, run_a: str, run_b: str) -> dict[tuple[str, str], dict[str, set[int]]]:
     """``{(run_id, kind or kind/method): process indices}`` of every stability flag of the two runs."""
-    from stateaware.analysis.stats.stability import flags
-
     found: dict[tuple[str, str], dict[str, set[int]]] = {}
     for flag in flags(con):  # each run's own thresholds, from its recorded config
         if flag.run_id in (run_a, run_b):
@@ -381,8 +380,6 @@ def compare_runs(
     ``None`` and the runs declare different clocks, when ``equivalence`` is out of range, or
     when the two runs share no timed method.
     """
-    from stateaware.analysis.store.views import connect
-
     if metric is not None and metric not in METRICS:
         raise ValueError(f"--metric {metric!r} is not a timing metric; choose one of {', '.join(METRICS)}")
     if not 0.0 < equivalence < 1.0:

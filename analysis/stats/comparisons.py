@@ -25,10 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from omegaconf import OmegaConf
 from stateaware.analysis.stats.estimators import ALPHA, DRAWS, Comparison, ComparisonResult, compare
+from stateaware.analysis.store.run_config import config_of
 from stateaware.analysis.store.verify import RunVerification, Verification, verify
 
 from stateaware.clocks import CLOCKS, TIME_METRICS, clock_column, declared_clock
+from stateaware.names import check_name
+from stateaware.records.part_names import run_folder
 from stateaware.records.schema import RESULT_TABLES
 from stateaware.records.write_paths import writable
 from stateaware.records.writer import write_atomic
@@ -55,9 +59,6 @@ def comparisons_path(results: Path | str, cohort: str, run_id: str) -> Path:
     ``cohort`` and ``run_id`` come from the records, which anyone could have forged: they must
     be names (``stateaware.names.check_name``) and the path must lie inside ``results``,
     else ``ValueError`` naming them."""
-    from stateaware.names import check_name
-    from stateaware.records.part_names import run_folder
-
     path = (
         run_folder(results, FOLDER, check_name("cohort", cohort), check_name("run_id", run_id)) / "comparisons.parquet"
     )
@@ -212,8 +213,6 @@ def comparisons_of(config_yaml: str | None) -> list[Any]:
     changed since the run. ``[]`` without a config or a cohort section."""
     if not config_yaml:
         return []
-    from omegaconf import OmegaConf
-
     config = OmegaConf.create(config_yaml)
     if "cohort" not in config or config.cohort.get("comparisons") is None:
         return []
@@ -226,7 +225,5 @@ def declared_clock_of(config_yaml: str | None) -> str:
     ``cohort.comparisons_clock`` if set, else ``cpu`` on a one-thread CPU profile and
     ``wall`` otherwise (``stateaware.clocks.declared_clock``); ``wall`` without a config.
     """
-    from stateaware.analysis.store.run_config import config_of
-
     doc = config_of(config_yaml)
     return declared_clock(doc.get("cohort") or {}, doc.get("hardware") or {})

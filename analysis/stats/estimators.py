@@ -245,7 +245,7 @@ def paired_ratio(
     log_ratios = np.log(ratios)
     estimate = float(np.exp(np.mean(log_ratios)))
 
-    from scipy.stats import bootstrap  # imported here: scipy.stats costs ~0.3 s to import
+    from scipy.stats import bootstrap  # lazy: scipy.stats costs ~0.3 s to import and only the bootstrap needs it
 
     # Resampling the per-process log-ratios is the paired bootstrap: a process's
     # numerator and denominator enter the statistic only through their ratio, so drawing
@@ -279,7 +279,8 @@ def process_means(
     steps or already per-process values. Rows with a null ``metric`` are ignored; rows are
     first restricted to ``where`` (``(column, value)`` pairs, all required to match).
     """
-    import pyarrow as pa  # imported here with pyarrow.compute, which is slow to import
+    # lazy: pyarrow.compute is slow to import; only the functions reading Arrow tables need it
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     arrow = _as_arrow(table)
@@ -371,6 +372,7 @@ def compare(
 
 def _as_arrow(table: Any):
     """An Arrow table from an Arrow table/reader, a DuckDB relation or a mapping of columns."""
+    # lazy: pyarrow only in the functions that read Arrow tables: the estimators load with numpy alone
     import pyarrow as pa
 
     if isinstance(table, pa.Table):

@@ -26,11 +26,18 @@ exits 0 when no run has a flag and 1 (listing every flag) otherwise.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+from stateaware.analysis.stats.comparisons import declared_clock_of
+from stateaware.analysis.store.views import connect
+
+from stateaware.records.writer import write_bytes_atomic
 from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
 
 __all__ = [
@@ -69,8 +76,6 @@ class Thresholds:
         """The run's ``analysis.stability`` values (defaults where absent), then ``overrides``."""
         found: dict[str, float] = {}
         if config_yaml:
-            from omegaconf import OmegaConf
-
             doc = OmegaConf.to_container(OmegaConf.create(config_yaml)) or {}
             found = {
                 k: float(v)
@@ -151,8 +156,6 @@ def process_load(con: Any) -> list[dict[str, Any]]:
 
 
 def _run_settings(con: Any, overrides: Mapping[str, float | None] | None) -> dict[str, tuple[str, Thresholds]]:
-    from stateaware.analysis.stats.comparisons import declared_clock_of
-
     return {
         run_id: (declared_clock_of(config), Thresholds.from_config(config, overrides))
         for run_id, config in con.execute(
@@ -235,8 +238,6 @@ def caveat(found: Sequence[Flag], run_id: str, processes: int) -> str | None:
 
 def run_summary(results: Path | str, run_id: str) -> str | None:
     """The end-of-run stability lines of ``run_id`` (``describe``), or None without timings."""
-    from stateaware.analysis.store.views import connect
-
     con = connect(results, run_ids=[run_id])
     if not con.execute("SELECT count(*) FROM timings").fetchone()[0]:
         return None
@@ -252,11 +253,6 @@ FLAG_COLUMNS = ("cohort", "run_id", "process_index", "method", "kind", "clock", 
 
 def write_flags(found: Sequence[Flag], path: Path | str) -> Path:
     """Write every flag to ``path`` as CSV (``FLAG_COLUMNS``), atomically; return the path."""
-    import csv
-    import io
-
-    from stateaware.records.writer import write_bytes_atomic
-
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(FLAG_COLUMNS)

@@ -16,6 +16,7 @@ def config_of(config_yaml: str | None) -> dict[str, Any]:
     """The recorded config as nested plain dicts (empty for a missing or empty one)."""
     if not config_yaml:
         return {}
+    # lazy: omegaconf only when a config is read (this module is imported at the analysis command line's start-up)
     from omegaconf import OmegaConf
 
     doc = OmegaConf.to_container(OmegaConf.create(config_yaml), resolve=False)

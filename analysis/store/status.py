@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stateaware.records.columns import STATUSES
+
 if TYPE_CHECKING:
     from stateaware.analysis.store.views import Snapshot
 
@@ -49,9 +51,10 @@ def status_rows(
     process whose status part is damaged shows ``-``, as one with no status yet).
     ``parts``: a ``stateaware.analysis.store.views.snapshot`` of ``results`` to read (default: a new one).
     """
+    # lazy: the analysis command line imports this module at start-up; duckdb, pyarrow, numpy: on use
     from stateaware.analysis.store.views import connect
 
-    from stateaware.launch.slurm import read_submissions, slurm_states
+    from stateaware.launch.slurm import read_submissions, slurm_states  # lazy: as the views above
 
     con = connect(results, run_ids=run_ids, parts=parts)
     if warn is not None:
@@ -112,9 +115,7 @@ def run_rows(
     and ``cohorts`` name), in start order. Records written outside the launcher (no ``runs``
     row) make no row. ``warn`` and ``parts`` as for ``status_rows``.
     """
-    from stateaware.analysis.store.views import connect
-
-    from stateaware.records.columns import STATUSES
+    from stateaware.analysis.store.views import connect  # lazy: duckdb; see status_rows
 
     con = connect(results, run_ids=run_ids, cohorts=cohorts, parts=parts)
     if warn is not None:

@@ -408,6 +408,7 @@ def _declared_methods(con: Any, views: Mapping[str, set[str]], run_id: str) -> l
     when the run is not a timing cohort or its config declares none."""
     if "config_yaml" not in views.get("runs", set()):
         return None
+    # lazy: omegaconf only when a config is checked (this module is imported at the analysis command line's start-up)
     from omegaconf import OmegaConf
 
     texts = [
@@ -573,7 +574,7 @@ def _part_files(
 
 def _damaged(con: Any, run_id: str | None) -> list[str]:
     """Rule 8: one problem per damaged part of ``run_id`` (or of any run), when the connection lists them."""
-    import duckdb
+    import duckdb  # lazy: the analysis command line imports this module at start-up, duckdb only when it runs
 
     where = "WHERE (run_id = ? OR run_id IS NULL) " if run_id is not None else ""
     query = "SELECT folder, path, run_id, problem FROM damaged_parts {}ORDER BY path"
@@ -672,7 +673,7 @@ def _source_with_filename(con: Any, table: str) -> str | None:
     relations = _views(con)
     if "filename" in relations.get(table, set()):
         return sql_name(table)
-    from stateaware.analysis.store.views import PARTS_PREFIX
+    from stateaware.analysis.store.views import PARTS_PREFIX  # lazy: the views bring duckdb; see _damaged
 
     parts = PARTS_PREFIX + ("processes" if table == "attempts" else table)
     if "filename" in relations.get(parts, set()):

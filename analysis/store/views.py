@@ -655,11 +655,12 @@ def _dataset(files: Sequence[str], schema: TableColumns, renamed: Mapping[str, s
     under the old names these files carry) and a ``filename`` column, each file's path."""
     # NOTE [ No Arrow until it reads ]: imported here, so a `sql` command whose tables DuckDB
     # loads itself never pays for pyarrow (~0.15 s) nor pyarrow.dataset (~0.25 s more).
+    # lazy: `sql` over parts the part cache vouches for loads neither pyarrow nor numpy
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-    from stateaware.records.schema import arrow_schema
+    from stateaware.records.schema import arrow_schema  # lazy: it imports pyarrow
 
     new_to_old = {new: old for old, new in renamed.items()}
     arrow = arrow_schema(schema)

@@ -52,6 +52,7 @@ class Cifar:
 
 def official_md5() -> str:
     """The official archive's MD5, as torchvision records it."""
+    # lazy: torchvision (the cifar extra, seconds to import) only when the CIFAR data is read
     from torchvision.datasets import CIFAR100
 
     return CIFAR100.tgz_md5
@@ -71,6 +72,7 @@ def load(archive: str | os.PathLike[str], *, extract_to: str | os.PathLike[str],
     official format. Extraction is skipped when ``extract_to`` already holds this
     archive's contents (a marker names the archive's SHA-256).
     """
+    # lazy: torchvision (the cifar extra, seconds to import) only when the CIFAR data is read
     from torchvision.datasets import CIFAR100
 
     path = Path(archive)
@@ -135,6 +137,7 @@ def _extract_data(tar: tarfile.TarFile, root: Path) -> None:
 
 
 def _unverified_class():
+    # lazy: torchvision (the cifar extra, seconds to import) only when the CIFAR data is read
     from torchvision.datasets import CIFAR100
 
     class Unverified(CIFAR100):

@@ -25,9 +25,11 @@ from typing import Any
 
 import torch
 
+from stateaware.app import moco
 from stateaware.app.moco import Moco, contrast, n_segments, persistent_bytes, queue_rows
 from stateaware.app.model import l2_normalize
 from stateaware.cost_runtime.measure import synchronize
+from stateaware.planner.profile_card import card_from_dict
 
 __all__ = ["profile_card", "profile_protocol"]
 
@@ -68,8 +70,6 @@ def profile_card(
     provenance: dict[str, Any] | None = None,
 ) -> Any:
     """The card of ``m``'s segments for a batch like ``x_q`` (``m`` is left as it was)."""
-    from stateaware.planner.profile_card import card_from_dict
-
     device = x_q.device
     params = {p.untyped_storage().data_ptr() for p in m.query.parameters()}
     snapshot = {k: v.clone() for k, v in m.query.state_dict().items()}
@@ -162,8 +162,6 @@ def profile_protocol(
 ) -> Any:
     """The card of a fresh model of ``proto`` (a ``stateaware.app.protocol.Protocol``) on a
     seeded random batch of its shape: the costs depend on shapes, not on the images."""
-    from stateaware.app import moco
-
     m = moco.build(
         seed,
         width=proto.width,

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from stateaware.app.model import cifar_resnet18, encoder_segments, l2_normalize
+from stateaware.app.model import SEGMENTS, cifar_resnet18, encoder_segments, l2_normalize
 from stateaware.app.protocol import METHODS  # the seven methods, in the order records and Table 9 list them
 from stateaware.torch_replay import Region, checkpoint
 
@@ -88,8 +88,6 @@ class Moco:
 
 def n_segments() -> int:
     """Encoder segments plus the contrast segment."""
-    from stateaware.app.model import SEGMENTS
-
     return len(SEGMENTS) + 1
 
 

@@ -49,6 +49,7 @@ def cifar_resnet18(out_dim: int, *, width: int = 64) -> nn.Module:
 
     Parameters are drawn from the global torch generator (seed it first).
     """
+    # lazy: torchvision (the cifar extra, seconds to import) only when the model is built
     from torchvision.models import resnet18
     from torchvision.models.resnet import BasicBlock
 

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stateaware.cost_runtime.plans import budget_at
+
 __all__ = [
     "METHODS",
     "CARD_SHAPE",
@@ -151,8 +153,6 @@ def budget_bytes(block: dict[str, Any], card: Any) -> int:
     anchors (``stateaware.cost_runtime.plans.budget_at``)."""
     if "budget_mib" in block:
         return int(float(block["budget_mib"]) * _MIB)
-    from stateaware.cost_runtime.plans import budget_at
-
     return budget_at(card, float(block["budget_position"]))
 
 

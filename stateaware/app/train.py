@@ -16,6 +16,8 @@ CPU the profiler's window peak of each epoch plus the bytes live when it opens
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from torch import nn
 from stateaware.app import moco, scores
 from stateaware.app.model import backbone_features, cifar_resnet18, feature_dim, l2_normalize
 from stateaware.app.protocol import Protocol
+from stateaware.cost_runtime.measure import window_peak
 
 __all__ = ["Observer", "augment", "center", "train_encoder", "probe", "deterministic"]
 
@@ -46,8 +49,6 @@ def deterministic(threads: int | None = None) -> Iterator[None]:
     Sets ``CUBLAS_WORKSPACE_CONFIG`` (unless set) as CUDA's deterministic cuBLAS needs;
     it takes effect only if cuBLAS has not been initialised yet in this process.
     """
-    import os
-
     saved = (
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(),
@@ -117,8 +118,6 @@ class Observer:
             )
             torch.cuda.reset_peak_memory_stats(self.device)
             return out
-        from stateaware.cost_runtime.measure import window_peak
-
         start = self.live()
         box: list[Any] = []
         peak, _ = window_peak(lambda: box.append(fn()))
@@ -254,8 +253,6 @@ def train_encoder(
 
 
 def _tensor_sha(t: torch.Tensor) -> str:
-    import hashlib
-
     return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
 
 

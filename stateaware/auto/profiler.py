@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 from stateaware.auto.compiled import compile_options, compiled_forward, segments_compiled
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
@@ -50,7 +51,9 @@ from stateaware.auto.segment import relative, run_segment
 from stateaware.auto.wrapper import apply_policy, original_forward, remove
 from stateaware.cost_runtime.measure import allocated_window, live_bytes, synchronize
 from stateaware.cost_runtime.profile import add_state_parts, measurement_provenance
+from stateaware.planner import card_from_dict
 from stateaware.torch_replay import UndeclaredStateError
+from stateaware.torch_replay.offload import host_is_device
 
 __all__ = [
     "profile",
@@ -310,8 +313,6 @@ def _selective_refused(option: str, error: RuntimeError) -> bool:
 
 
 def _oblivious(forward, args, kwargs):
-    from torch.utils.checkpoint import checkpoint as torch_checkpoint
-
     return torch_checkpoint(lambda *a: forward(*a, **kwargs), *args, use_reentrant=False)
 
 
@@ -448,9 +449,6 @@ def profile(
     (``stateaware.auto.progress``): None shows it when stderr is a terminal, True always,
     False never; a ``Progress`` is shared (``wrap`` counts its budget loop on the same line).
     """
-    from stateaware.planner import card_from_dict
-    from stateaware.torch_replay.offload import host_is_device
-
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     options = compile_options(compile)
     if not (state == "auto" or (not isinstance(state, str) and isinstance(state, Sequence))):

@@ -49,6 +49,7 @@ class Progress:
         self.bar: Any = None
         if self.enabled:
             try:
+                # lazy: tqdm is optional: without it the line is drawn by hand (the ImportError below)
                 from tqdm import tqdm
             except ImportError:
                 self.bar = None

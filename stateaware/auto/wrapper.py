@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from stateaware.auto.compiled import compiled_forward
 from stateaware.auto.discover import StateEntry
+from stateaware.auto.fit import no_option_message
 from stateaware.auto.segment import SEGMENT_OPTIONS, relative, run_segment
 
 __all__ = ["apply", "apply_policy", "remove", "original_forward", "card_segments", "refuse_distributed"]
@@ -74,8 +76,6 @@ def apply(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
     """
     refuse_distributed(model, "apply")
     if not plan.feasible and plan.min_peak_bytes is None:
-        from stateaware.auto.fit import no_option_message
-
         raise ValueError(f"nothing to apply: {no_option_message(plan.card, plan.planner)}")
     if not plan.feasible:
         raise ValueError(
@@ -118,11 +118,12 @@ def _distributed_wrapper(model: torch.nn.Module) -> str | None:
     """What makes ``model`` a data-parallel model, in words, or None."""
     if not torch.distributed.is_available():
         return None
+    # lazy: torch.distributed may be absent from a torch build (is_available above)
     from torch.distributed.tensor import DTensor
-    from torch.nn.parallel import DistributedDataParallel
 
     fsdp_classes: tuple[type, ...] = ()
     try:
+        # lazy: FSDP may be absent from this torch (the ImportError below)
         from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 
         fsdp_classes = (FSDPModule, FullyShardedDataParallel)

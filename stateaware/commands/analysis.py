@@ -49,7 +49,10 @@ import sys
 from dataclasses import astuple, fields
 from pathlib import Path
 
+from stateaware.analysis.report import UnstableError, build_report, select_runs
 from stateaware.analysis.store.query_input import query_text
+from stateaware.analysis.store.status import COLUMNS, RUN_COLUMNS, run_rows, status_rows
+from stateaware.analysis.store.verify import VerificationError
 from stateaware.commands.arguments import (
     DRAWS,
     Late,
@@ -66,6 +69,13 @@ from stateaware.exits import INVALID, OneLineParser, fail, int_at_least, run_mai
 from stateaware.launch.params import Param
 from stateaware.thresholds import MAX_CV, MAX_OTHER_SHARE, MAX_WALL_OVER_CPU
 
+# NOTE [ Lazy imports ]
+#
+# Each handler imports what its command needs, inside the handler (the imports tagged
+# ``# lazy``): the store and statistics modules bring duckdb, pyarrow and numpy, which
+# ``--help``, an argument error and the other commands never load; ``sql`` over parts the
+# part cache vouches for loads neither pyarrow nor numpy.
+
 __all__ = ["create_parser", "main", "script"]
 
 PROG = "python -m stateaware.analysis"
@@ -81,7 +91,7 @@ def _query_text(args: argparse.Namespace) -> str:
 def _chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> list[str] | None:
     """The run ids ``--run-id`` and ``--cohort`` choose together (``None``: every run), each
     checked as ``_check_chosen_runs`` does; found from the partition folders."""
-    from stateaware.analysis.store.views import runs_present
+    from stateaware.analysis.store.views import runs_present  # lazy
 
     _check_chosen_runs(results, run_ids, cohorts)
     if cohorts is None:
@@ -104,7 +114,7 @@ def _chosen_or_fail(results: Path, run_ids: list[str] | None, cohorts: list[str]
 def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[str] | None) -> None:
     """An unknown ``--run-id`` or ``--cohort`` is an error naming what the results hold, as in
     report and check, not empty views; found from the partition folders, no part opened."""
-    from stateaware.analysis.store.views import runs_present
+    from stateaware.analysis.store.views import runs_present  # lazy
 
     if run_ids is None and cohorts is None:
         return
@@ -121,10 +131,10 @@ def _check_chosen_runs(results: Path, run_ids: list[str] | None, cohorts: list[s
 
 
 def _sql(args: argparse.Namespace) -> int:
-    import duckdb
+    import duckdb  # lazy
 
-    from stateaware.analysis.store.sql import LimitError, Limits, ReadOnlyError, open_database_early, run
-    from stateaware.analysis.store.views import snapshot
+    from stateaware.analysis.store.sql import LimitError, Limits, ReadOnlyError, open_database_early, run  # lazy
+    from stateaware.analysis.store.views import snapshot  # lazy
 
     open_database_early()  # while the parts are checked
     results = results_dir(args.results)
@@ -191,11 +201,11 @@ def _seconds(text: str) -> float:
 
 def _memory_size(text: str) -> str:
     """An ``argparse`` type: a size DuckDB reads as a ``memory_limit`` ("2GB", "512MiB", "50%")."""
-    from stateaware.analysis.store.sql import DEFAULT_MEMORY_LIMIT
+    from stateaware.analysis.store.sql import DEFAULT_MEMORY_LIMIT  # lazy
 
     if text == DEFAULT_MEMORY_LIMIT:  # argparse types the default too: no database made for it
         return text
-    import duckdb
+    import duckdb  # lazy
 
     try:  # DuckDB's own reading of the size, on a throwaway database
         duckdb.connect(":memory:", config={"memory_limit": text}).close()
@@ -208,7 +218,7 @@ def _memory_size(text: str) -> str:
 
 
 def _views(args: argparse.Namespace) -> int:
-    from stateaware.analysis.store.views import PARTS_PREFIX, connect, damaged_parts, snapshot, views_sql
+    from stateaware.analysis.store.views import PARTS_PREFIX, connect, damaged_parts, snapshot, views_sql  # lazy
 
     results = results_dir(args.results)
     if args.sql:
@@ -232,10 +242,8 @@ def _views(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """The report: its path on stdout; exit 1 for --strict's refusal or a write that failed."""
-    from stateaware.analysis.report import UnstableError, build_report, select_runs
-    from stateaware.analysis.store.verify import VerificationError
-    from stateaware.analysis.store.views import connect
-    from stateaware.records.writer import as_disk_full, disk_full
+    from stateaware.analysis.store.views import connect  # lazy
+    from stateaware.records.writer import as_disk_full, disk_full  # lazy
 
     results = results_dir(args.results)
     run_ids = args.run_id
@@ -276,10 +284,8 @@ def _report(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     """Exit 0 when every process completed, else 1; a ``--run-id`` naming no run exits 2."""
-    from stateaware.analysis.report import select_runs
-    from stateaware.analysis.store.sql import format_result
-    from stateaware.analysis.store.status import COLUMNS, status_rows
-    from stateaware.analysis.store.views import connect, snapshot
+    from stateaware.analysis.store.sql import format_result  # lazy
+    from stateaware.analysis.store.views import connect, snapshot  # lazy
 
     results = results_dir(args.results)
     run_ids = _chosen_or_fail(results, args.run_id, args.cohort)
@@ -296,9 +302,9 @@ def _status(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     """Exit 0 when no run has a stability flag, 1 when any has."""
-    from stateaware.analysis.stats.stability import Flag, describe, flags
-    from stateaware.analysis.store.sql import format_result
-    from stateaware.analysis.store.views import connect
+    from stateaware.analysis.stats.stability import Flag, describe, flags  # lazy
+    from stateaware.analysis.store.sql import format_result  # lazy
+    from stateaware.analysis.store.views import connect  # lazy
 
     results = results_dir(args.results)
     con = connect(results, run_ids=_chosen_or_fail(results, args.run_id, args.cohort))
@@ -326,7 +332,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     """The comparison table (or JSON); exit 2 naming the problem for runs that cannot be compared."""
-    from stateaware.analysis.stats.compare_runs import compare_runs, format_comparisons
+    from stateaware.analysis.stats.compare_runs import compare_runs, format_comparisons  # lazy
 
     try:
         rows = compare_runs(
@@ -347,8 +353,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _runs(args: argparse.Namespace) -> int:
     """The runs, one line each (``stateaware.analysis.store.status.run_rows``)."""
-    from stateaware.analysis.store.sql import format_result
-    from stateaware.analysis.store.status import RUN_COLUMNS, run_rows
+    from stateaware.analysis.store.sql import format_result  # lazy
 
     results = results_dir(args.results)
     try:
@@ -362,7 +367,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 def _compact(args: argparse.Namespace) -> int:
     """Exit 0 when every chosen run is compacted (or already was), 1 when any was refused or failed."""
-    from stateaware.analysis.compact import compact
+    from stateaware.analysis.compact import compact  # lazy
 
     results = results_dir(args.results)
     run_ids = _chosen_or_fail(results, args.run_id, args.cohort)
@@ -387,7 +392,7 @@ def create_parser() -> argparse.ArgumentParser:
     heavier module (numpy for ``compare``) is a ``Late``, read when help shows it or the
     command runs.
     """
-    from stateaware.analysis.store.sql import DEFAULT_MAX_ROWS, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS
+    from stateaware.analysis.store.sql import DEFAULT_MAX_ROWS, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, FORMATS  # lazy
 
     parser = OneLineParser(
         prog=PROG,
@@ -619,7 +624,7 @@ _STATS = "stateaware.analysis.stats"
 
 def _equivalence(text: str) -> float:
     """``--equivalence``, read by the comparison's own rule (imported only when the flag is given)."""
-    from stateaware.analysis.stats.compare_runs import parse_equivalence
+    from stateaware.analysis.stats.compare_runs import parse_equivalence  # lazy
 
     return parse_equivalence(text)
 

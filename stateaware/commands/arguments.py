@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from stateaware import __version__
 from stateaware.exits import fail, int_at_least
 from stateaware.launch.params import Param
+from stateaware.records.columns import TABLE_COLUMNS
 
 __all__ = [
     "DRAWS",
@@ -41,8 +43,6 @@ def results_dir(results: Path | None) -> Path:
     ``processes``, ...): a missing path, a plain file or an empty directory is refused
     rather than answered with empty views.
     """
-    from stateaware.records.columns import TABLE_COLUMNS
-
     path = default_results() if results is None else Path(results)
     tip = "pass --results DIR with the out= of a launched cohort (python -m stateaware cohort=NAME out=DIR)"
     if not path.exists():
@@ -62,8 +62,6 @@ def one_line(exc: BaseException) -> str:
 
 def version_text() -> str:
     """``stateaware VERSION``: what ``--version`` prints first on every command line."""
-    from stateaware import __version__
-
     return f"stateaware {__version__}"
 
 

@@ -80,10 +80,11 @@ def _pyplot():
     core install leaves it out, so planning from the command line does not pay for it.
     """
     try:
+        # lazy: matplotlib is no part of the core install; only --plot needs it (the ImportError below)
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: as matplotlib above
     except ImportError as error:
         raise ImportError(f"--plot needs matplotlib, which the core install leaves out: {PLOT_INSTALL}") from error
     return plt

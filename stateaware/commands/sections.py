@@ -31,13 +31,14 @@ def timing(argv: list[str] | None = None) -> int:
         "--draws", type=number(DRAWS), default=None, help="bootstrap draws for the comparisons (default: the analysis')"
     )
     args = parser.parse_args(argv)
+    # lazy: duckdb, pyarrow and numpy only when a section is rendered: --help loads none
     from stateaware.analysis.sections.timing import render, summary
 
     results = args.results or default_results()
     if args.cohort:
         print(summary(results, args.cohort, args.draws))
     else:
-        from stateaware.analysis.store.views import connect
+        from stateaware.analysis.store.views import connect  # lazy: duckdb, as above
 
         print(render(connect(results)))
     return 0
@@ -52,6 +53,7 @@ def application(argv: list[str] | None = None) -> int:
     results_argument(parser)
     parser.add_argument("--figure", type=Path, default=None, help="also write Figure 3C as a PNG here")
     args = parser.parse_args(argv)
+    # lazy: duckdb, pyarrow and numpy only when a section is rendered: --help loads none
     from stateaware.analysis.sections.cifar_application import figure3c, render
     from stateaware.analysis.store.views import connect
 

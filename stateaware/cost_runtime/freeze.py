@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from stateaware.cost_runtime.frozen_cards import freeze
+
 __all__ = ["freeze_cells"]
 
 
@@ -34,12 +36,13 @@ def freeze_cells(
 ) -> dict[str, str]:
     """Profile and freeze ``cells`` (``stateaware.cost_runtime.cells.cells_of``) on ``hardware``
     (a resolved hardware profile: its ``scale`` is the one the run records); ``{cell: digest}``."""
+    # lazy: torch (and the cells' numpy) only when cards are measured: --help and an argument error load neither
     from stateaware.cost_runtime.cells import cost_runtime_of, shape_of
-    from stateaware.cost_runtime.frozen_cards import freeze
     from stateaware.cost_runtime.profile import profile_card
 
     threads = cost_runtime_of(hardware).get("threads")
     if threads:
+        # lazy: torch (and the cells' numpy) only when cards are measured: --help and an argument error load neither
         import torch
 
         torch.set_num_threads(int(threads))

@@ -11,13 +11,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import stateaware.conf as packaged_conf
+from stateaware.planner.profile_card import card_from_dict, load_card, save_card
+
 __all__ = ["CARDS_DIR", "FrozenCardError", "freeze", "load_frozen", "card_path"]
 
 
 def _default_dir() -> Path:
-    import stateaware.conf
-
-    return Path(stateaware.conf.__file__).parent / "cards"
+    return Path(packaged_conf.__file__).parent / "cards"
 
 
 #: Where frozen cards live (version-controlled, shipped with the configs).
@@ -35,8 +36,6 @@ def card_path(name: str, digest: str, directory: str | os.PathLike[str] | None =
 
 def freeze(doc: dict[str, Any], name: str, directory: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
     """Validate the card document, write it as ``<name>-<digest12>.json``; ``(path, digest)``."""
-    from stateaware.planner.profile_card import card_from_dict, save_card
-
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"card name {name!r} must be a plain file-name stem")
     card = card_from_dict(doc)
@@ -52,8 +51,6 @@ def load_frozen(digest: str, directory: str | os.PathLike[str] | None = None) ->
     Raises ``FrozenCardError`` when no file ``*-<digest12>.json`` exists, when several
     do, or when the file's costs hash to a different digest (it was edited after freezing).
     """
-    from stateaware.planner.profile_card import load_card
-
     if not isinstance(digest, str) or len(digest) < 12:
         raise FrozenCardError(
             f"card digest {digest!r}: give at least the first 12 hex digits of a frozen card's digest"

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from stateaware.clocks import StepTime, collector_paused, time_step
 
@@ -122,8 +123,6 @@ def window_peak(fn: Callable[[], object]) -> tuple[int, int]:
     The profiler's ``USDT:`` lines are kept off stderr; everything else it or ``fn``
     writes there is kept (NOTE [ The profiler's USDT lines on stderr ]).
     """
-    from torch.profiler import ProfilerActivity, profile
-
     with _quiet_edges(profile(activities=[ProfilerActivity.CPU], profile_memory=True)) as prof:
         fn()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import CheckpointError
+from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 from stateaware.clocks import StepTime
 from stateaware.cost_runtime.measure import Peak, live_bytes, peak_step, timed_steps
 from stateaware.cost_runtime.methods import forward
 from stateaware.cost_runtime.workloads import Shape, Workload, build, loss_of, seed_step, segment_forward, step_rows
+from stateaware.torch_replay.checkpoint import ReplayError, UndeclaredStateError
 
 __all__ = ["PRECISIONS", "TOLERANCE", "CONTROL", "Check", "refusals", "semantic_checks", "measure"]
 
@@ -44,10 +47,6 @@ def refusals() -> tuple[type[BaseException], ...]:
     exception is a bug or a broken environment, recorded as ``error`` — never as a refusal,
     which a reader would take for a documented property of the method.
     """
-    from torch.utils.checkpoint import CheckpointError
-
-    from stateaware.torch_replay.checkpoint import ReplayError, UndeclaredStateError
-
     return (CheckpointError, ReplayError, UndeclaredStateError)
 
 
@@ -93,8 +92,6 @@ def _observe(workload: Workload, run) -> dict[str, list[torch.Tensor]]:
 
 def _control_run(workload: Workload, rows):
     shape, state = workload.shape, workload.state
-    from torch.utils.checkpoint import checkpoint as torch_checkpoint
-
     x = workload.x0
     for i, (u, v) in enumerate(workload.weights):
 

@@ -27,6 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stateaware.planner import evaluate_policy, min_peak_bytes
+from stateaware.planner import plan as planner_plan
+from stateaware.planner.records import PLAN_COLUMNS, plan_columns
+
 __all__ = ["PLANNERS", "predict", "plan", "fixed_plan", "plan_methods", "anchors", "position_of", "budget_at"]
 
 #: Planner names, as ``policies.planner`` records them.
@@ -35,8 +39,6 @@ PLANNERS = ("joint", "eager_whole", "agnostic")
 
 def predict(card: Any, policy: Sequence[str]) -> tuple[int, float]:
     """``(P + sum r + max q, sum c)`` of ``policy`` (one option per segment) on ``card``."""
-    from stateaware.planner import evaluate_policy
-
     if len(policy) != card.n_segments:
         raise ValueError(f"policy has {len(policy)} entries; the card has {card.n_segments} segments")
     peak, ms = evaluate_policy(card, tuple(policy))
@@ -53,9 +55,6 @@ def plan(card: Any, budget_bytes: int, planner: str) -> dict[str, Any]:
     ``truncated``, ``card_digest``, ``plan_digest``. The search is
     ``stateaware.planner.plan`` (untruncated).
     """
-    from stateaware.planner import plan as planner_plan
-    from stateaware.planner.records import plan_columns
-
     if planner not in PLANNERS:
         raise ValueError(f"planner={planner!r}; valid planners are: {', '.join(PLANNERS)}")
     return plan_columns(planner_plan(card, int(budget_bytes), planner=planner))
@@ -66,8 +65,6 @@ def fixed_plan(card: Any, policy: Sequence[str] | None, planner: str | None = No
     evaluates a fixed policy, it does not gate it), with the static model's prediction on
     ``card``. ``policy`` None is ``functional``'s: its out-of-place state is no card option,
     so it has no policy or prediction. The search columns (frontier, digest) are None."""
-    from stateaware.planner.records import PLAN_COLUMNS
-
     peak, ms = (None, None) if policy is None else predict(card, policy)
     return {
         **dict.fromkeys(PLAN_COLUMNS),
@@ -83,8 +80,6 @@ def fixed_plan(card: Any, policy: Sequence[str] | None, planner: str | None = No
 def anchors(card: Any) -> tuple[int, int]:
     """``(min_ew, eager)``: least predicted eager/whole peak and the measured all-eager
     step peak (predicted when the card's provenance lacks it); NOTE [ Budget positions ]."""
-    from stateaware.planner import min_peak_bytes
-
     table = [{o: seg[o] for o in ("eager", "whole") if o in seg} for seg in card.segments]
     min_ew = min_peak_bytes(card.persistent_bytes, table)
     eager = card.provenance.get("eager_step_peak_bytes")
@@ -120,6 +115,7 @@ def plan_methods(card: Any, budget_bytes: int, methods: Sequence[str]) -> dict[s
     versions are not a per-segment option), so its prediction is None. Uniform methods are
     always executed (``feasible`` is true): the budget evaluates them, it does not gate them.
     """
+    # lazy: torch: planning cells (stateaware.cost_runtime.cells) imports this module and must not load torch
     from stateaware.cost_runtime.methods import PLANNED, UNIFORM
 
     rows: dict[str, dict[str, Any]] = {}

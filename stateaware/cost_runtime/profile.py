@@ -34,9 +34,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 from stateaware.cost_runtime.measure import allocated_window as _window
 from stateaware.cost_runtime.measure import synchronize
+from stateaware.cost_runtime.method_steps import measure
 from stateaware.cost_runtime.workloads import Shape, Workload, build, loss_of, segment_forward, step_rows
 from stateaware.torch_replay import Region, checkpoint
 
@@ -93,8 +95,6 @@ def _segment_runner(workload: Workload, rows: Any, i: int, option: str, x: torch
     if option == "region":
         return lambda: checkpoint(segment_forward, *args, state=[Region(state, rows.regions[i])], preserve="region")
     # "oblivious": a replay that preserves nothing (the state is invisible to it).
-    from torch.utils.checkpoint import checkpoint as torch_checkpoint
-
     return lambda: torch_checkpoint(
         lambda xx: segment_forward(shape, state, u, v, xx, rows.reads[i], rows.writes[i]), x, use_reentrant=False
     )
@@ -144,8 +144,6 @@ def _measure(
 
 
 def _eager_step_peak(shape: Shape, *, seed: int, device: torch.device) -> int:
-    from stateaware.cost_runtime.method_steps import measure
-
     _, peak = measure(shape, ("eager",) * shape.live_segments, seed=seed, warmup=1, steps=0, device=device)
     return peak.allocated_bytes
 

@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 
 from stateaware.finite.admission import require_gradient_support
-from stateaware.finite.interpret import Draws, Event, Storage, Trace, apply, storage_from_bytes
+from stateaware.finite.derivatives import reverse_trace
+from stateaware.finite.interpret import Draws, Event, Storage, Trace, apply, rng_state_bytes, storage_from_bytes
 from stateaware.finite.program import Program
 
 __all__ = [
@@ -276,9 +277,6 @@ class EngineCheck:
 
 def verify_engine(engine: str, trace: Trace, repeat: bool = True) -> EngineCheck:
     """Retain with ``engine`` from ``trace`` (kept prestates needed), recover, and check."""
-    from stateaware.finite.derivatives import reverse_trace  # derivatives does not import engines
-    from stateaware.finite.interpret import rng_state_bytes
-
     program = trace.program
     retained = retain(engine, trace)
     live = storage_from_bytes(trace.final_bytes, program.n)

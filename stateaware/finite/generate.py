@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stateaware.finite.derivatives import local_grads
+from stateaware.finite.interpret import execute
 from stateaware.finite.program import ACTIVATIONS, Alias, Cells, Indexed, Op, Program
 
 __all__ = [
@@ -182,9 +184,6 @@ def random_program(
 
 def depends_on_overwritten(program: Program) -> bool:
     """Whether ``program`` obeys NOTE [ Overwritten dependence ] (float programs only)."""
-    from stateaware.finite.derivatives import local_grads
-    from stateaware.finite.interpret import execute
-
     trace = execute(program)
     graph, n = trace.graph, program.n
     table = graph.value_table()

@@ -42,10 +42,15 @@ from typing import Any
 
 import torch
 
-from stateaware.auto.discover import StateEntry
+import stateaware.auto as auto
+from stateaware.auto.discover import StateEntry, trace
 from stateaware.auto.fit import DEFAULT_PLANNER
+from stateaware.auto.model_snapshot import ModelSnapshot
+from stateaware.auto.profiler import check_arguments, profile
 from stateaware.auto.progress import progress_line
 from stateaware.auto.segment import relative, run_segment
+from stateaware.auto.wrapper import card_segments
+from stateaware.planner import card_from_dict
 from stateaware.planner.budget import parse_budget_text
 from stateaware.torch_replay import checkpoint, transaction
 
@@ -166,8 +171,6 @@ def _named(model: torch.nn.Module, name: str) -> Any:
 
 def _unprefixed(card: Any) -> Any:
     """``card`` (profiled through ``_Call``, names under ``m.``) naming the model's own modules."""
-    from stateaware.planner import card_from_dict
-
     doc = card.to_dict()
     found = dict(doc["provenance"]["auto"])  # a copy: ``card`` keeps its own names
     doc["provenance"] = {**doc["provenance"], "auto": found}
@@ -254,9 +257,6 @@ def enable(
     model without such layers; ``stateaware.auto.fit.BudgetNotKept`` (a ``ValueError``)
     for a budget no plan keeps.
     """
-    from stateaware.auto.model_snapshot import ModelSnapshot
-    from stateaware.auto.profiler import check_arguments, profile
-
     hf_enable = getattr(type(model), "activation_checkpointing_enable", None) or getattr(
         type(model), "gradient_checkpointing_enable", None
     )
@@ -287,10 +287,6 @@ def enable(
     chosen = None
     declared = tuple(_resolve(model, state, "")) if state != "auto" else None
     if budget is not None or example_inputs is not None:
-        import stateaware.auto as auto
-        from stateaware.auto.discover import trace
-        from stateaware.auto.wrapper import card_segments
-
         dummy: dict[str, Any] = getattr(model, "dummy_inputs", {})
         given = dict(example_inputs if example_inputs is not None else dummy)
         params = inspect.signature(model.forward).parameters

@@ -17,6 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# NOTE [ Lazy imports ]
+#
+# JAX is an optional extra: the library imports with torch and numpy alone, so every
+# function here imports JAX itself (tagged ``# lazy``), only when a JAX function is admitted.
+
 __all__ = ["PHASES", "Admission", "admit", "read_back"]
 
 #: Phases of one admission, in order; a rejection names the one that raised.
@@ -47,8 +52,8 @@ def read_back(value: Any) -> Any:
 
     Raises JAX's ``UnexpectedTracerError`` for a tracer that escaped a transformation.
     """
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy
+    import jax.numpy as jnp  # lazy
 
     eager = jnp.asarray(value) + 0
     staged = _plus_zero()(value)
@@ -59,7 +64,7 @@ def read_back(value: Any) -> Any:
 @functools.lru_cache(maxsize=1)
 def _plus_zero():
     # One jitted function for every read-back: a fresh lambda per call would recompile.
-    import jax
+    import jax  # lazy
 
     return jax.jit(lambda v: v + 0)
 
@@ -87,7 +92,7 @@ def admit(
     concrete value under a transformation that leaves it concrete is admitted, because
     the next step can read it; hidden state that no holder names is not read back.
     """
-    import jax
+    import jax  # lazy
 
     f = jax.checkpoint(fn) if checkpoint else fn
     phase = "forward"

@@ -17,9 +17,12 @@ import shutil
 import subprocess
 from datetime import UTC, datetime
 
+import pyarrow.parquet as pq
+
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import highest_recorded_attempt, record_status, slurm_job_id, status_row
 from stateaware.records.part_names import status_parts
+from stateaware.records.writer import part_path
 
 __all__ = ["REQUEUED_STATES", "earlier_records", "record_requeued_attempts"]
 
@@ -95,10 +98,6 @@ def record_requeued_attempts(spec: ProcessSpec) -> list[int]:
 
 def _rows_of_job(spec: ProcessSpec, job: str) -> int:
     """How many status rows of this process name Slurm job ``job`` (attempts of it recorded so far)."""
-    import pyarrow.parquet as pq
-
-    from stateaware.records.writer import part_path
-
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
     count = 0
     for path in status_parts(folder, spec.process_index):

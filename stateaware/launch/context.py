@@ -189,7 +189,7 @@ def gpu_state(index: int, nvml: Any = None) -> dict[str, Any]:
     """
     if nvml is None:
         try:
-            import pynvml as nvml  # optional: installed with the CUDA stack, not required
+            import pynvml as nvml  # lazy: optional, installed with the CUDA stack, not required
         except ImportError:
             return {}
     try:

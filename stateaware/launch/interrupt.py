@@ -26,14 +26,14 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+from submitit.local import local
+
 __all__ = ["workers_stop_with_launcher"]
 
 
 @contextlib.contextmanager
 def workers_stop_with_launcher() -> Iterator[None]:
     """Within this block, local workers ignore Ctrl-C and die with an interrupted launcher."""
-    from submitit.local import local
-
     original = local.start_controller
     started = []
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import submitit
+from tqdm import tqdm
 
 from stateaware.config import ConfigError
 from stateaware.hardware import visible_gpus
@@ -378,8 +379,6 @@ def _say(line: str) -> None:
 
 
 def _progress(total: int, cohort: str, *, enabled: bool) -> Any:
-    from tqdm import tqdm
-
     return tqdm(
         total=total, desc=cohort, unit="proc", file=sys.stderr, disable=not enabled, mininterval=0.5, dynamic_ncols=True
     )

@@ -19,7 +19,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+import stateaware
 from stateaware.bounded_input import read_bounded
+from stateaware.hardware import visible_gpus
 from stateaware.records.damage import quarantine
 from stateaware.records.part_names import run_folder
 from stateaware.records.write_paths import writable
@@ -60,7 +62,6 @@ def git_state(where: Path) -> tuple[str | None, bool | None]:
 
 def versions() -> dict[str, str | None]:
     """Versions of python, torch, jax, CUDA and the driver, without importing torch or jax."""
-    from stateaware.hardware import visible_gpus
 
     def dist(name: str) -> str | None:
         try:
@@ -97,8 +98,6 @@ def collect_manifest(
 ) -> dict[str, Any]:
     """The run's manifest; ``report_sections`` is the kind's declared ``REPORT`` (the plan read it);
     ``pair``: ``(pair_id, side)`` when the run is one side of an interleaved comparison."""
-    import stateaware
-
     commit, dirty = git_state(Path(stateaware.__file__).parent)
     return {
         "run_id": run_id,

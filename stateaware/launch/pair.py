@@ -36,6 +36,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import stateaware
 from stateaware.config import ConfigError
 from stateaware.kinds import process_spec
 from stateaware.launch.bootstrap import ENTRY
@@ -97,8 +98,6 @@ def other_code(ref: str, out: Path, cohort: str) -> OtherCode:
 
 
 def _repository() -> Path:
-    import stateaware
-
     return Path(stateaware.__file__).resolve().parent.parent
 
 

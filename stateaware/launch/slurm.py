@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stateaware.bounded_input import read_bounded
+from stateaware.launch.attempts import record_requeued_attempts
+from stateaware.launch.collect import collect
 from stateaware.launch.snapshot import batch_script_lines
 from stateaware.launch.spec import ProcessSpec
 from stateaware.launch.worker import ProcessResult, run_or_raise
@@ -39,6 +41,12 @@ from stateaware.records.writer import write_bytes_atomic
 
 if TYPE_CHECKING:  # the launcher settings type only: the status command imports this module too
     from stateaware.run_spec import LauncherSpec
+
+# NOTE [ Lazy imports ]
+#
+# The analysis' ``status`` command reads Slurm submissions and states through this module,
+# and submitit is no part of the analysis extra: every use of submitit imports it inside its
+# function (tagged ``# lazy``), which only the launcher and the worker call.
 
 __all__ = [
     "slurm_executor",
@@ -86,7 +94,7 @@ IN_FLIGHT = (
 
 
 def _requeueable_base() -> type:
-    import submitit
+    import submitit  # lazy
 
     return submitit.helpers.Checkpointable
 
@@ -104,8 +112,6 @@ class RequeueableProcess(_requeueable_base()):  # type: ignore[misc]
     _ended = False
 
     def __call__(self, spec: ProcessSpec) -> ProcessResult:
-        from stateaware.launch.attempts import record_requeued_attempts
-
         record_requeued_attempts(spec)
         try:
             return run_or_raise(spec)
@@ -168,7 +174,7 @@ def slurm_executor(
     task, but does not reliably carry the submission environment over to it (seen on Slurm 22.05).
     """
 
-    import submitit
+    import submitit  # lazy
 
     if shutil.which("sbatch") is None:
         raise RuntimeError(
@@ -336,7 +342,7 @@ def _after(executor: Any, job_id: str | None) -> Any:
     """``executor``, or a copy whose jobs wait for Slurm job ``job_id`` to end (``--dependency=afterany``)."""
     if job_id is None:
         return executor
-    import submitit
+    import submitit  # lazy
 
     copy = submitit.SlurmExecutor(folder=executor.folder, max_num_timeout=executor.max_num_timeout)
     copy.update_parameters(**{**executor.parameters, "dependency": f"afterany:{job_id.split('_')[0]}"})
@@ -386,7 +392,7 @@ def run_array(
     ended without a result (it briefly calls a requeued task ``CANCELLED``). Returns the
     Slurm job ids of the processes now in flight (new and earlier).
     """
-    import submitit
+    import submitit  # lazy
 
     queued = in_flight(out, run_id, [s.process_index for s in pending])
     fresh = [s for s in pending if s.process_index not in queued]
@@ -429,8 +435,6 @@ def _wait(
     refill: Callable[[], None],
 ) -> None:
     """Report each job of ``jobs`` to ``on_result`` as it ends; see ``run_array`` for the polling rate."""
-    from stateaware.launch.collect import collect
-
     poll_s = max(poll_s, 0.5)
     sacct_every, next_sacct = poll_s, time.monotonic() + poll_s
     unknown: dict[Any, int] = {}  # polls in a row that neither sacct nor squeue listed the job

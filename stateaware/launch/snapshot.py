@@ -69,10 +69,12 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
+import stateaware
 from stateaware.names import check_inside
 from stateaware.records.runlock import TamperedPath, describe_entry, launcher_folder
 from stateaware.records.write_paths import writable
 from stateaware.records.writer import as_disk_full, disk_full, stale_temporary, temporary_path
+from stateaware.source import SOURCE_SUFFIXES, UserCodeError, hash_files, source_files
 
 __all__ = [
     "SnapshotError",
@@ -125,7 +127,6 @@ def take_snapshot(
     is a file, a symbolic link or unreadable, ``PathOutsideError``
     when either resolves outside ``out``.
     """
-    from stateaware.source import source_files
 
     def listed() -> list[tuple[str, Path]]:
         return list(files) if files is not None else source_files(user_code)
@@ -189,8 +190,6 @@ def snapshot_hash(folder: Path) -> str:
     """The source hash of a snapshot folder: every regular file in it but those named ``__pycache__``
     (so an added file counts). Links, special files and bytecode folders are left out here;
     ``snapshot_problems`` reports them."""
-    from stateaware.source import hash_files
-
     return hash_files(_sources(_entries(folder)).items())
 
 
@@ -202,8 +201,6 @@ def snapshot_problems(folder: Path, source_hash: str) -> list[str]:
     folders aside). Each problem is a short phrase (``stateaware/__pycache__ is a bytecode
     folder``). An unreadable entry raises ``PermissionError`` (``take_snapshot`` names it).
     """
-    from stateaware.source import hash_files
-
     entries = _entries(folder)
     problems = _layout_problems(entries)
     found = hash_files(_sources(entries).items())
@@ -216,8 +213,6 @@ def _layout_problems(entries: dict[str, Path | str]) -> list[str]:
     """What in a snapshot's entries (``_entries``) can be no source file nor a ``__pycache__``
     blocker where one belongs: links, bytecode, files the hash never covers (a ``.so``, a
     ``.pyc``, a hidden file), blockers missing, misplaced or not empty."""
-    from stateaware.source import SOURCE_SUFFIXES
-
     sources = _sources(entries)
     blockers = _blockers(sources)
     problems = [f"{name} removed" for name in sorted(blockers - entries.keys())]
@@ -249,8 +244,6 @@ def running_snapshot_problem(source_hash: str) -> str | None:
     to the snapshot after the launcher checked it (bytecode, a ``.so`` that shadows a
     module, a link) is caught here, where a source hash over ``*.py`` files would miss it.
     """
-    import stateaware
-
     folder = Path(stateaware.__file__).resolve().parent.parent
     if folder.parent.name != ".snapshots":
         return None
@@ -304,8 +297,6 @@ def _readable(dest: Path, check: Callable[[], list[str]]) -> list[str]:
 
 def _copy(tmp: Path, source_hash: str, listed: Callable[[], list[tuple[str, Path]]]) -> None:
     """Fill ``tmp`` with the hashed files and the ``__pycache__`` blockers, and verify it."""
-    from stateaware.source import UserCodeError
-
     try:
         files = listed()
     except UserCodeError as exc:  # the user's kind module went away after it was hashed

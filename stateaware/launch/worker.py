@@ -44,7 +44,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
+from stateaware import kinds
+from stateaware.kinds import user_code
+from stateaware.launch import context
+from stateaware.launch.snapshot import running_snapshot_problem
 from stateaware.launch.spec import ProcessSpec
+from stateaware.records.check import compacted_parts
 from stateaware.records.damage import QUARANTINE
 from stateaware.records.part_names import (
     compacted_files,
@@ -63,6 +70,7 @@ from stateaware.records.writer import (
     part_path,
     stale_temporary,
 )
+from stateaware.source import UserCodeError, source_hash
 
 __all__ = [
     "ProcessResult",
@@ -137,12 +145,8 @@ def _compacted_status_parts(folders: list[Path], process_index: int) -> list[str
     (``records/compact.py``), in ``folders`` or moved aside from them (a quarantined file's
     name ends in a time stamp): their attempt numbers were used, as a quarantined part's were."""
     compacted = [path for folder in folders for path in compacted_files(folder, stamped=True)]
-    if not compacted:  # the usual case: the record checks' modules are no part of a worker's steps
+    if not compacted:  # the usual case
         return []
-    import pyarrow.parquet as pq
-
-    from stateaware.records.check import compacted_parts
-
     names = []
     for path in compacted:
         try:
@@ -205,6 +209,7 @@ def log_paths() -> tuple[str | None, str | None]:
     if not os.environ.get("SUBMITIT_FOLDER"):
         return None, None
     try:
+        # lazy: submitit only inside a submitit job; a local worker runs without it (the ImportError below)
         import submitit
 
         paths = submitit.JobEnvironment().paths
@@ -224,9 +229,6 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
     writer = RecordWriter(spec.out, identity_of(spec), {"attempt": str(attempt)})
     _remove_stale_temporaries(spec)
 
-    from stateaware.kinds import load_kind, user_code
-    from stateaware.source import UserCodeError, source_hash
-
     try:
         current = source_hash(user_code(spec.kind))  # the user's kind module is code too
     except UserCodeError as exc:  # the kind's module is gone from this process's path
@@ -242,14 +244,10 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
             f"start a run of the current code."
         )
         return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
-    from stateaware.launch.snapshot import running_snapshot_problem
-
     problem = running_snapshot_problem(spec.source_hash)
     if problem is not None:  # bytecode, a .so or a link added after the launcher checked the snapshot
         message = f"source drift: {problem}; re-run the cohort command (the launcher rebuilds the snapshot)"
         return _finish(spec, writer, status_row(spec, "source_drift", attempt, started, message=message))
-
-    from stateaware.launch import context
 
     status, error = "completed", None
     gpu = context.nvml_index(str(spec.hardware.get("device", "cpu")), os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -258,7 +256,7 @@ def run_one_process(spec: ProcessSpec) -> ProcessResult:
         with pinned(spec):
             before = context.snapshot(gpu_index=gpu)
             try:
-                load_kind(spec.kind).run(spec, writer)
+                kinds.load_kind(spec.kind).run(spec, writer)  # through the module: a replaced loader is the one used
             finally:
                 after = context.snapshot(gpu_index=gpu)
     except Exception as exc:  # noqa: BLE001 - every failure (a refused pinning too) becomes a recorded outcome
@@ -310,8 +308,6 @@ def run_or_raise(spec: ProcessSpec) -> ProcessResult:
 
 
 def _recorded_traceback(spec: ProcessSpec, attempt: int) -> str | None:
-    import pyarrow.parquet as pq
-
     path = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, f"a{attempt:03d}")
     try:
         values = pq.read_table(path, columns=["traceback"]).column("traceback").to_pylist()
@@ -328,8 +324,6 @@ def recorded_result(spec: ProcessSpec, stdout_path: str) -> ProcessResult | None
     local process's; every attempt of a requeued task appends to the same one), and the
     worker recorded it. ``None`` when this job recorded no row.
     """
-    import pyarrow.parquet as pq
-
     folder = part_path(spec.out, "processes", spec.cohort, spec.run_id, spec.process_index, "a").parent
     best: dict | None = None
     for path in status_parts(folder, spec.process_index):

@@ -28,11 +28,14 @@ NOTE [ Unitless budgets ]
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from fractions import Fraction
 from typing import TYPE_CHECKING, cast
 
+from stateaware.planner.frontier import min_peak_bytes
+from stateaware.planner.planners import evaluate_policy
 from stateaware.units import FORMS, format_bytes, parse_bytes
 from stateaware.units import UNITS as BUDGET_UNITS
 
@@ -156,9 +159,6 @@ def budget_on_card(text: str | int, card: ProfileCard) -> int:
 def anchors(card: ProfileCard) -> tuple[int, int]:
     """``(least, eager)``: the least peak any policy reaches on ``card`` and the predicted
     all-eager peak — the 0% and 100% of a relative budget."""
-    from .frontier import min_peak_bytes
-    from .planners import evaluate_policy
-
     if any("eager" not in s for s in card.segments):
         raise ValueError(
             "a relative budget needs a card whose every segment has an 'eager' option. "
@@ -174,8 +174,6 @@ def budget_argument(text: str) -> str:
     """An ``argparse`` type for a ``--budget`` flag: ``text`` unchanged when
     ``parse_budget_text`` reads it, else ``argparse.ArgumentTypeError`` with its message
     (a unitless number below 1 MiB: "did you mean 50%?")."""
-    import argparse
-
     try:
         parse_budget_text(text, field="--budget")
     except ValueError as exc:

@@ -100,6 +100,7 @@ from stateaware.records.check import (
 )
 from stateaware.records.part_names import COMPACTED_NAME, compacted_file_name, parse_part_name, part_files, run_folder
 from stateaware.records.run_scan import run_state
+from stateaware.records.runlock import RunLocked, lock_path, run_lock
 from stateaware.records.schema import SCHEMA_VERSION, TABLES
 from stateaware.records.write_paths import make_folder, writable
 from stateaware.records.writer import PAGE_CHECKSUMS
@@ -483,8 +484,6 @@ def _expected_processes(results: Path, cohort: str, run_id: str) -> int | None:
 
 def _lock_free(results: Path, cohort: str, run_id: str) -> str | None:
     """Who holds the run's lock, or ``None`` when no launch does — without writing anything."""
-    from stateaware.records.runlock import lock_path
-
     path = lock_path(results, cohort, run_id)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -519,8 +518,6 @@ def compact_run(
     Compacting a compacted run again changes nothing (``tables`` empty). ``progress`` is
     called with each table's name as it is done.
     """
-    from stateaware.records.runlock import RunLocked, run_lock
-
     results = Path(results)
     head = f"run {run_id} (cohort {cohort})"
 

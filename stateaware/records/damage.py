@@ -15,6 +15,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from stateaware.records.part_cache import checked_problem
 from stateaware.records.write_paths import make_folder, writable
 
 __all__ = ["QUARANTINE", "part_problem", "quarantine"]
@@ -35,8 +36,6 @@ def part_problem(path: Path | str, table: str, results: Path | str | None = None
     """
     # Imported here: every worker imports this module for QUARANTINE (its attempt numbers),
     # and the part checks' modules (pyarrow.compute among them) are no part of its steps.
-    from stateaware.records.part_cache import checked_problem
-
     path = Path(path)
     if results is None:
         results = path.parents[3] if len(path.parents) > 3 else path.parent

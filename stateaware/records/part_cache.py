@@ -159,6 +159,7 @@ class PartChecks:
             if passed is not None:
                 return Footer(None, dict(passed[0]), stat, tuple(passed[1]))
         # Arrow only now, for a part this cache cannot vouch for (NOTE [ No Arrow until it reads ]).
+        # lazy: pyarrow and numpy only for a part the cache has not vouched for (`sql` over vouched parts loads neither)
         from stateaware.records import check
         from stateaware.records.schema import arrow_schema
 
@@ -190,6 +191,7 @@ class PartChecks:
         entry = self._entry(key)
         if entry is not None and entry[:4] == signature:
             return Content(entry[4], entry[5])
+        # lazy: pyarrow and numpy only for a part the cache has not vouched for (`sql` over vouched parts loads neither)
         from stateaware.records import check
 
         started = time.time_ns()

@@ -17,10 +17,15 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
+from stateaware.records.check import compacted_parts
 from stateaware.records.damage import QUARANTINE, quarantine
+from stateaware.records.part_cache import PartChecks
 from stateaware.records.part_names import COMPACTED_NAME, parse_part_name, part_files, run_folder
 from stateaware.records.schema import RESULT_TABLES, TABLES
 from stateaware.records.write_paths import writable
+from stateaware.records.writer import part_path
 
 __all__ = ["DAMAGED", "damaged_parts", "latest_statuses", "quarantine_run", "run_state"]
 
@@ -61,8 +66,6 @@ def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], 
     ``LinkBelowOut`` when a table's or the run's folder is
     reached through a link below ``out``: its parts are another folder's, not to judge or move.
     """
-    from stateaware.records.part_cache import PartChecks
-
     for folder in (*TABLES, *RESULT_TABLES):  # before any part is read, and so before any is moved
         writable(out, run_folder(out, folder, cohort, run_id), folder=True)
     latest: dict[int, _Latest] = {}
@@ -85,8 +88,6 @@ def _scan_run(out: Path, cohort: str, run_id: str) -> tuple[dict[int, _Latest], 
 
 def _read_statuses(part: Path, latest: dict[int, _Latest]) -> None:
     """Fold the status rows of one (checked) ``processes`` part into ``latest``."""
-    import pyarrow.parquet as pq
-
     wanted = ["process_index", "attempt", "status", "parts_json"]
     with pq.ParquetFile(part) as file:  # one open for the schema and the rows (read_table opens twice)
         rows = file.read(columns=[c for c in wanted if c in file.schema_arrow.names])
@@ -107,8 +108,6 @@ def _disagreements(
     so each makes the process run again. Processes without ``parts_json`` (recorded before
     schema version 6) are trusted as before.
     """
-    from stateaware.records.writer import part_path
-
     recorded: dict[int, dict[tuple[str, str], int]] = {}
     for index, last in latest.items():
         if last.status == "completed" and last.parts_json is not None:
@@ -218,10 +217,6 @@ def _footer_facts(part: Path) -> tuple[list[dict] | None, tuple[int, None] | tup
     """From one footer read: the parts a compacted file (``records/compact.py``) lists
     (``None`` for a plain part), and the file's row count — or, for a file changed since its
     check a moment ago, why it could not be read (then it reads as a plain part)."""
-    import pyarrow.parquet as pq
-
-    from stateaware.records.check import compacted_parts
-
     try:
         footer = pq.read_metadata(part)
         return compacted_parts(footer.metadata), (footer.num_rows, None)

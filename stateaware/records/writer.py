@@ -37,6 +37,7 @@ from stateaware.names import check_name
 from stateaware.records.part_names import MAX_PART_NAME, check_part_name, part_file_name, run_folder
 from stateaware.records.schema import IDENTITY, SCHEMA_VERSION, schema_for
 from stateaware.records.write_paths import checked, writable
+from stateaware.units import format_bytes
 
 __all__ = [
     "Identity",
@@ -159,8 +160,6 @@ def _disk_full_error(path: Path | None, needed: int | None, space: Space | None,
 
 
 def _size(n: int) -> str:
-    from stateaware.units import format_bytes
-
     return format_bytes(n)
 
 

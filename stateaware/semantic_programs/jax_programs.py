@@ -20,13 +20,18 @@ from stateaware.jax_replay import admit
 from stateaware.semantic_programs.families import DROP_P, EVEN, HIDDEN_FAMILIES, JAX_METHODS, ODD, N, program
 from stateaware.semantic_programs.observe import Observation
 
+# NOTE [ Lazy imports ]
+#
+# JAX is an optional extra: the library imports with torch and numpy alone, so every
+# function here imports JAX itself (tagged ``# lazy``), only when a JAX program runs.
+
 __all__ = ["run_jax", "jax_keep"]
 
 
 class _JaxOps:
     @staticmethod
     def tanh(a):
-        import jax.numpy as jnp
+        import jax.numpy as jnp  # lazy
 
         return jnp.tanh(a)
 
@@ -36,7 +41,7 @@ class _JaxOps:
 
     @staticmethod
     def stop(a):
-        import jax
+        import jax  # lazy
 
         return jax.lax.stop_gradient(a)
 
@@ -50,13 +55,13 @@ class _Holder:
 
 def jax_keep(key: Any, dtype: Any) -> Any:
     """The scaled dropout mask drawn from ``key``."""
-    import jax
+    import jax  # lazy
 
     return jax.random.bernoulli(key, 1 - DROP_P, (N,)).astype(dtype) / (1 - DROP_P)
 
 
 def _inplace(family: str, x, w, mem, keep):
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # lazy
 
     h = x * w
     if family == "local_strided":
@@ -80,8 +85,8 @@ def _inplace(family: str, x, w, mem, keep):
 
 def run_jax(family: str, precision: str, method: str, inputs: dict[str, np.ndarray], rng_seed: int) -> Observation:
     """Run ``method`` on one condition; a JAX error is recorded, never raised."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy
+    import jax.numpy as jnp  # lazy
 
     if method not in JAX_METHODS:
         raise ValueError(f"jax method {method!r}; valid methods are: {', '.join(JAX_METHODS)}")

@@ -24,6 +24,7 @@ from stateaware.semantic_programs.families import (
     condition_inputs,
     condition_seed,
 )
+from stateaware.semantic_programs.jax_programs import jax_keep, run_jax
 from stateaware.semantic_programs.observe import TOLERANCE, Observation, Verdict, judge
 from stateaware.semantic_programs.oracle import oracle
 
@@ -59,9 +60,10 @@ def run_seed(seed: int, backends: tuple[str, ...] = ("torch", "jax")) -> list[di
 
 
 def _torch_condition(seed, family, precision, inputs, rng_seed):
+    # lazy: each backend only for its own keys: the JAX half runs without torch
     import torch
 
-    from stateaware.semantic_programs.torch_programs import run_torch, torch_keep
+    from stateaware.semantic_programs.torch_programs import run_torch, torch_keep  # lazy: it imports torch
 
     ref = run_torch(family, precision, "functional", inputs, rng_seed)
     generator = torch.Generator().manual_seed(rng_seed)
@@ -85,9 +87,7 @@ def _torch_condition(seed, family, precision, inputs, rng_seed):
 
 
 def _jax_condition(seed, family, precision, inputs, rng_seed):
-    import jax
-
-    from stateaware.semantic_programs.jax_programs import jax_keep, run_jax
+    import jax  # lazy: JAX is an optional extra; the torch half runs without it
 
     ref = run_jax(family, precision, "functional", inputs, rng_seed)
     with jax.enable_x64(precision == "fp64"):

@@ -30,6 +30,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import torch
 import torch.utils.checkpoint as _tuc
+from torch.overrides import _get_current_function_mode_stack
+from torch.utils._device import DeviceContext
 
 __all__ = [
     "CheckpointError",
@@ -161,9 +163,6 @@ def device_context() -> Any:
     """
     if torch._C._len_torch_function_stack() == 0:  # the common case: no mode at all, ~0.1 us
         return None
-    from torch.overrides import _get_current_function_mode_stack
-    from torch.utils._device import DeviceContext
-
     for mode in reversed(_get_current_function_mode_stack()):  # type: ignore[no-untyped-call]  # unannotated in torch
         if isinstance(mode, DeviceContext):
             return DeviceContext(mode.device)

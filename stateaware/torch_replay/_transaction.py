@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import torch
+
 __all__ = ["Transaction", "transaction", "check_collision"]
 
 _Accepts = tuple[dict[str, int], frozenset[str], bool]  # positional index by name, keyword-only names, **kwargs
@@ -94,8 +96,6 @@ def check_collision(fn: Callable[..., Any], passed: Iterable[str], n_positional:
 
 def _accepts(fn: Any) -> tuple[dict[str, int], frozenset[str], bool]:
     """(positional-or-keyword parameter -> its position, keyword-only names, takes **kwargs)."""
-    import torch
-
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
     key = getattr(target, "__func__", target)  # a bound method: its function (weak-referenceable)
     if type(key) is types.FunctionType and not key.__dict__:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from stateaware.torch_replay import _host_rng, _learned_reads
 from stateaware.torch_replay import _torch_compat as compat
@@ -1195,8 +1196,6 @@ class _GradOff:
 
 def _no_dispatch_modes() -> contextlib.AbstractContextManager[object]:
     """Bookkeeping ops of ours run below any dispatch mode the segment runs under (SAC)."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
     return _disable_current_modes()
 
 

@@ -20,15 +20,17 @@ Both are usable on CUDA without host synchronisation: preservation is ``clone`` 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
-if TYPE_CHECKING:  # torch is imported by the modules that run the engines
-    import contextlib
-    from collections.abc import Callable, Iterable, MutableMapping
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
-    import torch
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, MutableMapping
 
     class Engine(Protocol):
         """What ``make_engine`` returns (``_Whole``, ``_Journal``, the ``rows`` and ``offload`` engines)."""
@@ -98,8 +100,6 @@ class Region:
     rows: torch.Tensor
 
     def __post_init__(self) -> None:
-        import torch
-
         if not isinstance(self.tensor, torch.Tensor):
             raise TypeError(f"Region.tensor must be a torch.Tensor, got {type(self.tensor).__name__}")
         if not isinstance(self.rows, torch.Tensor) or self.rows.dtype not in (torch.int64, torch.int32):
@@ -151,8 +151,6 @@ def note_silent_write(t: torch.Tensor) -> None:
     Kept beside the tensor, not on it (an attribute would travel with ``torch.save``)."""
     global _silent_writes
     if _silent_writes is None:
-        from torch.utils.weak import WeakIdKeyDictionary
-
         _silent_writes = WeakIdKeyDictionary()
     _silent_writes[t] = _silent_writes.get(t, 0) + 1
 
@@ -193,8 +191,6 @@ def _shared_copy(key: tuple[object, ...] | None, make: Callable[[], torch.Tensor
 
 def _is_wrapper(t: torch.Tensor) -> bool:
     """A ``__torch_dispatch__`` wrapper subclass (DTensor, float8): state lives in inner tensors."""
-    import torch
-
     return type(t) not in (torch.Tensor, torch.nn.Parameter) and hasattr(t, "__tensor_flatten__")
 
 
@@ -202,8 +198,6 @@ def _clone(t: torch.Tensor) -> torch.Tensor:
     """A copy with ``t``'s layout: a dense tensor keeps its strides (so ``.data`` can be swapped
     back and forth without changing what the segment sees); sparse, mkldnn and other layouts
     take no memory format (torch refuses ``preserve_format`` for them)."""
-    import torch
-
     if t.layout == torch.strided:
         return t.clone(memory_format=torch.preserve_format)
     return t.clone()
@@ -215,8 +209,6 @@ class _Whole:
     kind = "whole"
 
     def __init__(self, live: torch.Tensor, name: str):
-        import torch
-
         self.live, self.name = live, name
         self._outside: torch.Tensor | None = None
         self._stand: torch.Tensor | None = None
@@ -256,8 +248,6 @@ class _Whole:
         # on the snapshot itself, which must stay intact for a second backward (Rule 5)
         # and may be shared. Whether the replay writes cannot be told from version
         # counters: some kernels (BatchNorm's running statistics) write without bumping.
-        import torch
-
         for e in self.inner:
             e.enter()
         if self.snapshot is None:
@@ -276,8 +266,6 @@ class _Whole:
         self.live.data = replay
 
     def exit(self) -> None:
-        import torch
-
         if self._stand is not None:
             torch._C._swap_tensor_impl(self.live, self._stand)
             self._stand = None
@@ -297,8 +285,6 @@ class _Journal:
     kind = "region"
 
     def __init__(self, live: torch.Tensor, name: str, rows: torch.Tensor):
-        import torch
-
         self.live, self.name = live, name
         self.rows = rows if rows.dtype is torch.int64 else rows.to(torch.int64)
 
@@ -343,16 +329,12 @@ def make_engine(mode: str, live: torch.Tensor, name: str, rows: torch.Tensor | N
         return _Journal(live, name, cast("torch.Tensor", rows))  # callers pass rows with "region"
     if mode == "whole":
         return _Whole(live, name)
-    import importlib
-
     return cast("Engine", importlib.import_module(_ENGINE_MODULES[mode]).engine(live, name))  # rows/offload modules
 
 
 def recording(engines: Iterable[object]) -> contextlib.AbstractContextManager[contextlib.ExitStack[bool | None]]:
     """Entered around the original forward: engines that learn what to keep from the
     forward's writes (``rows``) observe it; the others need nothing."""
-    import contextlib
-
     stack = contextlib.ExitStack()
     for engine in engines:
         record = getattr(engine, "recording", None)

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from stateaware.torch_replay.checkpoint import ReplayError
+
 if TYPE_CHECKING:
     from torch._ops import OpOverload
 
@@ -184,8 +186,6 @@ class _WrittenRows:
 
     def enter(self) -> None:
         if self._version_after_forward is not None and self.live._version != self._version_after_forward:
-            from stateaware.torch_replay.checkpoint import ReplayError
-
             raise ReplayError(
                 f"stateaware checkpoint: {self.name} was written after the forward (version "
                 f"{self._version_after_forward} -> {self.live._version}) and preserve='rows' journals only "
