@@ -94,8 +94,9 @@ def _after_launch(spec: RunSpec, plan: RunPlan, summary: Summary) -> Iterator[st
     if summary.exit_code == 0:
         kind = load_kind(spec.kind)
         summarize = getattr(kind, "summary", None)
-        if isinstance(getattr(kind, "SUMMARY", None), str):  # a section summarizes the kind
-            summarize = importlib.import_module(kind.SUMMARY).summary
+        section = getattr(kind, "SUMMARY", None)
+        if isinstance(section, str):  # a section summarizes the kind
+            summarize = importlib.import_module(section).summary
         if summarize is not None:
             yield summarize(str(plan.out), plan.cohort)
 
