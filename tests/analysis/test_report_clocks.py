@@ -28,8 +28,8 @@ _TIME_HEADER = re.compile(r"\bms\b|time", re.IGNORECASE)
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, tiny_timing_cards) -> tuple[Path, Path, list[Any]]:
     """``(results, report.md, Figure1s drawn)`` of the tiny confirm44 run described above."""
-    from stateaware.analysis import figures as figures_module
     from stateaware.analysis.report import build_report
+    from stateaware.analysis.sections import timing_figures
     from stateaware.cohorts import load_kind
 
     from stateaware.cost_runtime import measure
@@ -45,7 +45,7 @@ def report(tmp_path_factory, tiny_timing_cards) -> tuple[Path, Path, list[Any]]:
     doc = timing_tests.cohort("confirm44")
     doc["comparisons_clock"] = "cpu"
     drawn: list[Any] = []
-    real_time_step, real_figure1 = measure.time_step, figures_module.figure1
+    real_time_step, real_figure1 = measure.time_step, timing_figures.figure1
 
     def skewed(fn, synchronize=None):
         wall, _ = real_time_step(fn, synchronize)
@@ -57,7 +57,7 @@ def report(tmp_path_factory, tiny_timing_cards) -> tuple[Path, Path, list[Any]]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(measure, "time_step", skewed)
-        mp.setattr(figures_module, "figure1", recording_figure1)
+        mp.setattr(timing_figures, "figure1", recording_figure1)  # where the section calls it
         kind = load_kind("timing")
         started = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=1)
         run_cohort(results, doc, hardware, kind.expand(doc, hardware, 2), started, source_hash())
