@@ -32,8 +32,9 @@ applies it, and measures one step (``measure``, which restores everything it cha
 bit-identity holds). When the measured peak is over the budget, leaves more than
 ``UNUSED`` of the headroom above ``P`` unused, or lands further than ``TOLERANCE`` from
 its prediction, it refits the correction to every step measured so far (``_refit``)
-and chooses again — at most ``REPLANS`` times — and returns the fastest measured plan
-within budget; ``BudgetNotKept`` when no measured plan is, or when no plan's least
+and chooses again — at most ``REPLANS`` times; a plan measured once (the card's anchors
+included) is charged its measured peak from then on, never a prediction — and returns the
+fastest measured plan within budget; ``BudgetNotKept`` when no measured plan is, or when no plan's least
 plausible peak fits.
 
 A relative budget (``"50%"``) is placed between the measured anchors: 100% is the
@@ -151,8 +152,8 @@ def _refit(persistent: int, steps: list[tuple[int, int, int]], first: int | None
 
     Each measurement is explained by one of the two terms of the prediction, so the
     candidates are the values that explain one measurement exactly; the pair with the
-    least worst error wins (ties: the larger ``throughout``, which over-predicts rather
-    than under-predicts the policies not measured yet). With ``first`` (an index into
+    least worst error wins (ties: the larger ``throughout``, then the larger ``at_end``:
+    over-predicting rather than under-predicting the policies not measured yet). With ``first`` (an index into
     ``steps``), that step's error counts first: the closed loop's model of the plan it
     returns explains that plan's own step before the others.
     """
@@ -163,9 +164,9 @@ def _refit(persistent: int, steps: list[tuple[int, int, int]], first: int | None
         model, retained, measured = step
         return abs(c.predict(persistent, model, retained) - measured)
 
-    def rank(c: Correction) -> tuple[int, int, int]:
+    def rank(c: Correction) -> tuple[int, int, int, int]:
         own = 0 if first is None else error(c, steps[first])
-        return own, max(error(c, step) for step in steps), -c.throughout
+        return own, max(error(c, step) for step in steps), -c.throughout, -c.at_end
 
     return min((Correction(t, e) for t in throughouts for e in at_ends), key=rank)
 
@@ -220,10 +221,18 @@ def fit(
         )
     correction = _refit(persistent, steps) if steps else Correction()
     tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak
+    # policy -> a measured step peak: the card's anchors, then every plan the loop measures
+    known = {eager: int(measured_eager)} if measured_eager is not None else {}
+    if len(steps) == 2:
+        known[floor] = steps[1][2]
     step_of: dict[tuple[str, ...], int] = {}  # policy -> its index in steps
     predicted: dict[tuple[str, ...], tuple[int, Correction]] = {}  # before measuring it
 
     def predict(p: tuple[str, ...]) -> int:
+        # A plan measured already is known, not predicted: two terms cannot explain every
+        # step exactly, and a refit that under-predicts a measured plan would choose it again.
+        if p in known:
+            return known[p]
         return correction.predict(persistent, model[p], retained[p])
 
     budget_bytes = 0
@@ -257,7 +266,7 @@ def fit(
         if choice in tried:
             break  # the correction chose a plan already measured: nothing new to learn
         predicted[choice] = (predict(choice), correction)
-        tried[choice] = measured = measure(choice)
+        tried[choice] = known[choice] = measured = measure(choice)
         step_of[choice] = len(steps)
         steps.append((model[choice], retained[choice], measured))
         unused = budget_bytes - measured

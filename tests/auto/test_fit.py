@@ -240,3 +240,27 @@ def test_a_least_prediction_within_the_stated_error_is_measured_before_refusing(
     with pytest.raises(BudgetNotKept, match="stated error"):
         fit(card, 143, "joint", measure, _plain)
     assert calls == []
+
+
+def test_a_plan_measured_over_its_prediction_is_not_chosen_again():
+    # Numbers of tests/auto/test_floor.py's HeadAtEnd card (four blocks before a wide head),
+    # whose all-eager anchor was once measured one input's bytes (131,072) low: the two
+    # anchors then fit a correction that predicts keeping the last block eager cheapest.
+    # Measured over, a refit tied between two corrections could predict it cheapest again;
+    # a plan measured is known, so "0%" goes on to the least plan and keeps it.
+    segment = {"eager": (262144, 459264, 1.0), "whole": (136128, 590336, 1.5)}
+    persistent = 2_384_904
+    card = _step_card(persistent, [segment] * 4, eager_peak=6_712_328 - 131_072)
+    doc = card.to_dict()
+    doc["provenance"]["auto"] = {"floor_policy": ["whole"] * 4, "floor_step_peak_bytes": 6_208_264}
+    card = card_from_dict(doc)
+    truth = fit_module.Correction(2_688_512, 3_278_848)  # what the step really does
+    calls = []
+
+    def measure(policy):
+        calls.append(policy)
+        return truth.predict(persistent, step_model_bytes(card, policy), fit_module._retained(card, policy))
+
+    plan = fit(card, "0%", "joint", measure, _plain)
+    assert plan["policy"] == ("whole",) * 4 and plan["measured_peak_bytes"] == 6_208_264
+    assert calls == [("whole", "whole", "whole", "eager"), ("whole",) * 4]
