@@ -27,6 +27,7 @@ ORCHESTRATION = (
     "stateaware.launch",
     "stateaware.cli",
     "stateaware.config",
+    "stateaware.config_files",
     "stateaware.run_spec",
     "stateaware.__main__",
     "stateaware.commands",
