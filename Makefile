@@ -27,6 +27,9 @@ COHORT ?= confirm44
 # set a make variable, which the launch never sees).
 ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers for the suite (make test JOBS=8 on a larger machine; JOBS=0 runs it in
+# one process). Each keeps to one torch thread (tests/conftest.py), so one per core.
+JOBS ?= 2
 # auto: nvidia-smi decides; 0: PyTorch's CPU wheels; 1: the default index's (CUDA on Linux).
 GPU ?= auto
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -56,11 +59,11 @@ run: install
 
 test: install test-caches
 	$(PY) -m pytest -q -p no:cacheprovider tests/repo/test_dependencies.py
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 test-quick: install test-caches
 	$(PY) -m pytest -q -p no:cacheprovider tests/repo/test_dependencies.py
-	$(PY) -m pytest -q -m "$(QUICK)" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup -m "$(QUICK)" $(PYTEST_ARGS)
 
 # The checks test_lint.py and test_docs.py run, on their own (pre-commit runs the same).
 lint: install

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +17,25 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Models of the test matrix are built from configs with random init: nothing may download.
 os.environ["HF_HUB_OFFLINE"] = "1"
+
+# `make test` runs the suite on pytest-xdist workers, one per core by default. Each worker
+# (and every process it starts) keeps to one torch/OpenMP thread: two workers with a thread
+# per core each would oversubscribe the cores, and OpenMP's spinning threads then stall
+# each other (in a trial, a docs block of 18 s took 132 s). Set before any module imports torch.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``), what must run on one worker, in order: the
+    docs' blocks (a page's later blocks read what its earlier ones made, in one sandbox)
+    and the Slurm tests (one small cluster). Without xdist the marks change nothing."""
+    for item in items:
+        if item.nodeid.startswith("tests/repo/test_docs.py"):
+            item.add_marker(pytest.mark.xdist_group("docs"))
+        elif item.get_closest_marker("slurm") is not None:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
 
 #: What a user's shell would not have: the checkout on the import path (the autouse fixture
 #: below puts it there for the test kinds), the tests' venv, a results folder chosen for a test.
@@ -94,15 +118,34 @@ def fresh_part_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("STATEAWARE_CACHE", str(tmp_path / "cache"))
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], Any]) -> Any:
+    """``build(folder)``'s JSON-able result, ``folder`` filled once per test run: the
+    pytest-xdist workers of one run share the run's temporary folder, so the first to ask
+    builds under a lock and the others wait for it and reuse what it built."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, built = shared / name, shared / f"{name}.built.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also on a failed build
+        if not built.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half-way
+            folder.mkdir()
+            built.write_text(json.dumps(build(folder)))
+    return json.loads(built.read_text())
+
+
 @pytest.fixture(scope="session")
 def demo_results(tmp_path_factory) -> Path:
     """A results folder holding one small real run, made once per test run: ``python -m
     stateaware cohort=demo launcher=inline processes=2 run_id=r1 cohort.params.steps=2
     cohort.params.warmup=1`` (``launch_small_run``). Read-only: a test that changes it,
     or launches into it, copies it first (``shutil.copytree``)."""
-    out = tmp_path_factory.mktemp("demo-results") / "results"
-    launch_small_run(out, "r1", "cohort.params.steps=2", "cohort.params.warmup=1")
-    return out
+
+    def build(folder: Path) -> str:
+        launch_small_run(folder / "results", "r1", "cohort.params.steps=2", "cohort.params.warmup=1")
+        return str(folder / "results")
+
+    return Path(built_once(tmp_path_factory, "demo-results", build))
 
 
 @pytest.fixture(scope="session")
@@ -112,8 +155,11 @@ def tiny_timing_cards(tmp_path_factory):
     the report's tests. Read-only: copy the folder to change or add a card."""
     from tests.cohorts.test_timing import freeze_tiny_cards
 
-    folder = tmp_path_factory.mktemp("tiny-timing-cards")
-    return folder, freeze_tiny_cards(folder)
+    def build(folder: Path) -> list:
+        return [str(folder), freeze_tiny_cards(folder)]
+
+    folder, digests = built_once(tmp_path_factory, "tiny-timing-cards", build)
+    return Path(folder), digests
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +168,7 @@ def stateaware_wheel(tmp_path_factory) -> Path:
     run for the tests that install it. Read-only."""
     from tests.wheel_cache import project_wheel
 
-    return project_wheel(tmp_path_factory.mktemp("wheel"))
+    return Path(built_once(tmp_path_factory, "wheel", lambda folder: str(project_wheel(folder))))
 
 
 def launch_small_run(out, run_id: str, *overrides: str, cohort: str = "demo", processes: int = 2) -> None:
