@@ -85,7 +85,7 @@ def set_read_recording(mode: str) -> None:
 
 
 class _Profile:
-    __slots__ = ("arg_reads", "ambient", "host_rng", "quiet")
+    __slots__ = ("arg_reads", "ambient", "host_rng", "quiet", "stat_only")
 
     def __init__(
         self,
@@ -93,23 +93,31 @@ class _Profile:
         ambient: tuple[weakref.ref[torch.Tensor], ...],
         host_rng: tuple[str, ...],
         quiet: tuple[weakref.ref[torch.Tensor], ...] = (),
+        stat_only: tuple[weakref.ref[torch.Tensor], ...] = (),
     ):
         self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name) | ("kwitem", name, j)
         self.ambient = ambient
         self.host_rng = host_rng  # the host generators the learned call drew from (``_host_rng``)
         self.quiet = quiet  # declared tensors the learned call wrote without a version bump
+        self.stat_only = stat_only  # running statistics only its training-mode norms used (``Reads``)
 
 
 class Witness(Reads):
     """The learned tensors of one call, with versions before the forward (``Reads``)."""
 
     def __init__(
-        self, tensors: list[torch.Tensor], host_rng: tuple[str, ...] = (), quiet: list[torch.Tensor] | None = None
+        self,
+        tensors: list[torch.Tensor],
+        host_rng: tuple[str, ...] = (),
+        quiet: list[torch.Tensor] | None = None,
+        stat_only: list[torch.Tensor] | None = None,
     ):
         super().__init__()
         self.tensors = {id(t): (t, t._version) for t in tensors}
         self.host_rng = host_rng
         self.quiet = quiet or []
+        # known before the forward runs, unlike a recording's
+        self.stat_only = {id(t): (t, t._version) for t in stat_only or ()}
 
 
 def call_shape(
@@ -150,9 +158,9 @@ def observe(
     profile = _profiles.get(key)
     if profile is not None:
         tensors = _resolve(profile, args, kwargs)
-        quiet = _alive(profile.quiet)
-        if tensors is not None and quiet is not None:
-            return Witness(tensors, profile.host_rng, quiet), None
+        quiet, stat_only = _alive(profile.quiet), _alive(profile.stat_only)
+        if tensors is not None and quiet is not None and stat_only is not None:
+            return Witness(tensors, profile.host_rng, quiet, stat_only), None
         _profiles.pop(key, None)  # pop, not del: another thread may have dropped it
     return Touched(), key
 
@@ -199,7 +207,8 @@ def learn(
         else:
             ambient.append(weakref.ref(t))
     kept_quiet = tuple(weakref.ref(t) for t in dict.fromkeys(quiet))  # dict: once each, in order
-    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng, kept_quiet)
+    stat_only = tuple(weakref.ref(t) for t, _ in reads.stat_only.values())
+    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng, kept_quiet, stat_only)
     while len(_profiles) > _MAX_PROFILES:  # oldest learned first out
         _profiles.pop(next(iter(_profiles)), None)
 
