@@ -93,13 +93,15 @@ class _Profile:
         ambient: tuple[weakref.ref[torch.Tensor], ...],
         host_rng: tuple[str, ...],
         quiet: tuple[weakref.ref[torch.Tensor], ...] = (),
-        stat_only: tuple[weakref.ref[torch.Tensor], ...] = (),
+        stat_only: tuple[tuple[weakref.ref[torch.Tensor], int], ...] = (),
     ):
         self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name) | ("kwitem", name, j)
         self.ambient = ambient
         self.host_rng = host_rng  # the host generators the learned call drew from (``_host_rng``)
         self.quiet = quiet  # declared tensors the learned call wrote without a version bump
-        self.stat_only = stat_only  # running statistics only its training-mode norms used (``Reads``)
+        # running statistics only its training-mode norms used (``Reads.stat_only``), each with
+        # the versions those norms advanced it by (instance norm copies its update in: one)
+        self.stat_only = stat_only
 
 
 class Witness(Reads):
@@ -110,14 +112,15 @@ class Witness(Reads):
         tensors: list[torch.Tensor],
         host_rng: tuple[str, ...] = (),
         quiet: list[torch.Tensor] | None = None,
-        stat_only: list[torch.Tensor] | None = None,
+        stat_only: list[tuple[torch.Tensor, int]] | None = None,
     ):
         super().__init__()
         self.tensors = {id(t): (t, t._version) for t in tensors}
         self.host_rng = host_rng
         self.quiet = quiet or []
         # known before the forward runs, unlike a recording's
-        self.stat_only = {id(t): (t, t._version) for t in stat_only or ()}
+        self.stat_only = {id(t): (t, t._version) for t, _ in stat_only or ()}
+        self.stat_bumps = {id(t): bump for t, bump in stat_only or ()}
 
 
 def call_shape(
@@ -158,8 +161,9 @@ def observe(
     profile = _profiles.get(key)
     if profile is not None:
         tensors = _resolve(profile, args, kwargs)
-        quiet, stat_only = _alive(profile.quiet), _alive(profile.stat_only)
-        if tensors is not None and quiet is not None and stat_only is not None:
+        quiet, statistics = _alive(profile.quiet), _alive(tuple(ref for ref, _ in profile.stat_only))
+        if tensors is not None and quiet is not None and statistics is not None:
+            stat_only = list(zip(statistics, (bump for _, bump in profile.stat_only), strict=True))
             return Witness(tensors, profile.host_rng, quiet, stat_only), None
         _profiles.pop(key, None)  # pop, not del: another thread may have dropped it
     return Touched(), key
@@ -207,7 +211,7 @@ def learn(
         else:
             ambient.append(weakref.ref(t))
     kept_quiet = tuple(weakref.ref(t) for t in dict.fromkeys(quiet))  # dict: once each, in order
-    stat_only = tuple(weakref.ref(t) for t, _ in reads.stat_only.values())
+    stat_only = tuple((weakref.ref(t), t._version - version) for t, version in reads.stat_only.values())
     _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng, kept_quiet, stat_only)
     while len(_profiles) > _MAX_PROFILES:  # oldest learned first out
         _profiles.pop(next(iter(_profiles)), None)

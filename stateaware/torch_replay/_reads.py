@@ -175,6 +175,8 @@ class Reads:
         # call touched: id -> (tensor, version at first use); they move to ``tensors`` at
         # their first other use
         self.stat_only: dict[int, tuple[torch.Tensor, int]] = {}
+        # a learned call's: the versions its norms are known to advance each of ``stat_only`` by
+        self.stat_bumps: dict[int, int] = {}
         self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         self.rebound: list[tuple[torch.nn.Module, str]] = []
         # declared tensors a learned profile says this forward writes without a version bump

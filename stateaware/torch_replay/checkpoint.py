@@ -774,7 +774,7 @@ def _forward(
         engine = make_engine(d.mode, d.tensor, d.name, d.rows)
         prepare = getattr(engine, "prepare", None)  # "stats": a learned call knows its statistics-only
         if prepare is not None:  # tensors before it runs (NOTE [ Running statistics kept by no snapshot ])
-            prepare(touched.stat_only)
+            prepare(touched)
         engines.append(engine)
 
     frame = _Frame(fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop)
@@ -802,7 +802,7 @@ def _forward(
     for engine in engines:
         settle = getattr(engine, "settle", None)  # "stats": drop what the forward showed needless
         if settle is not None:
-            settle(touched.stat_only)
+            settle(touched)
     _learned_reads.learn(key, touched, shape[1], shape[2], tuple(host))
 
 

@@ -35,10 +35,9 @@ the output. ``stateaware.auto`` asks for this mode; ``checkpoint``'s default sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import torch
 
+from stateaware.torch_replay._reads import Reads
 from stateaware.torch_replay.preserve import _is_wrapper, _Whole
 
 __all__ = ["engine"]
@@ -61,34 +60,38 @@ class _Statistic(_Whole):
         self.snapshot: torch.Tensor | None = None
         self.retained_bytes = 0
         self.statistic = False
+        self._bump = 0  # versions the learned call's norms advanced ``live`` by
         self._version = live._version
         # a wrapper subclass or a non-leaf with history is preserved through its inner
         # tensors or a stand-in object: always whole
         self._plain = not _is_wrapper(live) and live.grad_fn is None
 
-    def prepare(self, stat_only: Mapping[int, object]) -> None:
+    def prepare(self, reads: Reads) -> None:
         """Before the forward (Rule 1): no snapshot when a learned call shape says ``live``
-        is a running statistic only (``Reads.stat_only``), else the whole one."""
-        if self._plain and id(self.live) in stat_only:
+        is a running statistic only (``reads.stat_only``), else the whole one."""
+        if self._plain and id(self.live) in reads.stat_only:
             self.statistic = True
+            self._bump = reads.stat_bumps.get(id(self.live), 0)
         else:
             _Whole.__init__(self, self.live, self.name)
 
-    def settle(self, stat_only: Mapping[int, object]) -> None:
+    def settle(self, reads: Reads) -> None:
         """After the forward: drop the snapshot when the forward used ``live`` as a running
-        statistic only; refuse a call taken without one that wrote it in place anyway."""
+        statistic only; refuse a call taken without one that wrote it in place anyway (its
+        version moved by more than its norms moved it on the learned call)."""
         if self.statistic:
-            if self.live._version != self._version:
+            if self.live._version != self._version + self._bump:
                 from stateaware.torch_replay.checkpoint import ReplayError  # the error of the engine's caller
 
                 raise ReplayError(
                     f"stateaware checkpoint: {self.name} is kept by no snapshot (the first call of this call shape "
                     "used it only as a training-mode norm's running statistic), but this forward wrote it in "
-                    f"place (version {self._version} -> {self.live._version}); a replay would read the written "
+                    f"place (version {self._version} -> {self.live._version}, its norms' updates count "
+                    f"{self._bump}); a replay would read the written "
                     "value. Tip: preserve it 'whole', or set_read_recording('every_call')."
                 )
             return
-        if self._plain and id(self.live) in stat_only:
+        if self._plain and id(self.live) in reads.stat_only:
             self.statistic, self.snapshot, self.retained_bytes = True, None, 0
 
     def enter(self) -> None:
