@@ -34,7 +34,10 @@ a sequence length that changes every step records once per length.
 A first call that wrote silently is learned when everything it wrote so is declared (a
 declared BatchNorm's running statistics): Rule 6 need not see it, the declaration
 preserves it; the profile keeps those tensors so that the calls after it still report
-them to snapshot sharing (``Reads.quiet``).
+them to snapshot sharing (``Reads.quiet``), and which of them only its training-mode norms
+used, with the versions those norms advanced them by (``Reads.stat_only``: a ``"stats"``
+engine takes no snapshot of them on the calls after it, NOTE [ Running statistics kept
+by no snapshot ] in ``running_stats``).
 
 Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
 — control flow on tensor values or on a Python attribute, an argument object kept by its

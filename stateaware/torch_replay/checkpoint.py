@@ -223,8 +223,10 @@ def checkpoint(
       the rows' current values), other declared tensors whole; ``"rows"`` journals the
       rows the forward itself writes, learned as it writes them (``written_rows``);
       ``"offload"`` is ``"whole"`` with the snapshot in pinned host memory on CUDA
-      (``offload``); a mapping ``{tensor_or_region: mode}`` chooses per tensor
-      (unlisted tensors: whole).
+      (``offload``); ``"stats"`` is ``"whole"`` except that a tensor the forward used only
+      as a training-mode norm's running statistic keeps no snapshot (it never reaches the
+      output: the replay's norm updates a scratch; ``running_stats``); a mapping
+      ``{tensor_or_region: mode}`` chooses per tensor (unlisted tensors: whole).
     * ``preserve_rng_state=True`` stashes the CPU RNG and that of every device the
       segment's inputs, declared state and reachable modules live on, and Python's
       ``random`` and NumPy's global ``np.random`` generator when the segment drew from
