@@ -357,7 +357,8 @@ def opaque_call(
     tensors, made = mode.tensors, mode.made
     for t in itertools.chain(reaches(), pytree.tree_leaves((args, kwargs))):
         if isinstance(t, torch.Tensor) and id(t) not in tensors and id(t) not in made:
-            tensors[id(t)] = mode.stat_only.pop(id(t), None) or (t, t._version)  # reached: read
+            # reached by the region: read, even if a norm used it as a statistic only so far
+            tensors[id(t)] = mode.stat_only.pop(id(t)) if id(t) in mode.stat_only else (t, t._version)
     with _pop_mode_temporarily():
         out = fn(*args, **kwargs)
     for o in pytree.tree_leaves(out):
