@@ -38,6 +38,7 @@ from __future__ import annotations
 import torch
 
 from stateaware.torch_replay._reads import Reads
+from stateaware.torch_replay.checkpoint import ReplayError
 from stateaware.torch_replay.preserve import _is_wrapper, _Whole
 
 __all__ = ["engine"]
@@ -81,8 +82,6 @@ class _Statistic(_Whole):
         version moved by more than its norms moved it on the learned call)."""
         if self.statistic:
             if self.live._version != self._version + self._bump:
-                from stateaware.torch_replay.checkpoint import ReplayError  # the error of the engine's caller
-
                 raise ReplayError(
                     f"stateaware checkpoint: {self.name} is kept by no snapshot (the first call of this call shape "
                     "used it only as a training-mode norm's running statistic), but this forward wrote it in "
