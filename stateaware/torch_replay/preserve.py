@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, MutableMapping
 
     class Engine(Protocol):
-        """What ``make_engine`` returns (``_Whole``, ``_Journal``, the ``rows`` and ``offload`` engines)."""
+        """What ``make_engine`` returns (``_Whole``, ``_Journal``, the ``rows``, ``offload`` and ``stats``
+        engines)."""
 
         kind: str
         live: torch.Tensor

@@ -61,6 +61,7 @@ class _Statistic(_Whole):
         self.snapshot: torch.Tensor | None = None
         self.retained_bytes = 0
         self.statistic = False
+        self._prepared = False  # ``prepare`` decides the snapshot; a replay needs that decision
         self._bump = 0  # versions the learned call's norms advanced ``live`` by
         self._version = live._version
         # a wrapper subclass or a non-leaf with history is preserved through its inner
@@ -70,6 +71,7 @@ class _Statistic(_Whole):
     def prepare(self, reads: Reads) -> None:
         """Before the forward (Rule 1): no snapshot when a learned call shape says ``live``
         is a running statistic only (``reads.stat_only``), else the whole one."""
+        self._prepared = True
         if self._plain and id(self.live) in reads.stat_only:
             self.statistic = True
             self._bump = reads.stat_bumps.get(id(self.live), 0)
@@ -85,15 +87,17 @@ class _Statistic(_Whole):
                 raise ReplayError(
                     f"stateaware checkpoint: {self.name} is kept by no snapshot (the first call of this call shape "
                     "used it only as a training-mode norm's running statistic), but this forward wrote it in "
-                    f"place (version {self._version} -> {self.live._version}, its norms' updates count "
-                    f"{self._bump}); a replay would read the written "
-                    "value. Tip: preserve it 'whole', or set_read_recording('every_call')."
+                    f"place (version {self._version} -> {self.live._version}; its norms account for {self._bump}); "
+                    "a replay would read the written value. Tip: preserve it 'whole', or "
+                    "set_read_recording('every_call')."
                 )
             return
         if self._plain and id(self.live) in reads.stat_only:
             self.statistic, self.snapshot, self.retained_bytes = True, None, 0
 
     def enter(self) -> None:
+        if not self._prepared:  # without a snapshot or a scratch the replay would write the live tensor
+            raise RuntimeError(f"stateaware checkpoint: the 'stats' engine of {self.name} was not prepared")
         if not self.statistic:
             super().enter()
             return
