@@ -6,14 +6,23 @@ transactional checkpoint with the segment's discovered state declared:
 =========  =====================================================================
 option     preservation of the segment's state tensors
 =========  =====================================================================
-whole      ``"whole"`` for every state tensor (a device copy)
+whole      ``"stats"`` for every state tensor: a device copy, except for running
+           statistics that only training-mode norms use (none: the replay updates
+           a scratch instead)
 region     ``"rows"`` for tensors written only in rows (the rows journal keeps the
-           rows the forward wrote), ``"whole"`` for the rest
+           rows the forward wrote), ``"stats"`` for the rest
 offload    ``"offload"`` for every state tensor (a pinned host copy on CUDA)
-selective  ``"whole"`` for every state tensor; the replay keeps the outputs of the
+selective  ``"stats"`` for every state tensor; the replay keeps the outputs of the
            expensive ops (matmul, convolution, attention) from the forward and
            recomputes only the rest (``torch_replay.selective.keep_expensive``)
 =========  =====================================================================
+
+Why ``"stats"`` (NOTE [ Running statistics kept by no snapshot ] in
+``torch_replay.running_stats``): a BatchNorm's running statistics never reach its
+training-mode output, so keeping them exact (updated once per step, where torch's
+checkpoint updates them twice) costs no snapshot; a plan that recomputes every block
+then retains no more than torch's checkpoint on every block does. ``checkpoint``'s own
+default stays ``"whole"`` (the cohorts' records count its bytes).
 
 Python number attributes the segment changes (a ring pointer) must read, during a replay,
 what the original forward read, and be left as the forward left them: their owner
@@ -46,8 +55,8 @@ SEGMENT_OPTIONS = ("eager", "whole", "region", "offload", "selective")
 def _mode(option: str, write: str) -> str:
     """The ``preserve`` mode of a state tensor written ``write`` ("whole" | "rows") under ``option``."""
     if option == "region":
-        return "rows" if write == "rows" else "whole"
-    return "whole" if option == "selective" else option  # "whole" or "offload"
+        return "rows" if write == "rows" else "stats"
+    return "offload" if option == "offload" else "stats"  # "whole" or "selective"
 
 
 def relative(segment: str, name: str) -> str:

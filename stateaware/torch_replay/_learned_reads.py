@@ -34,7 +34,10 @@ a sequence length that changes every step records once per length.
 A first call that wrote silently is learned when everything it wrote so is declared (a
 declared BatchNorm's running statistics): Rule 6 need not see it, the declaration
 preserves it; the profile keeps those tensors so that the calls after it still report
-them to snapshot sharing (``Reads.quiet``).
+them to snapshot sharing (``Reads.quiet``), and which of them only its training-mode norms
+used, with the versions those norms advanced them by (``Reads.stat_only``: a ``"stats"``
+engine takes no snapshot of them on the calls after it, NOTE [ Running statistics kept
+by no snapshot ] in ``running_stats``).
 
 Limit (documented on ``checkpoint``): a segment whose reads change within one call shape
 — control flow on tensor values or on a Python attribute, an argument object kept by its
@@ -85,7 +88,7 @@ def set_read_recording(mode: str) -> None:
 
 
 class _Profile:
-    __slots__ = ("arg_reads", "ambient", "host_rng", "quiet")
+    __slots__ = ("arg_reads", "ambient", "host_rng", "quiet", "stat_only")
 
     def __init__(
         self,
@@ -93,23 +96,34 @@ class _Profile:
         ambient: tuple[weakref.ref[torch.Tensor], ...],
         host_rng: tuple[str, ...],
         quiet: tuple[weakref.ref[torch.Tensor], ...] = (),
+        stat_only: tuple[tuple[weakref.ref[torch.Tensor], int], ...] = (),
     ):
         self.arg_reads = arg_reads  # ("arg", i) | ("item", i, j) | ("kw", name) | ("kwitem", name, j)
         self.ambient = ambient
         self.host_rng = host_rng  # the host generators the learned call drew from (``_host_rng``)
         self.quiet = quiet  # declared tensors the learned call wrote without a version bump
+        # running statistics only its training-mode norms used (``Reads.stat_only``), each with
+        # the versions those norms advanced it by (instance norm copies its update in: one)
+        self.stat_only = stat_only
 
 
 class Witness(Reads):
     """The learned tensors of one call, with versions before the forward (``Reads``)."""
 
     def __init__(
-        self, tensors: list[torch.Tensor], host_rng: tuple[str, ...] = (), quiet: list[torch.Tensor] | None = None
+        self,
+        tensors: list[torch.Tensor],
+        host_rng: tuple[str, ...] = (),
+        quiet: list[torch.Tensor] | None = None,
+        stat_only: list[tuple[torch.Tensor, int]] | None = None,
     ):
         super().__init__()
         self.tensors = {id(t): (t, t._version) for t in tensors}
         self.host_rng = host_rng
         self.quiet = quiet or []
+        # known before the forward runs, unlike a recording's
+        self.stat_only = {id(t): (t, t._version) for t, _ in stat_only or ()}
+        self.stat_bumps = {id(t): bump for t, bump in stat_only or ()}
 
 
 def call_shape(
@@ -150,9 +164,10 @@ def observe(
     profile = _profiles.get(key)
     if profile is not None:
         tensors = _resolve(profile, args, kwargs)
-        quiet = _alive(profile.quiet)
-        if tensors is not None and quiet is not None:
-            return Witness(tensors, profile.host_rng, quiet), None
+        quiet, statistics = _alive(profile.quiet), _alive(tuple(ref for ref, _ in profile.stat_only))
+        if tensors is not None and quiet is not None and statistics is not None:
+            stat_only = list(zip(statistics, (bump for _, bump in profile.stat_only), strict=True))
+            return Witness(tensors, profile.host_rng, quiet, stat_only), None
         _profiles.pop(key, None)  # pop, not del: another thread may have dropped it
     return Touched(), key
 
@@ -199,7 +214,8 @@ def learn(
         else:
             ambient.append(weakref.ref(t))
     kept_quiet = tuple(weakref.ref(t) for t in dict.fromkeys(quiet))  # dict: once each, in order
-    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng, kept_quiet)
+    stat_only = tuple((weakref.ref(t), t._version - version) for t, version in reads.stat_only.values())
+    _profiles[key] = _Profile(tuple(arg_reads), tuple(ambient), host_rng, kept_quiet, stat_only)
     while len(_profiles) > _MAX_PROFILES:  # oldest learned first out
         _profiles.pop(next(iter(_profiles)), None)
 

@@ -15,7 +15,9 @@ under ``Touched``, a ``TorchFunctionMode`` that records, for every torch call,
 * ``.data`` aliases of pre-existing tensors (``param.data.mul_()`` writes its owner
   through an alias with its own version counter);
 * running statistics given to a training-mode batch/instance norm (fused kernels write
-  them without bumping a version counter);
+  them without bumping a version counter), and those that no other call touched
+  (``stat_only``: the forward's output cannot depend on them; NOTE [ Running statistics
+  kept by no snapshot ] in ``running_stats``);
 * explicit generators (``generator=g``) with their state at first use;
 * buffers (re)registered on a module while the forward runs (``self.mem = new``), through
   PyTorch's global buffer-registration hook.
@@ -169,6 +171,12 @@ class Reads:
         self.made: set[int] = set()
         self.data_aliases: list[tuple[torch.Tensor, int, torch.Tensor]] = []  # (alias, its version, owner)
         self.stat_writes: dict[int, torch.Tensor] = {}
+        # running statistics that only training-mode norms used, as statistics, and no other
+        # call touched: id -> (tensor, version at first use); they move to ``tensors`` at
+        # their first other use
+        self.stat_only: dict[int, tuple[torch.Tensor, int]] = {}
+        # a learned call's: the versions its norms are known to advance each of ``stat_only`` by
+        self.stat_bumps: dict[int, int] = {}
         self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         self.rebound: list[tuple[torch.nn.Module, str]] = []
         # declared tensors a learned profile says this forward writes without a version bump
@@ -217,6 +225,7 @@ class Touched(Reads, TorchFunctionMode):
     def __init__(self) -> None:
         Reads.__init__(self)
         TorchFunctionMode.__init__(self)
+        self._statistics: frozenset[int] | set[int] = frozenset()  # the current norm call's statistics
 
     def __enter__(self):
         Reads.__enter__(self)
@@ -231,6 +240,8 @@ class Touched(Reads, TorchFunctionMode):
             kwargs = _NO_KWARGS
         if func in _SKIP:
             return func(*args, **kwargs)
+        if func in _STATS:
+            self._statistics = self._stats(func, _STATS[func], args, kwargs)
         tensors, made = self.tensors, self.made
         for a in args:
             i = id(a)
@@ -253,8 +264,8 @@ class Touched(Reads, TorchFunctionMode):
                             self._first_use(b)
                 elif type(v) is torch.Generator and id(v) not in self.generators:
                     self.generators[id(v)] = (v, v.get_state())
-        if func in _STATS:
-            self._stats(func, _STATS[func], args, kwargs)
+        if self._statistics:
+            self._statistics = frozenset()
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor):
             i = id(out)
@@ -269,6 +280,11 @@ class Touched(Reads, TorchFunctionMode):
     def _first_use(self, t: torch.Tensor) -> None:
         """``t`` reached a torch call and was not seen before: pre-existing state, unless it
         views a tensor the segment made (an alias made by code no torch call saw)."""
+        i = id(t)
+        if i in self.stat_only:
+            if i not in self._statistics:  # a use other than as a norm's statistic: a read like any
+                self.tensors[i] = self.stat_only.pop(i)
+            return
         base = t._base
         if base is not None and id(base) in self.made:
             self.made.add(id(t))
@@ -295,21 +311,28 @@ class Touched(Reads, TorchFunctionMode):
         elif isinstance(out, dict):
             self._made_within(list(out.values()))
 
-    def _stats(self, func, where, args: tuple, kwargs: dict) -> None:
+    def _stats(self, func, where, args: tuple, kwargs: dict) -> set[int]:
+        """Record a norm call's running statistics as written (training mode); return those
+        used here only as statistics so far (``stat_only``)."""
         mean_at, var_at, flag, flag_at = where
+        statistics: set[int] = set()
         if flag is None:
             training = args[flag_at] if len(args) > flag_at else False
         else:
             training = kwargs.get(flag, args[flag_at] if len(args) > flag_at else flag == "use_input_stats")
         if not training:
-            return
+            return statistics
         names = _STAT_NAMES[func]
         for at, name in zip((mean_at, var_at), names, strict=True):
             t = args[at] if len(args) > at else kwargs.get(name)
             if isinstance(t, torch.Tensor) and id(t) not in self.made:
-                self.stat_writes[id(t)] = t
-                if id(t) not in self.tensors:
-                    self.tensors[id(t)] = (t, t._version)
+                i = id(t)
+                self.stat_writes[i] = t
+                if i in self.tensors:  # an earlier call read it: not a statistic only
+                    continue
+                self.stat_only.setdefault(i, (t, t._version))
+                statistics.add(i)
+        return statistics
 
 
 def opaque_call(
@@ -334,7 +357,8 @@ def opaque_call(
     tensors, made = mode.tensors, mode.made
     for t in itertools.chain(reaches(), pytree.tree_leaves((args, kwargs))):
         if isinstance(t, torch.Tensor) and id(t) not in tensors and id(t) not in made:
-            tensors[id(t)] = (t, t._version)
+            # reached by the region: read, even if a norm used it as a statistic only so far
+            tensors[id(t)] = mode.stat_only.pop(id(t)) if id(t) in mode.stat_only else (t, t._version)
     with _pop_mode_temporarily():
         out = fn(*args, **kwargs)
     for o in pytree.tree_leaves(out):

@@ -223,8 +223,10 @@ def checkpoint(
       the rows' current values), other declared tensors whole; ``"rows"`` journals the
       rows the forward itself writes, learned as it writes them (``written_rows``);
       ``"offload"`` is ``"whole"`` with the snapshot in pinned host memory on CUDA
-      (``offload``); a mapping ``{tensor_or_region: mode}`` chooses per tensor
-      (unlisted tensors: whole).
+      (``offload``); ``"stats"`` is ``"whole"`` except that a tensor the forward used only
+      as a training-mode norm's running statistic keeps no snapshot (it never reaches the
+      output: the replay's norm updates a scratch; ``running_stats``); a mapping
+      ``{tensor_or_region: mode}`` chooses per tensor (unlisted tensors: whole).
     * ``preserve_rng_state=True`` stashes the CPU RNG and that of every device the
       segment's inputs, declared state and reachable modules live on, and Python's
       ``random`` and NumPy's global ``np.random`` generator when the segment drew from
@@ -764,9 +766,18 @@ def _forward(
     device_type, devices = _devices(fn, args, kwargs, declared)
     rng = _stash_rng(device_type, devices) if preserve_rng_state else None
     autocast = _autocast_state(device_type)
+    shape = _learned_reads.call_shape(fn, args, kwargs)
+    # What the learned profile vouches for depends on what is declared (a declared tensor's
+    # silent writes are not watched) and on the autocast settings (another path).
+    context = (tuple(id(d.tensor) for d in declared), tuple(id(g) for _, g in generators), *autocast[0], autocast[1])
+    touched, key = _learned_reads.observe(*shape, context)
     engines: list[Engine] = []
     for d in declared:  # Rule 1
-        engines.append(make_engine(d.mode, d.tensor, d.name, d.rows))
+        engine = make_engine(d.mode, d.tensor, d.name, d.rows)
+        prepare = getattr(engine, "prepare", None)  # "stats": a learned call knows its statistics-only
+        if prepare is not None:  # tensors before it runs (NOTE [ Running statistics kept by no snapshot ])
+            prepare(touched)
+        engines.append(engine)
 
     frame = _Frame(fn, kwargs, declared, engines, rng, autocast, check_metadata, early_stop)
     frame.contexts = [ModuleState(m) for m in modules] + [GeneratorState(g, n) for n, g in generators]
@@ -776,11 +787,6 @@ def _forward(
     frame.contexts.append(TrainingModes(reached))
     frame.contexts.append(Bindings(reached))  # Rule 10
     frame.save_inputs(args, declared_ids)
-    shape = _learned_reads.call_shape(fn, args, kwargs)
-    # What the learned profile vouches for depends on what is declared (a declared tensor's
-    # silent writes are not watched) and on the autocast settings (another path).
-    context = (tuple(id(d.tensor) for d in declared), tuple(id(g) for _, g in generators), *autocast[0], autocast[1])
-    touched, key = _learned_reads.observe(*shape, context)
     host = _host_rng.capture(touched.host_rng)  # a learned call: only what its profile drew from
     with (
         compat.saved_tensors_hooks(_forward_pack(frame), _forward_unpack(frame)),
@@ -795,6 +801,10 @@ def _forward(
     if host and preserve_rng_state:
         frame.contexts.append(_host_rng.HostRngState(host))
     _check_forward(frame, touched, args, declared_ids, modules, {id(g) for _, g in generators})
+    for engine in engines:
+        settle = getattr(engine, "settle", None)  # "stats": drop what the forward showed needless
+        if settle is not None:
+            settle(touched)
     _learned_reads.learn(key, touched, shape[1], shape[2], tuple(host))
 
 

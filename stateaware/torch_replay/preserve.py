@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, MutableMapping
 
     class Engine(Protocol):
-        """What ``make_engine`` returns (``_Whole``, ``_Journal``, the ``rows`` and ``offload`` engines)."""
+        """What ``make_engine`` returns (``_Whole``, ``_Journal``, the ``rows``, ``offload`` and ``stats``
+        engines)."""
 
         kind: str
         live: torch.Tensor
@@ -74,11 +75,17 @@ __all__ = ["Region", "PRESERVE_MODES"]
 
 #: Values of ``preserve`` (for the whole call, or per declared tensor in a mapping).
 #: ``rows`` (the rows the forward writes, journaled as it writes them) lives in
-#: ``written_rows``, ``offload`` (a whole snapshot in host memory) in ``offload``.
-PRESERVE_MODES = ("whole", "region", "rows", "offload")
+#: ``written_rows``, ``offload`` (a whole snapshot in host memory) in ``offload``, ``stats``
+#: (``whole``, but none for a tensor the forward used only as a training-mode norm's running
+#: statistic) in ``running_stats``.
+PRESERVE_MODES = ("whole", "region", "rows", "offload", "stats")
 
 #: Engines defined in their own modules, imported when first used.
-_ENGINE_MODULES = {"rows": "stateaware.torch_replay.written_rows", "offload": "stateaware.torch_replay.offload"}
+_ENGINE_MODULES = {
+    "rows": "stateaware.torch_replay.written_rows",
+    "offload": "stateaware.torch_replay.offload",
+    "stats": "stateaware.torch_replay.running_stats",
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -329,7 +336,7 @@ def make_engine(mode: str, live: torch.Tensor, name: str, rows: torch.Tensor | N
         return _Journal(live, name, cast("torch.Tensor", rows))  # callers pass rows with "region"
     if mode == "whole":
         return _Whole(live, name)
-    return cast("Engine", importlib.import_module(_ENGINE_MODULES[mode]).engine(live, name))  # rows/offload modules
+    return cast("Engine", importlib.import_module(_ENGINE_MODULES[mode]).engine(live, name))  # rows/offload/stats
 
 
 def recording(engines: Iterable[object]) -> contextlib.AbstractContextManager[contextlib.ExitStack[bool | None]]:

@@ -4,7 +4,9 @@ Given torch's checkpoint-every-block measured peak as the budget, or ``"0%"`` (t
 memory the model reaches), ours' measured step peak is at most torch's; where the last
 segment's retention is what sets the peak, ours recomputes it too. Peaks are byte counts measured by the same
 function (``stateaware.auto.step_peak_bytes``), deterministic on a CPU, not timings.
-The model is stateless, so ours preserves nothing that torch's does not keep either. On
+The first model is stateless; the BatchNorm one (torchvision's resnet18) has running
+statistics, which ours keeps exact (updated once per step, torch's twice) with no
+snapshot of them. On
 the bench's models (a GPT-2, a ViT) keeping the last block eager can be truly least (it
 keeps no RNG stash and its recompute would be held at the same moment); the floor is
 torch's peak there, not a policy.
@@ -71,3 +73,38 @@ def test_the_least_plan_recomputes_the_last_segment_too():
     assert "eager" not in least.policy  # every segment, the last included
     assert least.measured_peak_bytes <= torch_peak
     assert at_torchs.measured_peak_bytes <= torch_peak  # given torch's peak as the budget: not refused
+
+
+def _resnet18():
+    # torchvision's resnet18 (random init) at 32x32, batch 4: its running statistics are a
+    # large share of what a replay retains (torch's every-block peak is within 30 KB of
+    # the plans that recompute every block but the last)
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10)
+    return model, (torch.randn(4, 3, 32, 32),), [f"layer{i}.{j}" for i in range(1, 5) for j in range(2)]
+
+
+def test_a_batch_norm_model_reaches_torchs_peak_and_stays_exact():
+    # torch's checkpoint updates the running statistics twice (forward and replay); ours
+    # once, and without a snapshot of them (NOTE [ Running statistics kept by no
+    # snapshot ]), so its least plan retains no more than torch's every-block plan.
+    make = _resnet18
+    torch_peak, least, at_torchs = _fitted(make)
+    assert least.measured_peak_bytes <= torch_peak
+    assert at_torchs.feasible and at_torchs.measured_peak_bytes <= torch_peak
+
+    model, inputs, _ = make()
+    eager = copy.deepcopy(model)
+    assert least.policy.count("eager") < len(least.policy) - 1  # several blocks replay their BatchNorms
+    auto.apply(model, least)
+    # one training step of each (the loss squares the logits: gradients flow through every statistic)
+    for net in (model, eager):
+        net.train()
+        net(*inputs).square().mean().backward()
+    for (name, ours), theirs in zip(model.named_parameters(), eager.parameters(), strict=True):
+        assert torch.equal(ours.grad, theirs.grad), name
+    for (name, ours), theirs in zip(model.named_buffers(), eager.buffers(), strict=True):
+        assert torch.equal(ours, theirs), name  # running statistics and num_batches_tracked: once
+    assert all(int(b) == 1 for n, b in model.named_buffers() if n.endswith("num_batches_tracked"))
