@@ -238,7 +238,10 @@ def test_the_sql_command_opens_one_database_while_it_checks_the_parts(store, mon
 
     import duckdb
     from stateaware.analysis.__main__ import main
+    from stateaware.analysis.store import sql as store_sql
 
+    # As in a fresh command's process: no database opened early by an earlier test's parse.
+    monkeypatch.setattr(store_sql, "_OPENED", None)
     opened = []
     real = duckdb.connect
     monkeypatch.setattr(
