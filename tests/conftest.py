@@ -26,18 +26,6 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks into the node ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``), what must run on one worker, in order: the
-    docs' blocks (a page's later blocks read what its earlier ones made, in one sandbox)
-    and the Slurm tests (one small cluster). Without xdist the marks change nothing."""
-    for item in items:
-        if item.nodeid.startswith("tests/repo/test_docs.py"):
-            item.add_marker(pytest.mark.xdist_group("docs"))
-        elif item.get_closest_marker("slurm") is not None:
-            item.add_marker(pytest.mark.xdist_group("slurm"))
-
-
 #: What a user's shell would not have: the checkout on the import path (the autouse fixture
 #: below puts it there for the test kinds), the tests' venv, a results folder chosen for a test.
 _NOT_A_USERS = ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONHOME", "VIRTUAL_ENV", "HYDRA_FULL_ERROR", "STATEAWARE_RESULTS")

@@ -19,7 +19,8 @@ import pytest
 
 from tests.launch.slurm_cluster import cluster_down_reason
 
-pytestmark = pytest.mark.slurm
+# One small cluster: under pytest-xdist every Slurm test runs on one worker, in order.
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 # Upper bound of every wait here: each polls for its event and returns as soon as it
 # happens, so the bound costs nothing on a free node; it is generous because CI machines

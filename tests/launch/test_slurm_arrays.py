@@ -26,7 +26,8 @@ import pytest
 from stateaware.launch.slurm import MAX_SACCT_INTERVAL_S, array_limits
 from tests.launch.slurm_cluster import cluster_down_reason
 
-pytestmark = pytest.mark.slurm
+# One small cluster: under pytest-xdist every Slurm test runs on one worker, in order.
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 REPO = Path(__file__).resolve().parents[2]
 #: 10 in CI; the environment variable runs the same test at another size (300 for a large cohort).

@@ -41,7 +41,8 @@ import pytest
 
 submitit = pytest.importorskip("submitit")
 
-pytestmark = pytest.mark.slurm
+# One small cluster: under pytest-xdist every Slurm test runs on one worker, in order.
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 # Upper bound for any one wait below. Every wait polls for its event and returns as soon as
 # it happens (seconds on a free node), so the bound costs nothing there; it is generous

@@ -39,6 +39,10 @@ import pytest
 
 from tests.conftest import user_env
 
+# Under pytest-xdist every block runs on one worker, in page order: a page's later blocks
+# read what its earlier ones made, in the one sandbox.
+pytestmark = pytest.mark.xdist_group("docs")
+
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 LANGUAGES = ("python", "console", "sql", "text")
