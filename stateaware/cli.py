@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from stateaware.bounded_input import InputError
 from stateaware.commands.arguments import version_text
-from stateaware.config import ConfigError, fields_of_type, register_configs
+from stateaware.config import ConfigError, fields_of_type, packaged_conf_dir, register_configs
 from stateaware.config_files import check_config_files
 from stateaware.exits import fail, run_main
 from stateaware.kinds import load_kind, user_code
@@ -250,20 +249,11 @@ def _check_flags(argv: list[str]) -> None:
     if known.experimental_rerun is not None:  # Hydra would unpickle that file: code, unchecked
         fail("error: --experimental-rerun is not supported: a run resumes by its run_id (python -m stateaware runs)")
     _check_hydra_overrides(known.overrides)
-    searched = [
-        *_package_conf(),
-        *(f for f in (known.config_dir, known.config_path) if f and not f.startswith("pkg://")),
-    ]
+    given = (folder for folder in (known.config_dir, known.config_path) if folder and not folder.startswith("pkg://"))
     try:
-        check_config_files(searched)
+        check_config_files([packaged_conf_dir(), *given])
     except InputError as exc:
         fail(f"error: {exc}")
-
-
-def _package_conf() -> list[str]:
-    """The folders of ``stateaware.conf``, the config package Hydra composes from."""
-    spec = importlib.util.find_spec("stateaware.conf")
-    return list(spec.submodule_search_locations or ()) if spec is not None else []
 
 
 #: The ``hydra.*`` settings a command line may change. Every other one is refused before

@@ -36,6 +36,7 @@ __all__ = [
     "HARDWARE_PROFILES",
     "register_configs",
     "available_cohorts",
+    "packaged_conf_dir",
     "fields_of_type",
     "conf_file",
     "hardware_file",
@@ -171,14 +172,15 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="base_config", node=Config)
 
 
-def _conf_dir() -> Path:
+def packaged_conf_dir() -> Path:
+    """The folder of the packaged ``conf/`` (``stateaware.conf``), where Hydra composes from."""
     return Path(packaged_conf.__file__).parent
 
 
 def available_cohorts() -> list[str]:
     """The cohort names ``cohort=NAME`` accepts: files under conf/cohort/, and under the
     ``cohort/`` of every ``--config-dir`` when Hydra composed this run (a user's own cohorts)."""
-    folders = [_conf_dir()] + _config_dirs()
+    folders = [packaged_conf_dir()] + _config_dirs()
     return sorted({p.stem for folder in folders for p in (folder / "cohort").glob("*.yaml")})
 
 
@@ -226,7 +228,7 @@ def hardware_file(
 
 
 def _conf_node(group: str, name: str, conf_dir: str | os.PathLike[str] | None) -> tuple[Path, Any]:
-    folder = Path(conf_dir) if conf_dir is not None else _conf_dir()
+    folder = Path(conf_dir) if conf_dir is not None else packaged_conf_dir()
     path = folder / group / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in (folder / group).glob("*.yaml"))

@@ -204,27 +204,19 @@ def fit(
     model = {p: step_model_bytes(card, p) for p in candidates}
     retained = {p: _retained(card, p) for p in candidates}
     times = {p: evaluate_policy(card, p)[1] for p in candidates}
-    eager = ("eager",) * card.n_segments
     measured_eager = card.provenance.get("eager_step_peak_bytes")
-    steps: list[tuple[int, int, int]] = []  # (step model, Σ r, measured) of every step measured
+    anchors: list[tuple[tuple[str, ...], int]] = []  # the card's measured steps: all-eager, then its floor
     if measured_eager is not None and all("eager" in s for s in card.segments):
-        steps.append((step_model_bytes(card, eager), _retained(card, eager), int(measured_eager)))
-    floor = (card.provenance.get("auto") or {}).get("floor_policy")
-    if steps and floor is not None and "floor_step_peak_bytes" in card.provenance["auto"]:
-        floor = tuple(floor)
-        steps.append(
-            (
-                step_model_bytes(card, floor),
-                _retained(card, floor),
-                int(card.provenance["auto"]["floor_step_peak_bytes"]),
-            )
-        )
+        anchors.append((("eager",) * card.n_segments, int(measured_eager)))
+        floor = (card.provenance.get("auto") or {}).get("floor_policy")
+        if floor is not None and "floor_step_peak_bytes" in card.provenance["auto"]:
+            anchors.append((tuple(floor), int(card.provenance["auto"]["floor_step_peak_bytes"])))
+    # (step model, Σ r, measured) of every step measured
+    steps = [(step_model_bytes(card, p), _retained(card, p), peak) for p, peak in anchors]
+    # policy -> a measured step peak: the anchors, then every plan the loop measures
+    known = dict(anchors)
     correction = _refit(persistent, steps) if steps else Correction()
-    tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak
-    # policy -> a measured step peak: the card's anchors, then every plan the loop measures
-    known = {eager: int(measured_eager)} if measured_eager is not None else {}
-    if len(steps) == 2:
-        known[floor] = steps[1][2]
+    tried: dict[tuple[str, ...], int] = {}  # policy -> its measured step peak, in this loop
     step_of: dict[tuple[str, ...], int] = {}  # policy -> its index in steps
     predicted: dict[tuple[str, ...], tuple[int, Correction]] = {}  # before measuring it
 

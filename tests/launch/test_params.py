@@ -13,11 +13,11 @@ KINDS = ("bytes", "cifar", "demo", "derivative", "engines", "joint_alias", "noop
 def test_every_kind_declares_its_params_and_every_shipped_cohort_passes():
     from omegaconf import OmegaConf
 
-    from stateaware.config import _conf_dir
+    from stateaware.config import packaged_conf_dir
 
     for kind in KINDS:
         assert isinstance(load_kind(kind).PARAMS, dict), kind
-    for path in sorted((_conf_dir() / "cohort").glob("*.yaml")):
+    for path in sorted((packaged_conf_dir() / "cohort").glob("*.yaml")):
         cohort = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
         check_params(cohort.get("params") or {}, load_kind(cohort["kind"]).PARAMS, cohort["name"])
 
