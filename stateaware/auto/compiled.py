@@ -5,7 +5,9 @@ a segment's own ``forward`` runs as one ``torch.compile`` graph, and the planner
 wraps it — ``eager`` calls the compiled forward, a recomputing option checkpoints it, so
 the replay runs the same compiled graph (same kernels) and backward runs its compiled
 backward. Profiling with ``compile=`` measures the compiled segments, so the card's costs
-are the compiled ones.
+are the compiled ones. The code of the model's own forward between the segments (an
+embedding, a head, the loss a forward computes) is compiled too, each segment call a graph
+break, so whole-model fusion is kept wherever no plan needs a segment boundary.
 """
 
 from __future__ import annotations
@@ -13,14 +15,23 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 
 from stateaware.torch_replay._reads import opaque_call
+from stateaware.torch_replay._torch_compat import dynamo_disable
 
-__all__ = ["compile_options", "compiled_forward", "segments_compiled", "COMPILE_KEYS"]
+__all__ = [
+    "compile_options",
+    "compiled_forward",
+    "segments_compiled",
+    "compile_between",
+    "uncompile_between",
+    "COMPILE_KEYS",
+]
 
 #: The ``torch.compile`` keywords a ``compile=`` dict may hold.
 COMPILE_KEYS = ("backend", "mode", "fullgraph", "dynamic", "options")
@@ -41,6 +52,12 @@ COMPILE_KEYS = ("backend", "mode", "fullgraph", "dynamic", "options")
 #   segment's state does not declare is refused as in eager.
 # * Hooks stay eager: the module's forward pre/post hooks run around the compiled forward,
 #   once per call, not again in a replay.
+# * Compiled between the segments: the model's own forward is compiled as well, and each
+#   segment's call is a graph break (its planned forward is ``dynamo_disable``d), so our
+#   checkpoint, its hooks and the recorder run as Python while the code around them is
+#   fused — a language model's head and cross-entropy, e.g., as whole-model compilation
+#   fuses them (the logits are not materialized three times over). ``fullgraph`` is
+#   dropped for this outer compile: its graph breaks are the plan's.
 _COMPILED: dict[tuple[Any, str], Callable[..., Any]] = {}
 
 
@@ -78,27 +95,60 @@ def compile_options(compile: bool | dict[str, Any] | None) -> dict[str, Any] | N
 def compiled_forward(module: torch.nn.Module, options: dict[str, Any]) -> Callable[..., Any]:
     """``module``'s own (class) ``forward``, bound to it, run as one compiled region with
     ``options`` (``torch.compile`` keywords); see NOTE [ Compiled segments ]."""
-    function = type(module).forward
+    compiled = _compiled(type(module).forward, options)
+    return functools.partial(opaque_call, compiled, functools.partial(_tensors_of, module), module)
+
+
+def _compiled(function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
     key = (function, json.dumps(options, sort_keys=True))
     compiled = _COMPILED.get(key)
     if compiled is None:
         compiled = _COMPILED[key] = torch.compile(function, **options)
-    return functools.partial(opaque_call, compiled, functools.partial(_tensors_of, module), module)
+    return compiled
+
+
+_BETWEEN = "_stateaware_compiled_between"
+
+
+def compile_between(model: torch.nn.Module, names: Sequence[str], options: dict[str, Any]) -> None:
+    """Make ``model`` run its own (class) ``forward`` compiled with ``options`` (less
+    ``fullgraph``), in place: each call of a segment ``names`` holds is a graph break, so
+    what lies between them is compiled (see NOTE [ Compiled segments ]). Nothing is
+    registered (``state_dict()`` keys are unchanged); ``uncompile_between`` undoes it. When
+    ``model`` is itself a segment (``""`` in ``names``) nothing lies between: no change."""
+    if "" in names:
+        return
+    model.__dict__[_BETWEEN] = {k: v for k, v in options.items() if k != "fullgraph"}
+    model.forward = types.MethodType(_forward_between, model)
+
+
+def uncompile_between(model: torch.nn.Module) -> None:
+    """Undo ``compile_between``: ``model`` runs its class's ``forward`` again."""
+    if model.__dict__.pop(_BETWEEN, None) is not None:
+        model.__dict__.pop("forward", None)
+
+
+def _forward_between(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    # Resolved at each call from plain data on the module, so a deep copy runs compiled too.
+    return _compiled(type(self).forward, self.__dict__[_BETWEEN])(self, *args, **kwargs)
 
 
 @contextlib.contextmanager
 def segments_compiled(model: torch.nn.Module, names: Sequence[str], options: dict[str, Any] | None) -> Iterator[None]:
     """Within the block, the segments ``names`` of ``model`` run their compiled forward
-    (no checkpoint: all-eager); with ``options`` None, nothing changes."""
+    (no checkpoint: all-eager) and the code between them is compiled (``compile_between``);
+    with ``options`` None, nothing changes."""
     if options is None:
         yield
         return
     modules = [model.get_submodule(name) for name in names]
     for module in modules:
-        module.forward = compiled_forward(module, options)
+        module.forward = dynamo_disable(compiled_forward(module, options))
+    compile_between(model, names, options)
     try:
         yield
     finally:
+        uncompile_between(model)
         for module in modules:
             module.__dict__.pop("forward", None)
 

@@ -6,8 +6,9 @@ parameter, buffer or submodule, so ``state_dict()`` keys and values are unchange
 checkpoint file loads into the model either way; ``copy.deepcopy`` of an applied model is
 applied too (the plan is plain data on the module, resolved by name at each call).
 Applying again replaces the previous plan; ``remove`` undoes it. A card profiled with
-``compile=`` makes each segment run its compiled forward under its option
-(``stateaware.auto.compiled``); ``remove`` undoes that too.
+``compile=`` makes each segment run its compiled forward under its option, and the model's
+own forward run compiled between the segments (``stateaware.auto.compiled``); ``remove``
+undoes that too.
 
 Under data parallelism stateaware goes inside: apply it to the plain model first, then
 wrap that with ``DistributedDataParallel`` or ``fully_shard`` (``refuse_distributed``).
@@ -23,10 +24,11 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from stateaware.auto.compiled import compiled_forward
+from stateaware.auto.compiled import compile_between, compiled_forward, uncompile_between
 from stateaware.auto.discover import StateEntry
 from stateaware.auto.fit import no_option_message
 from stateaware.auto.segment import SEGMENT_OPTIONS, relative, run_segment
+from stateaware.torch_replay._torch_compat import dynamo_disable
 
 __all__ = ["apply", "apply_policy", "remove", "original_forward", "card_segments", "refuse_distributed"]
 
@@ -40,6 +42,7 @@ class _SegmentPlan:
     compile: dict[str, Any] | None = None  # torch.compile keywords (the card's), or None: eager code
 
 
+@dynamo_disable  # under torch.compile, a segment's call is a graph break (NOTE [ Compiled segments ])
 def _planned_forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     plan: _SegmentPlan = self.__dict__[_ATTR]
     forward = original_forward(self) if plan.compile is None else compiled_forward(self, plan.compile)
@@ -102,11 +105,16 @@ def apply_policy(model: torch.nn.Module, card: Any, policy: Sequence[str]) -> to
         pairs = tuple((relative(name, e.name), e) for e in entries)
         module.__dict__[_ATTR] = _SegmentPlan(option, pairs, compile)
         module.forward = types.MethodType(_planned_forward, module)
+    uncompile_between(model)  # a plan applied before, compiled, is replaced
+    if compile is not None:
+        compile_between(model, names, compile)
     return model
 
 
 def remove(model: torch.nn.Module) -> torch.nn.Module:
-    """Undo ``apply``: every segment runs its own ``forward`` again; returns ``model``."""
+    """Undo ``apply``: every segment runs its own ``forward`` again, and the model its own
+    uncompiled one; returns ``model``."""
+    uncompile_between(model)
     for module in model.modules():
         if _ATTR in module.__dict__:
             del module.__dict__[_ATTR]
