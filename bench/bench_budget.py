@@ -23,13 +23,22 @@ Methods, each on the model's repeated blocks (``segments="repeated"``):
   regionally, our plan around it), given each compile budget's measured peak.
 
 Clock: the median over ``--rounds`` interleaved rounds (every method one step per round,
-so a shared machine slows them alike) of the thread's CPU time (``time.thread_time``) and
+so a shared machine slows them alike; each round in a shuffled order, seeded, so no method
+keeps its place or its neighbour) of the thread's CPU time (``time.thread_time``) and
 of wall time, on ``--threads`` threads (1 by default). Peaks: ``stateaware.auto.step_peak_bytes``
 for every method (bytes live at the step's start plus the CPU profiler's window peak).
 Gradients: after one step from the same weights, bitwise equal to eager's (eager-exact
 arms) or the largest absolute difference (compiled arms). BatchNorm: how many times one
 step advanced ``num_batches_tracked`` (1 is eager's; a replay that updates the statistics
 again shows 2). The issue's targets are printed with a verdict per model.
+
+Memory reuse: by default the bench re-runs itself with glibc's malloc told to keep freed
+memory (``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` 16 GiB), as CUDA's caching
+allocator does. Left to its defaults glibc maps each tensor over 32 MiB (GPT-2's logits)
+afresh and returns it on free, so every step page-faults it in again, and how often
+depends on the heap's history in this process: identical op sequences (same ops, same
+counts, by the profiler) then differed by 3-6 % in CPU time between two arms, all of it in
+the memory-bound ops on those tensors. ``--malloc glibc`` keeps the defaults.
 
 Usage: ``python bench/bench_budget.py [--rounds 7] [--models gpt2,vit,resnet18] [--threads 1]``;
 ``--quick`` runs tiny models, two rounds and one compile budget with the
@@ -42,6 +51,7 @@ import argparse
 import datetime
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -68,6 +78,12 @@ COMPILE_BUDGETS = (0.7, 0.5, 0.3)
 #: recomputed): the op list of our own selective option, so both keep the same outputs.
 SAVED_OPS = EXPENSIVE_OPS
 TRANSFORMERS = ("gpt2", "vit")
+#: glibc's malloc keeping freed memory for reuse (module docstring, "Memory reuse").
+STEADY_MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(16 * 2**30)}
+MALLOC_DOC = {
+    "steady": "glibc keeping freed memory (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_=16 GiB)",
+    "glibc": "glibc's defaults",
+}
 
 
 class Loss(torch.nn.Module):
@@ -252,6 +268,9 @@ def _given(budget: int | str) -> str:
 
 def run_model(spec: Spec, rounds: int, quick: bool) -> list[Row]:
     """Every method on one model (module docstring); rows in table order."""
+    # Each model compiles afresh: the three share the wrapper's forward (Loss.forward), and
+    # Dynamo's per-code cache limit would otherwise run a later model's methods uncompiled.
+    torch._dynamo.reset()
     example = spec.example
     names = select_segments(spec.build(), spec.segments)
     backend = "aot_eager_decomp_partition" if quick else "inductor"
@@ -281,8 +300,9 @@ def run_model(spec: Spec, rounds: int, quick: bool) -> list[Row]:
             _first_step(row, example)
             row.peak = auto.step_peak_bytes(row.model, example)
     live = [r for r in rows if r.model is not None]
-    for _ in range(rounds):  # interleaved: each method one step per round
-        for row in live:
+    order = random.Random(0)
+    for _ in range(rounds):  # interleaved: each method one step per round, in an order drawn per round
+        for row in order.sample(live, len(live)):
             _zero(row.model)
             w, c = time.perf_counter(), time.thread_time()
             _step(row.model, example)
@@ -395,17 +415,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of: {', '.join(MODELS)}")
     parser.add_argument("--quick", action="store_true", help="tiny models, 2 rounds, one compile budget (CI smoke)")
+    parser.add_argument(
+        "--malloc",
+        choices=("steady", "glibc"),
+        default="steady",
+        help="steady: glibc keeps freed memory for reuse (the default; see the module docstring); glibc: its defaults",
+    )
     args = parser.parse_args(argv)
     keys = args.models.split(",")
     unknown = [k for k in keys if k not in MODELS]
     if unknown:
         parser.error(f"--models: unknown {', '.join(unknown)}; valid models are: {', '.join(MODELS)}")
+    malloc = args.malloc
+    if malloc == "steady" and any(os.environ.get(k) != v for k, v in STEADY_MALLOC.items()):
+        if argv is None:  # run as a command; glibc reads these once, at start: run it again with them
+            os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **STEADY_MALLOC})
+        malloc = "glibc"  # called in a process of someone else's (a test): its allocator as it is
     rounds = 2 if args.quick else args.rounds
     torch.set_num_threads(args.threads)
+    # A compiled method silently run in eager code would be reported as compiled: refuse it.
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
     print(
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {_machine()}; torch {torch.__version__}; "
         f"{args.threads} thread(s); medians of {rounds} interleaved rounds; clock: thread CPU time "
-        f"(time.thread_time) and wall{'; --quick' if args.quick else ''}"
+        f"(time.thread_time) and wall; malloc: {MALLOC_DOC[malloc]}{'; --quick' if args.quick else ''}"
     )
     print("plan letters: e=eager w=whole r=region o=offload s=selective\n")
     for key in keys:
