@@ -4,8 +4,11 @@ As torchtitan compiles a transformer per block, ``stateaware.auto`` compiles per
 a segment's own ``forward`` runs as one ``torch.compile`` graph, and the planner's option
 wraps it — ``eager`` calls the compiled forward, a recomputing option checkpoints it, so
 the replay runs the same compiled graph (same kernels) and backward runs its compiled
-backward. Profiling with ``compile=`` measures the compiled segments, so the card's costs
-are the compiled ones. The code of the model's own forward between the segments (an
+backward. A compiled segment's ``selective`` option is the compiler's own selection: the segment
+compiled with the partitioner's activation-memory budget at ``SELECTIVE_MEMORY_BUDGET``,
+so its backward recomputes what the partitioner chose (fused, cheap ops first) and nothing
+of ours replays. Profiling with ``compile=`` measures the compiled segments, so the card's
+costs are the compiled ones. The code of the model's own forward between the segments (an
 embedding, a head, the loss a forward computes) is compiled too, each segment call a graph
 break, so whole-model fusion is kept wherever no plan needs a segment boundary.
 """
@@ -20,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from stateaware.torch_replay._reads import opaque_call
 from stateaware.torch_replay._torch_compat import dynamo_disable
@@ -28,13 +32,22 @@ __all__ = [
     "compile_options",
     "compiled_forward",
     "segments_compiled",
+    "compiled_option",
+    "random_op",
     "compile_between",
     "uncompile_between",
     "COMPILE_KEYS",
+    "SELECTIVE_MEMORY_BUDGET",
 ]
 
 #: The ``torch.compile`` keywords a ``compile=`` dict may hold.
 COMPILE_KEYS = ("backend", "mode", "fullgraph", "dynamic", "options")
+
+#: ``torch._functorch.config.activation_memory_budget`` for a compiled segment's
+#: ``selective`` option: the min-cut partitioner keeps about this share of what it would
+#: save by default and recomputes the rest in the compiled backward. (Backends without
+#: that partitioner, such as ``aot_eager``, ignore it: their ``selective`` is ``eager``.)
+SELECTIVE_MEMORY_BUDGET = 0.5
 
 # NOTE [ Compiled segments ]
 #
@@ -58,7 +71,7 @@ COMPILE_KEYS = ("backend", "mode", "fullgraph", "dynamic", "options")
 #   fused — a language model's head and cross-entropy, e.g., as whole-model compilation
 #   fuses them (the logits are not materialized three times over). ``fullgraph`` is
 #   dropped for this outer compile: its graph breaks are the plan's.
-_COMPILED: dict[tuple[Any, str], Callable[..., Any]] = {}
+_COMPILED: dict[tuple[Any, str, float | None], Callable[..., Any]] = {}
 
 
 def compile_options(compile: bool | dict[str, Any] | None) -> dict[str, Any] | None:
@@ -92,19 +105,63 @@ def compile_options(compile: bool | dict[str, Any] | None) -> dict[str, Any] | N
     return dict(compile)
 
 
-def compiled_forward(module: torch.nn.Module, options: dict[str, Any]) -> Callable[..., Any]:
+def compiled_forward(
+    module: torch.nn.Module, options: dict[str, Any], memory_budget: float | None = None
+) -> Callable[..., Any]:
     """``module``'s own (class) ``forward``, bound to it, run as one compiled region with
-    ``options`` (``torch.compile`` keywords); see NOTE [ Compiled segments ]."""
-    compiled = _compiled(type(module).forward, options)
+    ``options`` (``torch.compile`` keywords) and, if given, the partitioner's activation
+    ``memory_budget``; see NOTE [ Compiled segments ]."""
+    compiled = _compiled(type(module).forward, options, memory_budget)
     return functools.partial(opaque_call, compiled, functools.partial(_tensors_of, module), module)
 
 
-def _compiled(function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
-    key = (function, json.dumps(options, sort_keys=True))
+def compiled_option(module: torch.nn.Module, options: dict[str, Any], option: str) -> tuple[Callable[..., Any], str]:
+    """The forward and the ``run_segment`` option that run planner ``option`` on the
+    compiled segment ``module``: ``selective`` is the segment compiled at
+    ``SELECTIVE_MEMORY_BUDGET``, run as ``eager`` (its own backward recomputes); every other
+    option wraps the segment compiled by default."""
+    if option == "selective":
+        return compiled_forward(module, options, SELECTIVE_MEMORY_BUDGET), "eager"
+    return compiled_forward(module, options), option
+
+
+def _compiled(
+    function: Callable[..., Any], options: dict[str, Any], memory_budget: float | None = None
+) -> Callable[..., Any]:
+    key = (function, json.dumps(options, sort_keys=True), memory_budget)
     compiled = _COMPILED.get(key)
     if compiled is None:
-        compiled = _COMPILED[key] = torch.compile(function, **options)
+        compiled = _COMPILED[key] = (
+            torch.compile(function, **options) if memory_budget is None else _budgeted(function, options, memory_budget)
+        )
     return compiled
+
+
+def _budgeted(function: Callable[..., Any], options: dict[str, Any], memory_budget: float) -> Callable[..., Any]:
+    """``function`` compiled with the partitioner's ``activation_memory_budget`` set.
+
+    Dynamo keeps its graphs per code object, and its guards do not include the
+    partitioner's budget: compiled from ``function`` itself, the budgeted and the default
+    variants would share (and overwrite) each other's graphs. A copy of the code under a
+    name of its own compiles its own graphs. The budget is set around every call, as a
+    recompilation (a guard failing) partitions again."""
+    code = function.__code__
+    name = f"{code.co_name}_memory_budget_{memory_budget:g}".replace(".", "_")
+    twin = types.FunctionType(
+        code.replace(co_name=name, co_qualname=name),
+        function.__globals__,
+        name,
+        function.__defaults__,
+        function.__closure__,
+    )
+    twin.__kwdefaults__ = function.__kwdefaults__
+    compiled = torch.compile(twin, **options)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with torch._functorch.config.patch(activation_memory_budget=memory_budget):
+            return compiled(*args, **kwargs)
+
+    return run
 
 
 _BETWEEN = "_stateaware_compiled_between"
@@ -162,3 +219,43 @@ def _tensors_of(module: torch.nn.Module) -> Iterator[torch.Tensor]:
         for value in vars(m).values():
             if isinstance(value, torch.Tensor):
                 yield value
+
+
+class _FirstRandomOp(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: str | None = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if self.found is not None or torch.Tag.nondeterministic_seeded not in func.tags:
+            return func(*args, **kwargs)
+        # Tagged ops may draw (attention with dropout_p=0 is tagged too): a draw advances a generator.
+        generators = [g for g in (kwargs.get("generator"),) if g is not None] + _default_generators()
+        before = [g.get_state() for g in generators]
+        out = func(*args, **kwargs)
+        if any(not torch.equal(b, g.get_state()) for b, g in zip(before, generators, strict=True)):
+            self.found = str(func)
+        return out
+
+
+def _default_generators() -> list[torch.Generator]:
+    cuda = list(torch.cuda.default_generators) if torch.cuda.is_available() else []
+    return [torch.default_generator, *cuda]
+
+
+def random_op(run: Callable[[], Any]) -> str | None:
+    """The first op ``run()`` dispatches that draws from a random generator, by name, or
+    None: an op tagged ``nondeterministic_seeded`` (dropout's ``bernoulli_``, ``rand``...)
+    whose call advanced its ``generator=`` or a default generator (tagged ops that draw
+    nothing, such as attention without dropout, do not count).
+
+    Why it matters: compiled at a memory budget, the min-cut partitioner may recompute such
+    an op in the backward, drawing other numbers than the forward drew (seen on a CPU: a
+    dropout block's gradients differ from the default compilation's; torch keeps the draws
+    equal only with ``functionalize_rng_ops``, a CUDA feature). A segment that draws gets no
+    compiled ``selective``."""
+    mode = _FirstRandomOp()
+    with mode:
+        run()
+    return mode.found

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
-from stateaware.auto.compiled import compile_options, compiled_forward, segments_compiled
+from stateaware.auto.compiled import compile_options, compiled_option, random_op, segments_compiled
 from stateaware.auto.discover import StateEntry, explicit_names, leaf_copy, map_tensors, resolve_segments, trace
 from stateaware.auto.errors import model_step_error
 from stateaware.auto.model_snapshot import ModelSnapshot
@@ -377,16 +377,28 @@ def _measure(
     return {"retained_bytes": retained, "temp_bytes": int(max(peak_f, peak_fb) - retained), "ms": float(min(times))}
 
 
-def _options(entries: list[StateEntry], compiled: bool = False) -> list[str]:
+def _call(
+    module: torch.nn.Module, forward: Callable[..., Any], options: dict[str, Any] | None, option: str
+) -> tuple[Callable[..., Any], str]:
+    """The forward and ``run_segment`` option that run ``option`` on ``module``: its eager
+    ``forward``, or compiled with ``options`` (``stateaware.auto.compiled.compiled_option``)."""
+    return (forward, option) if options is None else compiled_option(module, options, option)
+
+
+def _no_grad(forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    with torch.no_grad():
+        return forward(*args, **kwargs)
+
+
+def _options(entries: list[StateEntry]) -> list[str]:
+    """The options profiled for a segment with state ``entries``. Compiled, ``selective``
+    is the compiler's partitioner's selection (``stateaware.auto.compiled``), not ours."""
     options = ["eager", "whole"]
     if any(e.write == "rows" for e in entries):
         options.append("region")
     if any(e.kind != "python" and e.bytes for e in entries):
         options.append("offload")
-    if not compiled:
-        # A compiled segment is one graph to our replay: which of its ops' outputs to keep
-        # is its compiler's partitioner's choice, not a dispatch-level policy's.
-        options.append("selective")
+    options.append("selective")
     return options
 
 
@@ -430,7 +442,8 @@ def profile(
     ``eager_only``: the segments our checkpoint refuses (one that writes its own input in
     place, as an in-place activation does), which get only the ``eager`` option;
     ``selective_refused``: the segments torch's selective policy refuses (a kept output
-    written in place later), which get no ``selective`` option; it also says
+    written in place later) and, compiled, those that draw random numbers
+    (``stateaware.auto.compiled.random_op``), which get no ``selective`` option; it also says
     where offloaded snapshots live and the measured eager step peak, and ``floor_policy``
     (``floor_policy``: every segment recomputed that can be) with its measured step peak
     ``floor_step_peak_bytes``, the budget loop's second anchor. Profiling leaves no
@@ -480,24 +493,34 @@ def profile(
                 _check_explicit(model, found.names, found.state, state)
             segments_doc = []
             eager_only: dict[str, str] = {}  # segment -> why our checkpoint refuses it
-            selective_refused: dict[str, str] = {}  # segment -> why torch's selective policy refuses it
+            selective_refused: dict[str, str] = {}  # segment -> why it gets no selective option
             _grads_allocated(model)
             warmed = False
             for index, (name, entries, (args, kwargs)) in enumerate(
                 zip(found.names, found.state, found.inputs, strict=True)
             ):
-                counted = line.done + _segment_measurements(entries, options is not None)
+                counted = line.done + _segment_measurements(entries)
                 where = f"segment {index + 1}/{len(found.names)} {name!r}"
                 module = model.get_submodule(name)
-                forward = original_forward(module) if options is None else compiled_forward(module, options)
+                forward = original_forward(module)
                 pairs = [(relative(name, e.name), e) for e in entries]
                 rerun = _Rerun(module, args, kwargs)
+                offered = _options(entries)
+                if options is not None:
+                    drawn = random_op(rerun.runner(_no_grad, forward))
+                    rerun.reset()
+                    if drawn is not None:
+                        offered.remove("selective")
+                        selective_refused[name] = (
+                            f"it draws random numbers ({drawn}); compiled at a memory budget, the partitioner "
+                            "may recompute them in backward as other numbers"
+                        )
                 measured = {}
                 # The first calls of each path (allocator, kernels; compilation for each compiled
                 # segment's graphs) are slower: discard them.
                 if not warmed or options is not None:
-                    for option in _options(entries, options is not None):
-                        runner = rerun.runner(run_segment, module, forward, option, pairs)
+                    for option in offered:
+                        runner = rerun.runner(run_segment, module, *_call(module, forward, options, option), pairs)
                         try:
                             _measure(runner, rerun.reset, repeats=1, device=device)
                         except UndeclaredStateError:  # a refused option is found below
@@ -507,8 +530,8 @@ def profile(
                                 raise
                     rerun.reset()
                     warmed = True
-                for option in _options(entries, options is not None):
-                    runner = rerun.runner(run_segment, module, forward, option, pairs)
+                for option in offered:
+                    runner = rerun.runner(run_segment, module, *_call(module, forward, options, option), pairs)
                     line.at(f"{where}: {option}")
                     try:
                         measured[option] = _measure(runner, rerun.reset, repeats=repeats, device=device)
@@ -531,13 +554,17 @@ def profile(
                 if entries and len(measured) > 1:
                     line.at(f"{where}: a replay blind to state")
                     try:
-                        base = _measure(rerun.runner(_oblivious, forward), rerun.reset, repeats=repeats, device=device)
+                        oblivious = forward if options is None else _call(module, forward, options, "whole")[0]
+                        base = _measure(
+                            rerun.runner(_oblivious, oblivious), rerun.reset, repeats=repeats, device=device
+                        )
                     except Exception:  # a replay blind to state may fail outright; then no share is known
                         base = None
                     for option in measured:
                         if option not in ("eager", "selective") and base is not None:
                             add_state_parts(measured[option], base)
-                    if "selective" in measured and "whole" in measured:
+                    if "selective" in measured and "whole" in measured and options is None:
+                        # compiled, selective replays nothing of ours: it preserves nothing
                         _share_whole_state(measured["selective"], measured["whole"])
                 segments_doc.append(measured)
                 line.reach(counted)  # options refused or skipped count as done
@@ -581,12 +608,12 @@ def profile(
 def _measurements(state: list[list[StateEntry]], compiled: bool) -> int:
     """The measurements ``profile`` makes after its trace (the progress line's total): each
     segment's (``_segment_measurements``), the compiled step, the all-recomputed step."""
-    return sum(_segment_measurements(entries, compiled) for entries in state) + compiled + 1
+    return sum(_segment_measurements(entries) for entries in state) + compiled + 1
 
 
-def _segment_measurements(entries: list[StateEntry], compiled: bool) -> int:
+def _segment_measurements(entries: list[StateEntry]) -> int:
     """Each option, and a replay blind to state where the segment has state."""
-    return len(_options(entries, compiled)) + bool(entries)
+    return len(_options(entries)) + bool(entries)
 
 
 def floor_policy(card: Any) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from stateaware.auto.compiled import compile_between, compiled_forward, uncompile_between
+from stateaware.auto.compiled import compile_between, compiled_option, uncompile_between
 from stateaware.auto.discover import StateEntry
 from stateaware.auto.fit import no_option_message
 from stateaware.auto.segment import SEGMENT_OPTIONS, relative, run_segment
@@ -45,8 +45,10 @@ class _SegmentPlan:
 @dynamo_disable  # under torch.compile, a segment's call is a graph break (NOTE [ Compiled segments ])
 def _planned_forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     plan: _SegmentPlan = self.__dict__[_ATTR]
-    forward = original_forward(self) if plan.compile is None else compiled_forward(self, plan.compile)
-    return run_segment(self, forward, plan.option, plan.state, args, kwargs)
+    if plan.compile is None:
+        return run_segment(self, original_forward(self), plan.option, plan.state, args, kwargs)
+    forward, option = compiled_option(self, plan.compile, plan.option)
+    return run_segment(self, forward, option, plan.state, args, kwargs)
 
 
 def original_forward(module: torch.nn.Module) -> Any:

@@ -18,8 +18,9 @@ from torch._dynamo.backends.registry import lookup_backend, register_backend
 from torch._dynamo.utils import counters
 
 import stateaware.auto as auto
-from stateaware.auto.compiled import compile_options, compiled_forward
+from stateaware.auto.compiled import compile_options, compiled_forward, random_op
 from stateaware.auto.segment import run_segment
+from stateaware.auto.wrapper import apply_policy
 from stateaware.torch_replay import UndeclaredStateError
 
 #: aot_eager that counts each run of a compiled graph (its name is JSON, as a card needs).
@@ -157,7 +158,9 @@ def test_the_code_between_the_segments_is_compiled_too():
     keys = list(model.state_dict())
     x = torch.randn(32, 16)
     model, plan = auto.wrap(model, (x,), budget="0%", compile=AOT, repeats=1)
-    assert plan.policy == ("whole", "eager")  # the least peak: the first block recomputed
+    # The least peak recomputes the first block; aot_eager has no min-cut partitioner, so the
+    # last block's selective (compiled at a memory budget) is its eager.
+    assert plan.policy[0] == "whole" and plan.policy[1] in ("eager", "selective")
     assert list(model.state_dict()) == keys and "forward" in vars(model)
     for block in reference.blocks:
         block.compile(backend="aot_eager")
@@ -178,6 +181,55 @@ def test_the_code_between_the_segments_is_compiled_too():
     assert "forward" not in vars(model)
     auto.remove(clone)
     assert all("forward" not in vars(m) for m in clone.modules())
+
+
+class Steady(Block):
+    """``Block`` without its dropout: nothing in it draws random numbers."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.bn(self.up(x))))
+
+
+#: A backend with the min-cut partitioner, which reads the activation-memory budget.
+DECOMPOSED = {"backend": "aot_eager_decomp_partition"}
+
+
+def test_a_compiled_segments_selective_is_its_partitioners_choice_at_a_memory_budget():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Steady(), Steady())
+    reference = copy.deepcopy(model)
+    x = torch.randn(32, 16)
+    card = auto.profile(model, (x,), compile=DECOMPOSED, repeats=1)
+    # It keeps less than the segment compiled by default keeps, and preserves nothing.
+    for costs in card.segments:
+        assert 0 < costs["selective"].retained_bytes < costs["eager"].retained_bytes
+        assert costs["selective"].state_retained_bytes == 0
+    apply_policy(model, card, ("selective", "selective"))
+    for block in reference:
+        block.compile(**DECOMPOSED)
+    _same_training(model, reference, x, steps=2)  # recomputed in its compiled backward: the same bits
+    assert all(int(b.bn.num_batches_tracked) == 2 for b in model)  # updated once per step
+
+
+def test_a_compiled_segment_that_draws_random_numbers_gets_no_selective():
+    model, _ = _models(blocks=2)  # dropout in every block
+    card = auto.profile(model, (torch.randn(32, 16),), compile=DECOMPOSED, repeats=1)
+    assert all("selective" not in costs and "whole" in costs for costs in card.segments)
+    refused = card.provenance["auto"]["selective_refused"]
+    assert sorted(refused) == ["0", "1"] and all("bernoulli" in why for why in refused.values())
+
+
+def test_random_op_names_an_op_that_draws_and_no_op_that_draws_nothing():
+    x = torch.randn(2, 4, 8, 16)
+    F = torch.nn.functional
+    assert random_op(lambda: F.scaled_dot_product_attention(x, x, x)) is None  # tagged, but no dropout
+    assert random_op(lambda: F.dropout(x, 0.0)) is None
+    assert random_op(lambda: F.gelu(x)) is None
+    assert "bernoulli" in str(random_op(lambda: F.dropout(x, 0.1)))
+    generator = torch.Generator().manual_seed(0)  # its own generator, not the default one
+    state = torch.get_rng_state()
+    assert "rand" in str(random_op(lambda: torch.rand(3, generator=generator)))
+    assert torch.equal(state, torch.get_rng_state())
 
 
 def test_undeclared_buffer_write_inside_a_compiled_segment_is_refused():
