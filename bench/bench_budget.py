@@ -376,7 +376,7 @@ def targets(key: str, rows: list[Row]) -> list[str]:
             limit = 1.10 if has_state else 1.00
         if limit is not None:
             t = _time(ours) / _time(rival)
-            line += f", CPU time {t:.2f}x (<= {limit:.2f}: {verdict(t <= limit)})"
+            line += f", CPU time {t:.3f}x (<= {limit:.2f}: {verdict(t <= limit)})"
         out.append(line)
     for rival in [r for r in rows if r.method.startswith("compile@")]:
         ours = by[f"ours+compile@{rival.method}"]
@@ -385,7 +385,7 @@ def targets(key: str, rows: list[Row]) -> list[str]:
             continue
         ratio, t = ours.peak / rival.peak, _time(ours) / _time(rival)
         line = f"compiled arm at {rival.method}'s peak: peak {ratio:.3f}x (<= 1.01: {verdict(ratio <= 1.01)}), "
-        line += f"CPU time {t:.2f}x"
+        line += f"CPU time {t:.3f}x"
         line += f" (<= 1.00: {verdict(t <= 1.00)})" if key in TRANSFORMERS else " (reported, no target)"
         out.append(line)
     # Every absolute budget ours is given is a peak some method measured (it met it).
