@@ -409,6 +409,28 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
 
 
+def model_keys(parser: argparse.ArgumentParser, models: str) -> list[str]:
+    """The comma-separated ``--models``, each checked against ``MODELS`` (``parser.error`` else)."""
+    keys = models.split(",")
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(unknown)}; valid models are: {', '.join(MODELS)}")
+    return keys
+
+
+def steady_malloc(argv: list[str] | None) -> str:
+    """Have glibc keep freed memory (``STEADY_MALLOC``); the ``MALLOC_DOC`` key in effect.
+
+    glibc reads the settings once, at start: run as a command (``argv`` None) without them,
+    this runs the command again with them and does not return. Called in a process of
+    someone else's (a test), the allocator stays as it is: ``"glibc"``."""
+    if all(os.environ.get(k) == v for k, v in STEADY_MALLOC.items()):
+        return "steady"
+    if argv is None:
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **STEADY_MALLOC})
+    return "glibc"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (median kept)")
@@ -422,15 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         help="steady: glibc keeps freed memory for reuse (the default; see the module docstring); glibc: its defaults",
     )
     args = parser.parse_args(argv)
-    keys = args.models.split(",")
-    unknown = [k for k in keys if k not in MODELS]
-    if unknown:
-        parser.error(f"--models: unknown {', '.join(unknown)}; valid models are: {', '.join(MODELS)}")
-    malloc = args.malloc
-    if malloc == "steady" and any(os.environ.get(k) != v for k, v in STEADY_MALLOC.items()):
-        if argv is None:  # run as a command; glibc reads these once, at start: run it again with them
-            os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **STEADY_MALLOC})
-        malloc = "glibc"  # called in a process of someone else's (a test): its allocator as it is
+    keys = model_keys(parser, args.models)
+    malloc = steady_malloc(argv) if args.malloc == "steady" else "glibc"
     rounds = 2 if args.quick else args.rounds
     torch.set_num_threads(args.threads)
     # A compiled method silently run in eager code would be reported as compiled: refuse it.

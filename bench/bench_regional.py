@@ -23,7 +23,6 @@ Usage: ``python bench/bench_regional.py [--rounds 9] [--models gpt2,vit] [--budg
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -38,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_budget import (  # noqa: E402
     MALLOC_DOC,
     MODELS,
-    STEADY_MALLOC,
     TRANSFORMERS,
     Row,
     _compiled,
@@ -46,6 +44,8 @@ from bench.bench_budget import (  # noqa: E402
     _machine,
     _step,
     _zero,
+    model_keys,
+    steady_malloc,
 )
 from stateaware import auto  # noqa: E402
 from stateaware.auto.compiled import compiled_forward  # noqa: E402
@@ -109,21 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(TRANSFORMERS), help=f"comma-separated, of: {', '.join(MODELS)}")
     parser.add_argument("--budgets", default="1.0,0.7,0.5", help="activation_memory_budget values, comma-separated")
     args = parser.parse_args(argv)
-    keys = args.models.split(",")
-    unknown = [k for k in keys if k not in MODELS]
-    if unknown:
-        parser.error(f"--models: unknown {', '.join(unknown)}; valid models are: {', '.join(MODELS)}")
+    keys = model_keys(parser, args.models)
     try:
         budgets = [float(b) for b in args.budgets.split(",")]
     except ValueError:
         parser.error(f"--budgets: {args.budgets!r} is not a comma-separated list of numbers, e.g. 1.0,0.7,0.5")
     if not all(0.0 <= b <= 1.0 for b in budgets):
         parser.error(f"--budgets: {args.budgets!r}; each budget lies in [0, 1]")
-    malloc = "steady"
-    if any(os.environ.get(k) != v for k, v in STEADY_MALLOC.items()):
-        if argv is None:  # glibc reads these once, at start: run this command again with them
-            os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **STEADY_MALLOC})
-        malloc = "glibc"
+    malloc = steady_malloc(argv)
     torch.set_num_threads(1)
     torch._dynamo.config.fail_on_recompile_limit_hit = True
     print(f"{_machine()}; torch {torch.__version__}; 1 thread; medians of {args.rounds} shuffled rounds; "

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+import torch._functorch.config as functorch_config  # not imported by `import torch`; patched below
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from stateaware.torch_replay._reads import opaque_call
@@ -158,7 +159,7 @@ def _budgeted(function: Callable[..., Any], options: dict[str, Any], memory_budg
     compiled = torch.compile(twin, **options)
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        with torch._functorch.config.patch(activation_memory_budget=memory_budget):
+        with functorch_config.patch(activation_memory_budget=memory_budget):
             return compiled(*args, **kwargs)
 
     return run

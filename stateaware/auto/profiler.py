@@ -554,7 +554,7 @@ def profile(
                 if entries and len(measured) > 1:
                     line.at(f"{where}: a replay blind to state")
                     try:
-                        oblivious = forward if options is None else _call(module, forward, options, "whole")[0]
+                        oblivious, _ = _call(module, forward, options, "whole")
                         base = _measure(
                             rerun.runner(_oblivious, oblivious), rerun.reset, repeats=repeats, device=device
                         )
